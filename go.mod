@@ -1,0 +1,3 @@
+module github.com/sandprobe/sandprobe
+
+go 1.26
