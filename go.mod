@@ -1,3 +1,18 @@
 module github.com/sandprobe/sandprobe
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/go-playground/validator/v10 v10.30.6
+	go.yaml.in/yaml/v3 v3.0.6
+)
+
+require (
+	github.com/gabriel-vasile/mimetype v1.4.16 // indirect
+	github.com/go-playground/locales v0.14.2 // indirect
+	github.com/go-playground/universal-translator v0.18.2 // indirect
+	github.com/leodido/go-urn v1.5.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

@@ -1,0 +1,116 @@
+package policy
+
+import (
+	"strings"
+	"time"
+)
+
+// DefaultSecretPatterns are the environment variable names that count as
+// credentials when a policy does not list its own.
+var DefaultSecretPatterns = []string{"*_KEY", "*_TOKEN", "*_SECRET", "*PASSWORD*"}
+
+// Default fills in every unset field with its documented default. It is
+// idempotent and runs before validation, so validation sees what will be used.
+func (p *Policy) Default() {
+	s := &p.Spec
+	if s.Seccomp == "" {
+		s.Seccomp = DefaultSeccomp
+	}
+	if s.ServiceAccount == "" {
+		s.ServiceAccount = DefaultTokenExpectation
+	}
+	if s.TokenPath == "" {
+		s.TokenPath = DefaultTokenPath
+	}
+	if s.NoNewPrivileges == nil {
+		t := true
+		s.NoNewPrivileges = &t
+	}
+	if s.Capabilities == nil {
+		s.Capabilities = []string{}
+	}
+	for i, c := range s.Capabilities {
+		s.Capabilities[i] = NormalizeCapability(c)
+	}
+	if s.Secrets.EnvNamePatterns == nil {
+		s.Secrets.EnvNamePatterns = append([]string(nil), DefaultSecretPatterns...)
+	}
+	for i := range s.Image.Tools {
+		if s.Image.Tools[i].Timeout.Duration == 0 {
+			s.Image.Tools[i].Timeout.Duration = DefaultToolTimeout
+		}
+	}
+	if s.Browser.Screenshot && s.Browser.WriteTo == "" {
+		s.Browser.WriteTo = "/tmp"
+	}
+	if s.Browser.Timeout.Duration == 0 {
+		s.Browser.Timeout.Duration = DefaultBrowserTimeout
+	}
+	if s.Probe.Deadline.Duration == 0 {
+		s.Probe.Deadline.Duration = 2 * time.Minute
+	}
+	e := &s.Egress
+	if e.Timeout.Duration == 0 {
+		e.Timeout.Duration = DefaultEgressTimeout
+	}
+	if e.Concurrency == 0 {
+		e.Concurrency = 64
+	}
+	if e.Metadata.Address == "" {
+		e.Metadata.Address = DefaultMetadataAddress
+	}
+	if e.Metadata.Port == 0 {
+		e.Metadata.Port = DefaultMetadataPort
+	}
+	if e.DNS.ArbitraryNames == "" {
+		e.DNS.ArbitraryNames = "deny"
+	}
+	for i := range e.Allow {
+		a := &e.Allow[i]
+		if r, err := ParseHostRule(a.Host); err == nil {
+			a.Host = r.Host
+			if a.Port == 0 {
+				a.Port = r.Port
+			}
+		}
+		if a.Port == 0 {
+			a.Port = DefaultAllowPort
+		}
+		if a.Scheme == "" {
+			a.Scheme = defaultScheme(a.Port)
+		}
+		a.Probe = NormalizeHost(a.Probe)
+	}
+	for i := range e.DNS.Domains {
+		e.DNS.Domains[i] = NormalizeHost(e.DNS.Domains[i])
+	}
+}
+
+func defaultScheme(port int) string {
+	switch port {
+	case 443, 8443:
+		return "https"
+	case 80, 8080:
+		return "http"
+	}
+	return "tcp"
+}
+
+// NormalizeCapability turns "cap_net_raw" or "NET_RAW" into "NET_RAW".
+func NormalizeCapability(c string) string {
+	c = strings.ToUpper(strings.TrimSpace(c))
+	return strings.TrimPrefix(c, "CAP_")
+}
+
+// NoNewPrivs reports the effective no_new_privs expectation.
+func (s *Spec) NoNewPrivs() bool { return s.NoNewPrivileges == nil || *s.NoNewPrivileges }
+
+// WritableFor reports whether path lies in one of the declared writable paths.
+func (f Filesystem) WritableFor(path string) bool {
+	for _, w := range f.Writable {
+		if path == w || strings.HasPrefix(path, strings.TrimSuffix(w, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,238 @@
+package policy
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// HostRule is a parsed allowance host: an exact name, "*.domain" (every
+// subdomain at any depth, never the apex), "*" (anything), or an IP literal,
+// optionally with a port. Names are lower-cased and lose a trailing dot.
+type HostRule struct {
+	Host string // normalised; "*" or "*.example.com" for patterns
+	Port int    // 0 means any port
+}
+
+// ParseHostRule parses "api.example.com", "*.example.com:443", "*",
+// "10.0.0.1:80" or "[2001:db8::1]:443".
+func ParseHostRule(s string) (HostRule, error) {
+	host, port, err := splitHostPort(s)
+	if err != nil {
+		return HostRule{}, err
+	}
+	host = NormalizeHost(host)
+	switch {
+	case host == "*":
+	case strings.HasPrefix(host, "*."):
+		if err := checkHostname(host[2:]); err != nil {
+			return HostRule{}, fmt.Errorf("bad wildcard %q: %w", s, err)
+		}
+	case strings.Contains(host, "*"):
+		return HostRule{}, fmt.Errorf("bad host pattern %q: a wildcard is only allowed as the whole first label (\"*.example.com\") or alone (\"*\")", s)
+	default:
+		if _, err := netip.ParseAddr(host); err == nil {
+			break
+		}
+		if err := checkHostname(host); err != nil {
+			return HostRule{}, fmt.Errorf("bad host %q: %w", s, err)
+		}
+	}
+	return HostRule{Host: host, Port: port}, nil
+}
+
+// String renders the rule back in its canonical form.
+func (r HostRule) String() string {
+	if r.Port == 0 {
+		return r.Host
+	}
+	if strings.Contains(r.Host, ":") {
+		return "[" + r.Host + "]:" + strconv.Itoa(r.Port)
+	}
+	return r.Host + ":" + strconv.Itoa(r.Port)
+}
+
+// IsPattern reports whether the rule matches more than one name.
+func (r HostRule) IsPattern() bool { return strings.HasPrefix(r.Host, "*") }
+
+// Matches reports whether a destination is covered by the rule. port 0 in
+// the query means "any port" and only matches a rule without a port.
+func (r HostRule) Matches(host string, port int) bool {
+	if r.Port != 0 && r.Port != port {
+		return false
+	}
+	host = NormalizeHost(host)
+	if host == "" {
+		return false
+	}
+	switch {
+	case r.Host == "*":
+		return true
+	case strings.HasPrefix(r.Host, "*."):
+		suffix := r.Host[1:] // ".example.com"
+		return len(host) > len(suffix) && strings.HasSuffix(host, suffix)
+	default:
+		if a, err := netip.ParseAddr(host); err == nil {
+			if b, err := netip.ParseAddr(r.Host); err == nil {
+				return a.Unmap() == b.Unmap()
+			}
+			return false
+		}
+		return host == r.Host
+	}
+}
+
+// Covers reports whether every destination matched by o is also matched by r
+// (used to ask whether a live rule is explained by a declared one).
+func (r HostRule) Covers(o HostRule) bool {
+	if r.Port != 0 && r.Port != o.Port {
+		return false
+	}
+	switch {
+	case r.Host == "*":
+		return true
+	case o.Host == "*":
+		return false
+	case strings.HasPrefix(r.Host, "*."):
+		if strings.HasPrefix(o.Host, "*.") {
+			return o.Host == r.Host || strings.HasSuffix(o.Host, r.Host[1:])
+		}
+		return r.Matches(o.Host, o.Port)
+	default:
+		return !o.IsPattern() && r.Matches(o.Host, o.Port)
+	}
+}
+
+// NormalizeHost lower-cases a name and drops one trailing dot.
+func NormalizeHost(h string) string {
+	h = strings.ToLower(strings.TrimSpace(h))
+	h = strings.TrimSuffix(h, ".")
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return h
+}
+
+// Destination is a parsed must-fail target: a name, an address or a prefix,
+// with an optional port.
+type Destination struct {
+	Host   string       // a name, or "" for addresses
+	Addr   netip.Addr   // valid for IP literals
+	Prefix netip.Prefix // valid for CIDRs
+	Port   int
+}
+
+// ParseDestination parses "example.com", "example.com:80", "1.1.1.1",
+// "10.0.0.0/8", "2001:db8::1" or "[2001:db8::1]:443".
+func ParseDestination(s string) (Destination, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return Destination{}, fmt.Errorf("bad CIDR %q: %w", s, err)
+		}
+		if p.Masked() != p {
+			return Destination{}, fmt.Errorf("bad CIDR %q: host bits are set (did you mean %s?)", s, p.Masked())
+		}
+		return Destination{Prefix: p}, nil
+	}
+	host, port, err := splitHostPort(s)
+	if err != nil {
+		return Destination{}, err
+	}
+	host = NormalizeHost(host)
+	if a, err := netip.ParseAddr(host); err == nil {
+		return Destination{Addr: a.Unmap(), Port: port}, nil
+	}
+	if strings.Contains(host, "*") {
+		return Destination{}, fmt.Errorf("bad target %q: a must-fail target is one concrete name or address, not a pattern", s)
+	}
+	if err := checkHostname(host); err != nil {
+		return Destination{}, fmt.Errorf("bad target %q: %w", s, err)
+	}
+	return Destination{Host: host, Port: port}, nil
+}
+
+// DialHost is the host part to dial: the name, the address, or the first
+// host address of a prefix (a CIDR is probed through one representative).
+func (d Destination) DialHost() string {
+	switch {
+	case d.Host != "":
+		return d.Host
+	case d.Addr.IsValid():
+		return d.Addr.String()
+	case d.Prefix.IsValid():
+		a := d.Prefix.Addr()
+		if d.Prefix.Bits() < d.Prefix.Addr().BitLen() {
+			a = a.Next()
+		}
+		return a.String()
+	}
+	return ""
+}
+
+// IsIP reports whether the destination is an address or prefix rather than a name.
+func (d Destination) IsIP() bool { return d.Host == "" }
+
+func (d Destination) String() string {
+	base := d.Host
+	switch {
+	case d.Prefix.IsValid():
+		return d.Prefix.String()
+	case d.Addr.IsValid():
+		base = d.Addr.String()
+	}
+	if d.Port == 0 {
+		return base
+	}
+	return net.JoinHostPort(base, strconv.Itoa(d.Port))
+}
+
+// splitHostPort accepts an optional ":port" (brackets required for IPv6 with a port).
+func splitHostPort(s string) (string, int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", 0, fmt.Errorf("empty host")
+	}
+	if strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "[") {
+		return s, 0, nil // bare IPv6 literal
+	}
+	if !strings.Contains(s, ":") {
+		return s, 0, nil
+	}
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad host:port %q: %w", s, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q: must be 1-65535", s)
+	}
+	return host, port, nil
+}
+
+// checkHostname validates a DNS name (RFC 1123 labels, 253 characters).
+func checkHostname(h string) error {
+	if h == "" {
+		return fmt.Errorf("empty name")
+	}
+	if len(h) > 253 {
+		return fmt.Errorf("name longer than 253 characters")
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" {
+			return fmt.Errorf("empty label")
+		}
+		if len(label) > 63 {
+			return fmt.Errorf("label %q longer than 63 characters", label)
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("label %q starts or ends with '-'", label)
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("character %q not allowed in a host name", c)
+			}
+		}
+	}
+	return nil
+}

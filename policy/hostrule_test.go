@@ -1,0 +1,133 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHostRuleMatches(t *testing.T) {
+	cases := []struct {
+		rule string
+		host string
+		port int
+		want bool
+	}{
+		{"api.example.com", "api.example.com", 443, true},
+		{"api.example.com", "API.Example.com.", 443, true},
+		{"api.example.com", "x.api.example.com", 443, false},
+		{"api.example.com:443", "api.example.com", 443, true},
+		{"api.example.com:443", "api.example.com", 80, false},
+		{"*.github.com", "api.github.com", 443, true},
+		{"*.github.com", "a.b.github.com", 443, true},
+		{"*.github.com", "github.com", 443, false},
+		{"*.github.com", "evilgithub.com", 443, false},
+		{"*.github.com", "github.com.evil.io", 443, false},
+		{"*.GitHub.com.", "api.github.com", 443, true},
+		{"*", "anything.at.all", 1, true},
+		{"*:443", "anything", 80, false},
+		{"10.0.0.1", "10.0.0.1", 80, true},
+		{"10.0.0.1", "10.0.0.2", 80, false},
+		{"[2001:db8::1]:443", "2001:db8::1", 443, true},
+		{"2001:db8::1", "2001:DB8:0::1", 443, true},
+		{"api.example.com", "", 443, false},
+	}
+	for _, c := range cases {
+		r, err := ParseHostRule(c.rule)
+		if err != nil {
+			t.Fatalf("%s: %v", c.rule, err)
+		}
+		if got := r.Matches(c.host, c.port); got != c.want {
+			t.Errorf("%s matches %s:%d = %v, want %v", c.rule, c.host, c.port, got, c.want)
+		}
+	}
+}
+
+func TestHostRuleRejects(t *testing.T) {
+	for _, bad := range []string{"", "api.*.com", "*example.com", "a..b", "-a.com", "a_b!.com", "x.com:0", "x.com:99999", "x.com:http", "**.com", strings.Repeat("a", 64) + ".com"} {
+		if _, err := ParseHostRule(bad); err == nil {
+			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
+
+func TestHostRuleCovers(t *testing.T) {
+	cases := []struct {
+		outer, inner string
+		want         bool
+	}{
+		{"*.github.com:443", "api.github.com:443", true},
+		{"*.github.com:443", "*.api.github.com:443", true},
+		{"*.github.com:443", "*.com:443", false},
+		{"api.github.com:443", "*.github.com:443", false},
+		{"*", "*", true},
+		{"api.github.com", "api.github.com:22", true},
+		{"api.github.com:443", "api.github.com:22", false},
+	}
+	for _, c := range cases {
+		o, _ := ParseHostRule(c.outer)
+		i, _ := ParseHostRule(c.inner)
+		if got := o.Covers(i); got != c.want {
+			t.Errorf("%s covers %s = %v, want %v", c.outer, c.inner, got, c.want)
+		}
+	}
+}
+
+func TestParseDestination(t *testing.T) {
+	cases := []struct{ in, dial, str string }{
+		{"example.com", "example.com", "example.com"},
+		{"Example.COM.:80", "example.com", "example.com:80"},
+		{"1.1.1.1", "1.1.1.1", "1.1.1.1"},
+		{"10.0.0.0/8", "10.0.0.1", "10.0.0.0/8"},
+		{"10.1.2.3/32", "10.1.2.3", "10.1.2.3/32"},
+		{"[2001:db8::1]:443", "2001:db8::1", "[2001:db8::1]:443"},
+		{"2001:db8::1", "2001:db8::1", "2001:db8::1"},
+		{"::ffff:1.2.3.4", "1.2.3.4", "1.2.3.4"},
+	}
+	for _, c := range cases {
+		d, err := ParseDestination(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if d.DialHost() != c.dial || d.String() != c.str {
+			t.Errorf("%s: dial %s str %s, want %s %s", c.in, d.DialHost(), d.String(), c.dial, c.str)
+		}
+	}
+	for _, bad := range []string{"*.example.com", "10.0.0.1/8", "1.2.3.4:0", "", "a b"} {
+		if _, err := ParseDestination(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func FuzzHostRule(f *testing.F) {
+	for _, s := range []string{"api.example.com", "*.github.com:443", "*", "10.0.0.1", "[::1]:80", "A.B.", "*.a"} {
+		f.Add(s, "api.github.com", 443)
+	}
+	f.Fuzz(func(t *testing.T, rule, host string, port int) {
+		r, err := ParseHostRule(rule)
+		if err != nil {
+			return
+		}
+		// Round trip: the canonical form parses to the same rule.
+		r2, err := ParseHostRule(r.String())
+		if err != nil || r2 != r {
+			t.Fatalf("%q -> %q -> %+v (%v)", rule, r.String(), r2, err)
+		}
+		m := r.Matches(host, port)
+		// Case and a trailing dot never change the answer.
+		if r.Matches(strings.ToUpper(host)+".", port) != m && !strings.HasSuffix(host, ".") && strings.ToUpper(host) != host {
+			t.Fatalf("%s: case/trailing dot changed the answer for %q", r, host)
+		}
+		// A wildcard never matches its apex.
+		if strings.HasPrefix(r.Host, "*.") && r.Matches(r.Host[2:], r.Port) {
+			t.Fatalf("%s matches its apex", r)
+		}
+		// A rule covers itself.
+		if !r.Covers(r) {
+			t.Fatalf("%s does not cover itself", r)
+		}
+		if _, err := ParseDestination(rule); err == nil {
+			_ = r
+		}
+	})
+}

@@ -1,0 +1,307 @@
+// Package policy owns the declared SandboxPolicy: the one file, kept in code
+// review, that says what a sandbox must look like. It loads that file strictly
+// (unknown fields are errors), fills in defaults, validates every field and
+// reports every problem at once with its YAML path, and it owns host rules:
+// how an allowance like "*.github.com:443" matches a destination.
+//
+// Nothing here does I/O beyond reading the policy file; the probe, the drift
+// rules and the renderers all read the same Policy value.
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// APIVersion and Kind identify a SandboxPolicy document.
+const (
+	APIVersion = "sandprobe.dev/v1alpha1"
+	Kind       = "SandboxPolicy"
+)
+
+// Defaults that DESIGN.md promises.
+const (
+	DefaultMetadataAddress  = "169.254.169.254"
+	DefaultTokenPath        = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	DefaultEgressTimeout    = 3 * time.Second
+	DefaultToolTimeout      = 10 * time.Second
+	DefaultBrowserTimeout   = 60 * time.Second
+	DefaultAllowPort        = 443
+	DefaultMustFailPort     = 443
+	DefaultMetadataPort     = 80
+	DefaultSeccomp          = SeccompRuntimeDefault
+	DefaultTokenExpectation = TokenAbsent
+)
+
+// Seccomp modes a policy may ask for; they mirror the Kubernetes seccompProfile types.
+const (
+	SeccompRuntimeDefault = "RuntimeDefault"
+	SeccompLocalhost      = "Localhost"
+	SeccompUnconfined     = "Unconfined"
+)
+
+// Service-account token expectations.
+const (
+	TokenAbsent  = "absent"
+	TokenAllowed = "allowed"
+)
+
+// Policy is one SandboxPolicy document.
+type Policy struct {
+	APIVersion string   `json:"apiVersion" validate:"required"`
+	Kind       string   `json:"kind" validate:"required"`
+	Metadata   Metadata `json:"metadata"`
+	Spec       Spec     `json:"spec"`
+}
+
+// Metadata names the policy; the name appears in metrics and reports.
+type Metadata struct {
+	Name        string            `json:"name" validate:"required"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Spec is everything a sandbox must be.
+type Spec struct {
+	// Selector marks a pod or container as a sandbox.
+	Selector Selector `json:"selector"`
+	// Namespaces are where sandboxes live: a pod here without the selector's
+	// labels is drift (it escapes every network policy that keys on them).
+	Namespaces      []string      `json:"namespaces,omitempty"`
+	Runtime         Runtime       `json:"runtime"`
+	Identity        Identity      `json:"identity"`
+	Filesystem      Filesystem    `json:"filesystem"`
+	Capabilities    []string      `json:"capabilities"`
+	NoNewPrivileges *bool         `json:"noNewPrivileges,omitempty"`
+	Seccomp         string        `json:"seccomp,omitempty" validate:"omitempty,oneof=RuntimeDefault Localhost Unconfined"`
+	SeccompProfile  string        `json:"seccompProfile,omitempty"`
+	ServiceAccount  string        `json:"serviceAccountToken,omitempty" validate:"omitempty,oneof=absent allowed"`
+	TokenPath       string        `json:"serviceAccountTokenPath,omitempty"`
+	Image           Image         `json:"image"`
+	Resources       Resources     `json:"resources"`
+	Browser         Browser       `json:"browser"`
+	Secrets         Secrets       `json:"secrets"`
+	Egress          Egress        `json:"egress"`
+	Placement       Placement     `json:"placement"`
+	Docker          Docker        `json:"docker"`
+	Credentials     []Credential  `json:"credentials,omitempty" validate:"dive"`
+	Probe           ProbeSettings `json:"probe"`
+}
+
+// Selector is a Kubernetes-style label selector (matchLabels only: an
+// expression-based selector cannot be turned back into labels for the probe pod).
+type Selector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// Runtime lists the isolation runtimes a sandbox may run under.
+type Runtime struct {
+	// ClassNames are the RuntimeClass names (Kubernetes) or runtime names (Docker).
+	ClassNames []string `json:"classNames,omitempty"`
+	// Isolation says what each class must look like from inside: "gvisor",
+	// "vm" or "none". Unset classes are inferred from their names.
+	Isolation map[string]string `json:"isolation,omitempty"`
+}
+
+// Identity is the uid/gid a sandbox runs as.
+type Identity struct {
+	UID                int64   `json:"uid" validate:"gte=0,lte=2147483647"`
+	GID                int64   `json:"gid" validate:"gte=0,lte=2147483647"`
+	FSGroup            *int64  `json:"fsGroup,omitempty" validate:"omitempty,gte=0,lte=2147483647"`
+	SupplementalGroups []int64 `json:"supplementalGroups,omitempty" validate:"dive,gte=0,lte=2147483647"`
+}
+
+// Filesystem describes the sandbox's mounts.
+type Filesystem struct {
+	ReadOnlyRoot bool     `json:"readOnlyRoot"`
+	Writable     []string `json:"writable,omitempty"`
+	EmptyAtStart []string `json:"emptyAtStart,omitempty"`
+	// SizeLimit bounds each writable path (an emptyDir sizeLimit or a tmpfs size).
+	SizeLimit string `json:"sizeLimit,omitempty"`
+}
+
+// Image describes the sandbox image and what must run inside it.
+type Image struct {
+	// Ref is the real sandbox image; the probe runs inside it when set.
+	Ref           string `json:"ref,omitempty"`
+	RequireDigest bool   `json:"requireDigest"`
+	Tools         []Tool `json:"tools,omitempty" validate:"dive"`
+}
+
+// Tool is a program the sandbox's users need: it must start by name.
+type Tool struct {
+	Name    string   `json:"name" validate:"required"`
+	Args    []string `json:"args,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Resources are the limits a sandbox must carry, in Kubernetes quantity notation.
+type Resources struct {
+	Limits   map[string]string `json:"limits,omitempty"`
+	Requests map[string]string `json:"requests,omitempty"`
+	// Pids caps the number of processes (Docker --pids-limit; pod pid limits are node-wide).
+	Pids int64 `json:"pids,omitempty" validate:"gte=0"`
+}
+
+// Browser asks for proof that a headless browser starts and can write a screenshot.
+type Browser struct {
+	Screenshot bool     `json:"screenshot"`
+	WriteTo    string   `json:"writeTo,omitempty"`
+	Path       string   `json:"path,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"`
+}
+
+// Secrets says which environment variables count as credentials.
+type Secrets struct {
+	EnvNamePatterns []string `json:"envNamePatterns,omitempty"`
+	// Placeholders are values a credential-looking variable may hold because a
+	// broker outside the sandbox swaps them for the real secret.
+	Placeholders []string `json:"placeholders,omitempty"`
+}
+
+// Credential is a credential deliberately handed to a sandbox: it must be
+// mounted read-only, from its declared source, at its declared path.
+type Credential struct {
+	Name      string `json:"name" validate:"required"`
+	Source    string `json:"source" validate:"required"`
+	MountPath string `json:"mountPath" validate:"required"`
+	Reason    string `json:"reason" validate:"required"`
+}
+
+// Egress is the declared network surface.
+type Egress struct {
+	// Proxy is the forward proxy every allowed connection goes through, if any.
+	Proxy string `json:"proxy,omitempty"`
+	// CAFile is a PEM bundle the probe trusts in addition to the system roots
+	// (an internal CA, or a lab's).
+	CAFile   string         `json:"caFile,omitempty"`
+	Allow    []Allowance    `json:"allow,omitempty" validate:"dive"`
+	MustFail MustFail       `json:"mustFail"`
+	Metadata MetadataTarget `json:"metadata"`
+	DNS      DNS            `json:"dns"`
+	Timeout  Duration       `json:"timeout,omitempty"`
+	// Concurrency bounds how many attempts run at once.
+	Concurrency int `json:"concurrency,omitempty" validate:"gte=0,lte=1024"`
+}
+
+// Allowance is one allowed destination; every allowance carries a reason.
+type Allowance struct {
+	Host   string `json:"host" validate:"required"`
+	Port   int    `json:"port,omitempty" validate:"gte=0,lte=65535"`
+	Scheme string `json:"scheme,omitempty" validate:"omitempty,oneof=http https tcp"`
+	Reason string `json:"reason" validate:"required"`
+	// Probe is the concrete name the probe tries for a wildcard allowance
+	// ("*.github.com" cannot be dialled; "api.github.com" can).
+	Probe string `json:"probe,omitempty"`
+}
+
+// MustFail lists destinations that must not be reachable.
+type MustFail struct {
+	Hosts []Target `json:"hosts,omitempty"`
+	IPs   []Target `json:"ips,omitempty"`
+}
+
+// Target is a must-fail destination. In YAML it is either a plain string
+// ("example.com", "example.com:80", "1.1.1.1", "10.0.0.0/8", "[2001:db8::1]:443")
+// or an object that can pin the failure it expects.
+type Target struct {
+	Target string `json:"target" validate:"required"`
+	Port   int    `json:"port,omitempty" validate:"gte=0,lte=65535"`
+	// Expect pins the failure class: a DROP policy gives "timeout"; if the
+	// destination suddenly answers with a reset, something changed.
+	Expect string `json:"expect,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// UnmarshalJSON accepts the short string form as well as the object form.
+func (t *Target) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*t = Target{Target: s}
+		return nil
+	}
+	type plain Target
+	var p plain
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("must be a string or an object with target, port, expect, reason: %w", err)
+	}
+	*t = Target(p)
+	return nil
+}
+
+// MetadataTarget is the cloud metadata address; it always has to fail.
+type MetadataTarget struct {
+	Address string `json:"address,omitempty"`
+	Port    int    `json:"port,omitempty" validate:"gte=0,lte=65535"`
+}
+
+// DNS says whether resolving arbitrary names is allowed. A resolver that
+// answers anything is an exfiltration channel even when every connection fails.
+type DNS struct {
+	ArbitraryNames string `json:"arbitraryNames,omitempty" validate:"omitempty,oneof=deny allow"`
+	// Domains under which a random name is tried; defaults to the allowed hosts' domains.
+	Domains []string `json:"domains,omitempty"`
+}
+
+// Placement is the sandbox node pool: the probe pod is scheduled the same way.
+type Placement struct {
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty" validate:"dive"`
+}
+
+// Toleration mirrors the Kubernetes toleration fields a node pool uses.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty" validate:"omitempty,oneof=Exists Equal"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty" validate:"omitempty,oneof=NoSchedule PreferNoSchedule NoExecute"`
+}
+
+// Docker holds what only applies to sandboxes run as Docker containers.
+type Docker struct {
+	// Network is the (internal) network sandboxes attach to; "none" is allowed.
+	Network string `json:"network,omitempty"`
+}
+
+// ProbeSettings tune the probe itself.
+type ProbeSettings struct {
+	// Image is the sandprobe image (the init container copies the binary from it).
+	Image string `json:"image,omitempty"`
+	// Deadline bounds one probe run from launch to result.
+	Deadline Duration `json:"deadline,omitempty"`
+}
+
+// Duration is a time.Duration written as "3s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON parses a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("must be a duration string like \"3s\" or \"500ms\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("must be a duration like \"3s\" or \"500ms\", got %q", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("must not be negative, got %q", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if d.Duration == 0 {
+		return []byte(`""`), nil
+	}
+	return json.Marshal(d.Duration.String())
+}
+
+// IsZero lets omitempty-aware encoders skip unset durations.
+func (d Duration) IsZero() bool { return d.Duration == 0 }

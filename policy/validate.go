@@ -1,0 +1,382 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"path"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
+)
+
+// Validate checks a defaulted policy and returns every problem at once.
+func (p *Policy) Validate() error { return p.validate(nil) }
+
+// why explains, per field, why a validator tag matters; indices are written [*].
+var why = map[string]string{
+	"spec.egress.allow[*].reason": "every allowance needs a reason",
+	"spec.egress.allow[*].host":   "an allowance without a host allows nothing",
+	"metadata.name":               "the name labels every metric and report",
+	"spec.credentials[*].reason":  "every credential handed to a sandbox needs a reason",
+	"spec.image.tools[*].name":    "a tool is found by its name",
+}
+
+var indexRE = regexp.MustCompile(`\[[0-9]+\]`)
+
+func (p *Policy) validate(lines map[string]int) error {
+	c := &collector{lines: lines}
+
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			return ""
+		}
+		return name
+	})
+	if err := v.Struct(p); err != nil {
+		var verrs validator.ValidationErrors
+		if !errors.As(err, &verrs) {
+			return &FieldError{Msg: "validate: " + err.Error()}
+		}
+		for _, fe := range verrs {
+			pth := strings.TrimPrefix(fe.Namespace(), "Policy.")
+			c.add(pth, tagMessage(fe, pth))
+		}
+	}
+
+	if p.APIVersion != "" && p.APIVersion != APIVersion {
+		c.add("apiVersion", fmt.Sprintf("must be %q, got %q", APIVersion, p.APIVersion))
+	}
+	if p.Kind != "" && p.Kind != Kind {
+		c.add("kind", fmt.Sprintf("must be %q, got %q", Kind, p.Kind))
+	}
+	if p.Metadata.Name != "" && !dns1123Label(p.Metadata.Name) {
+		c.add("metadata.name", "must be a DNS label: lower-case letters, digits and '-', at most 63 characters")
+	}
+	p.Spec.validate(c)
+	return c.err()
+}
+
+func tagMessage(fe validator.FieldError, pth string) string {
+	var msg string
+	switch fe.Tag() {
+	case "required":
+		msg = "required"
+	case "gte":
+		msg = fmt.Sprintf("must be ≥ %s, got %v", fe.Param(), fe.Value())
+	case "lte":
+		msg = fmt.Sprintf("must be ≤ %s, got %v", fe.Param(), fe.Value())
+	case "oneof":
+		msg = fmt.Sprintf("must be one of %s, got %q", strings.Join(strings.Fields(fe.Param()), ", "), fe.Value())
+	default:
+		msg = fmt.Sprintf("fails %q", fe.Tag())
+	}
+	if w, ok := why[indexRE.ReplaceAllString(pth, "[*]")]; ok {
+		msg += " — " + w
+	}
+	return msg
+}
+
+// collector gathers FieldErrors and attaches line numbers from the decoder.
+type collector struct {
+	lines map[string]int
+	errs  []*FieldError
+}
+
+func (c *collector) add(pth, msg string) {
+	line := 0
+	for q := pth; q != "" && line == 0; q = parentPath(q) {
+		line = c.lines[q]
+	}
+	c.errs = append(c.errs, &FieldError{Path: pth, Line: line, Msg: msg})
+}
+
+func (c *collector) err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(c.errs, func(i, j int) bool {
+		a, b := c.errs[i], c.errs[j]
+		if a.Line != b.Line && a.Line != 0 && b.Line != 0 {
+			return a.Line < b.Line
+		}
+		return false
+	})
+	out := make([]error, len(c.errs))
+	for i, e := range c.errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+func parentPath(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i > 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+func (s *Spec) validate(c *collector) {
+	if len(s.Selector.MatchLabels) == 0 {
+		c.add("spec.selector.matchLabels", "required — without labels nothing marks a sandbox")
+	}
+	checkLabels(c, "spec.selector.matchLabels", s.Selector.MatchLabels)
+	checkLabels(c, "spec.placement.nodeSelector", s.Placement.NodeSelector)
+	seen := map[string]bool{}
+	for i, ns := range s.Namespaces {
+		pth := fmt.Sprintf("spec.namespaces[%d]", i)
+		if !dns1123Label(ns) {
+			c.add(pth, fmt.Sprintf("%q is not a valid namespace name", ns))
+		}
+		if seen[ns] {
+			c.add(pth, fmt.Sprintf("%q is listed twice", ns))
+		}
+		seen[ns] = true
+	}
+	for i, rc := range s.Runtime.ClassNames {
+		if !dns1123Subdomain(rc) {
+			c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("%q is not a valid RuntimeClass name", rc))
+		}
+	}
+	for class, iso := range s.Runtime.Isolation {
+		pth := "spec.runtime.isolation." + class
+		if !slices.Contains(s.Runtime.ClassNames, class) {
+			c.add(pth, fmt.Sprintf("%q is not one of spec.runtime.classNames", class))
+		}
+		if iso != IsolationGVisor && iso != IsolationVM && iso != IsolationNone {
+			c.add(pth, fmt.Sprintf("must be one of gvisor, vm, none, got %q", iso))
+		}
+	}
+	for i, capName := range s.Capabilities {
+		if CapabilityNumber(capName) < 0 {
+			c.add(fmt.Sprintf("spec.capabilities[%d]", i), fmt.Sprintf("unknown capability %q", capName))
+		}
+	}
+	if s.Seccomp == SeccompLocalhost && s.SeccompProfile == "" {
+		c.add("spec.seccompProfile", "required when spec.seccomp is Localhost")
+	}
+	if !strings.HasPrefix(s.TokenPath, "/") {
+		c.add("spec.serviceAccountTokenPath", "must be an absolute path")
+	}
+
+	checkPaths(c, "spec.filesystem.writable", s.Filesystem.Writable)
+	checkPaths(c, "spec.filesystem.emptyAtStart", s.Filesystem.EmptyAtStart)
+	if s.Filesystem.SizeLimit != "" {
+		if _, err := ParseQuantity(s.Filesystem.SizeLimit); err != nil {
+			c.add("spec.filesystem.sizeLimit", err.Error())
+		}
+	}
+	if s.Browser.Screenshot {
+		if !strings.HasPrefix(s.Browser.WriteTo, "/") {
+			c.add("spec.browser.writeTo", "must be an absolute path")
+		} else if s.Filesystem.ReadOnlyRoot && !s.Filesystem.WritableFor(s.Browser.WriteTo) {
+			c.add("spec.browser.writeTo", fmt.Sprintf("%s is not under a writable path (spec.filesystem.writable): the screenshot could never be written", s.Browser.WriteTo))
+		}
+	}
+	if s.Image.RequireDigest && s.Image.Ref != "" && !strings.Contains(s.Image.Ref, "@sha256:") {
+		c.add("spec.image.ref", "requireDigest is set but the reference has no @sha256: digest")
+	}
+	for _, kind := range []string{"limits", "requests"} {
+		m := s.Resources.Limits
+		if kind == "requests" {
+			m = s.Resources.Requests
+		}
+		for _, name := range sortedKeys(m) {
+			pth := "spec.resources." + kind + "." + name
+			switch name {
+			case "cpu", "memory", "ephemeral-storage":
+			default:
+				c.add(pth, "unknown resource: use cpu, memory or ephemeral-storage")
+				continue
+			}
+			if _, err := ParseQuantity(m[name]); err != nil {
+				c.add(pth, err.Error())
+			}
+		}
+	}
+	for i, pat := range s.Secrets.EnvNamePatterns {
+		pth := fmt.Sprintf("spec.secrets.envNamePatterns[%d]", i)
+		if pat == "" {
+			c.add(pth, "empty pattern")
+		} else if _, err := path.Match(pat, "X"); err != nil {
+			c.add(pth, fmt.Sprintf("bad glob %q: %v", pat, err))
+		}
+	}
+	for i, cr := range s.Credentials {
+		if cr.MountPath != "" && !strings.HasPrefix(cr.MountPath, "/") {
+			c.add(fmt.Sprintf("spec.credentials[%d].mountPath", i), "must be an absolute path")
+		}
+	}
+	for i, t := range s.Placement.Tolerations {
+		if t.Operator == "Exists" && t.Value != "" {
+			c.add(fmt.Sprintf("spec.placement.tolerations[%d].value", i), "must be empty when operator is Exists")
+		}
+	}
+	s.Egress.validate(c)
+}
+
+func (e *Egress) validate(c *collector) {
+	if e.Proxy != "" {
+		u, err := url.Parse(e.Proxy)
+		switch {
+		case err != nil:
+			c.add("spec.egress.proxy", fmt.Sprintf("not a URL: %v", err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			c.add("spec.egress.proxy", fmt.Sprintf("scheme must be http or https, got %q", u.Scheme))
+		case u.Hostname() == "":
+			c.add("spec.egress.proxy", "missing host")
+		case u.Port() == "":
+			c.add("spec.egress.proxy", "missing port (a forward proxy has no default port: write http://host:3128)")
+		}
+	}
+	if e.Timeout.Duration > 60e9 {
+		c.add("spec.egress.timeout", fmt.Sprintf("must be at most 60s, got %s", e.Timeout.Duration))
+	}
+	rules := make([]HostRule, len(e.Allow))
+	for i, a := range e.Allow {
+		pth := fmt.Sprintf("spec.egress.allow[%d]", i)
+		if a.Host == "" {
+			continue // reported by validator
+		}
+		r, err := ParseHostRule(a.Host)
+		if err != nil {
+			c.add(pth+".host", err.Error())
+			continue
+		}
+		if r.Port != 0 && a.Port != r.Port {
+			c.add(pth+".port", fmt.Sprintf("%d contradicts the port in host %q", a.Port, a.Host))
+		}
+		r.Port = a.Port
+		rules[i] = r
+		if a.Reason != "" && strings.TrimSpace(a.Reason) == "" {
+			c.add(pth+".reason", "blank — every allowance needs a reason")
+		}
+		if a.Probe != "" {
+			if !r.Matches(a.Probe, a.Port) {
+				c.add(pth+".probe", fmt.Sprintf("%q is not matched by %s, so probing it proves nothing about this allowance", a.Probe, r))
+			} else if strings.Contains(a.Probe, "*") {
+				c.add(pth+".probe", "must be a concrete name, not a pattern")
+			}
+		}
+		for j := 0; j < i; j++ {
+			if rules[j] == r {
+				c.add(pth, fmt.Sprintf("duplicates spec.egress.allow[%d] (%s)", j, r))
+			}
+		}
+	}
+	checkTargets := func(field string, ts []Target, wantIP bool) {
+		for i, t := range ts {
+			pth := fmt.Sprintf("spec.egress.mustFail.%s[%d]", field, i)
+			d, err := ParseDestination(t.Target)
+			if err != nil {
+				c.add(pth, err.Error())
+				continue
+			}
+			if wantIP && !d.IsIP() {
+				c.add(pth, fmt.Sprintf("%q is a name: list it under mustFail.hosts", t.Target))
+			}
+			if t.Port != 0 && d.Port != 0 && t.Port != d.Port {
+				c.add(pth+".port", fmt.Sprintf("%d contradicts the port in %q", t.Port, t.Target))
+			}
+			if t.Expect != "" && !slices.Contains(FailureVerdicts, t.Expect) {
+				c.add(pth+".expect", fmt.Sprintf("must be one of %s, got %q", strings.Join(FailureVerdicts, ", "), t.Expect))
+			}
+			port := t.Port
+			if port == 0 {
+				port = d.Port
+			}
+			if port == 0 {
+				port = DefaultMustFailPort
+			}
+			for j, r := range rules {
+				if r.Host != "" && r.Matches(d.DialHost(), port) && !d.Prefix.IsValid() {
+					c.add(pth, fmt.Sprintf("%s is also allowed by spec.egress.allow[%d] (%s): it cannot both answer and fail", d, j, r))
+				}
+			}
+		}
+	}
+	checkTargets("hosts", e.MustFail.Hosts, false)
+	checkTargets("ips", e.MustFail.IPs, true)
+	if _, err := netip.ParseAddr(e.Metadata.Address); err != nil {
+		c.add("spec.egress.metadata.address", fmt.Sprintf("must be an IP address, got %q", e.Metadata.Address))
+	}
+	for i, d := range e.DNS.Domains {
+		if err := checkHostname(d); err != nil {
+			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())
+		}
+	}
+}
+
+func checkPaths(c *collector, field string, paths []string) {
+	seen := map[string]bool{}
+	for i, p := range paths {
+		pth := field + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			c.add(pth, fmt.Sprintf("%q must be an absolute path", p))
+		case p == "/":
+			c.add(pth, "must not be / (that is the root itself)")
+		case path.Clean(p) != p:
+			c.add(pth, fmt.Sprintf("%q is not clean (did you mean %q?)", p, path.Clean(p)))
+		case seen[p]:
+			c.add(pth, fmt.Sprintf("%q is listed twice", p))
+		}
+		seen[p] = true
+	}
+}
+
+var (
+	labelNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
+	labelValueRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$`)
+	dnsLabelRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+func checkLabels(c *collector, field string, m map[string]string) {
+	for _, k := range sortedKeys(m) {
+		pth := field + "." + k
+		name := k
+		if pre, n, ok := strings.Cut(k, "/"); ok {
+			if !dns1123Subdomain(pre) {
+				c.add(pth, fmt.Sprintf("label prefix %q is not a DNS subdomain", pre))
+			}
+			name = n
+		}
+		if !labelNameRE.MatchString(name) {
+			c.add(pth, fmt.Sprintf("%q is not a valid label name", k))
+		}
+		if !labelValueRE.MatchString(m[k]) {
+			c.add(pth, fmt.Sprintf("%q is not a valid label value", m[k]))
+		}
+	}
+}
+
+func dns1123Label(s string) bool { return dnsLabelRE.MatchString(s) }
+
+func dns1123Subdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dns1123Label(l) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
