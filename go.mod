@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-playground/validator/v10 v10.30.6
+	github.com/joshdk/go-junit v1.0.0
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
