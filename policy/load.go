@@ -67,18 +67,12 @@ func Problems(err error) []*FieldError {
 
 // LoadFile reads, decodes, defaults and validates a policy file.
 func LoadFile(path string) (*Policy, []byte, error) {
-	var r io.Reader
-	if path == "-" {
-		r = os.Stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read policy: %w", err)
-		}
-		defer f.Close()
-		r = f
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read policy: %w", err)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxPolicyBytes+1))
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyBytes+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read policy %s: %w", path, err)
 	}

@@ -69,6 +69,7 @@ type RuntimeEvidence struct {
 // ProbeResult is what `sandprobe probe` prints: one versioned JSON document.
 type ProbeResult struct {
 	Schema    string           `json:"schema"`
+	Target    string           `json:"target,omitempty"` // set by the runner, not the probe
 	Nonce     string           `json:"nonce"`
 	Policy    string           `json:"policy"`
 	Version   string           `json:"version,omitempty"`

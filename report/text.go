@@ -60,7 +60,10 @@ func (t Text) Write(w io.Writer, run Run) error {
 			line := f.Name()
 			msg := ExpectedActual(f)
 			if f.Status == Pass {
-				msg = f.Evidence
+				msg = f.Actual
+				if f.Evidence != "" {
+					msg += t.paint(ansiDim, " · "+f.Evidence)
+				}
 			}
 			if f.Class != "" && f.Status != Pass {
 				msg += " [" + f.Class + "]"

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/sandprobe/sandprobe/probes"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// defaultTerminationLog is where Kubernetes reads a container's termination message.
+const defaultTerminationLog = "/dev/termination-log"
+
+func (a *app) cmdProbe(ctx context.Context, args []string) int {
+	fs := a.flagSet("probe", "--policy FILE [--nonce N]")
+	var (
+		policyPath, nonce, only, termLog, out string
+		noNetwork                              bool
+		lf                                     logFlags
+	)
+	fs.StringVar(&policyPath, "policy", "", "the policy file (- for stdin)")
+	fs.StringVar(&nonce, "nonce", "", "the run's nonce, echoed in the result")
+	fs.StringVar(&only, "only", "", "comma-separated check IDs or areas to run (default: all that the policy asks for)")
+	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
+	fs.StringVar(&termLog, "termination-log", "", "also write a compact result here (default "+defaultTerminationLog+" when it exists)")
+	fs.StringVar(&out, "o", "json", "output on stdout: json or text")
+	lf.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if out != "json" && out != "text" {
+		fmt.Fprintf(a.stderr, "sandprobe probe: -o: want json or text, got %q\n", out)
+		return report.ExitBadInput
+	}
+	p, _, ok := a.loadPolicy(policyPath)
+	if !ok {
+		return report.ExitBadInput
+	}
+	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ()}
+	res := probes.Run(ctx, env, probes.Selection{NoNetwork: noNetwork, Only: splitList(only)})
+	return a.emitProbe(res, termLog, out)
+}
+
+// emitProbe prints the result and writes the compact form for Kubernetes.
+func (a *app) emitProbe(res report.ProbeResult, termLog, out string) int {
+	run := report.Run{Policy: res.Policy, Version: res.Version, StartedAt: res.StartedAt, Seconds: res.Seconds, Findings: res.Findings}
+	for i := range run.Findings {
+		run.Findings[i].Target = "here"
+	}
+	code := run.ExitCode()
+	if out == "text" {
+		if err := (report.Text{Color: isTerminal(a.stdout), Verbose: true}).Write(a.stdout, run); err != nil {
+			return report.ExitCouldNotRun
+		}
+	} else {
+		enc := json.NewEncoder(a.stdout)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe probe: write result: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+	}
+	if termLog == "" {
+		if _, err := os.Stat(defaultTerminationLog); err == nil {
+			termLog = defaultTerminationLog
+		}
+	}
+	if termLog != "" {
+		compact, err := res.CompactJSON(report.TerminationMsgSize)
+		if err == nil {
+			err = os.WriteFile(termLog, compact, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe probe: termination message %s: %v\n", termLog, err)
+		}
+	}
+	return code
+}

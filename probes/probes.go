@@ -1,0 +1,227 @@
+// Package probes owns the in-sandbox checks: what a sandbox can really do,
+// seen from inside it. It runs in a hostile, read-only, capability-less box,
+// so it stays small: the standard library, x/sys, the policy and report
+// packages, conc for fan-out and chromedp for the browser check.
+//
+// Every check is listed once, in Catalogue; `sandprobe checks`, the docs and
+// the probe itself all read that table.
+package probes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Env is what a check may look at.
+type Env struct {
+	Policy  *policy.Policy
+	Nonce   string
+	Environ []string // the process environment, as os.Environ gives it
+	Now     func() time.Time
+}
+
+// Check is one entry of the catalogue.
+type Check struct {
+	ID     string // "fs.root-readonly"
+	Proves string // one sentence: what a pass proves
+	Fix    string // the default fix for a failure, when the finding has none
+	// Network checks send traffic; verify-image runs without them.
+	Network bool
+	// Late checks run after the quick local ones, concurrently: they are slow
+	// (network, browser) or write to the declared writable paths.
+	Late bool
+	// Applies says whether the policy asks for this check at all.
+	Applies func(*policy.Policy) bool
+	Run     func(ctx context.Context, env *Env) []report.Finding
+}
+
+// Area is the check's group ("fs" for "fs.root-readonly").
+func (c Check) Area() string { return report.Area(c.ID) }
+
+// Catalogue is the one table of checks, in the order they run.
+func Catalogue() []Check {
+	return []Check{
+		// Runs first: every other check may write into the declared paths.
+		{ID: "fs.empty-at-start", Run: checkEmptyAtStart,
+			Proves:  "each declared empty path (the workspace) holds nothing when the sandbox starts, so no earlier job's files leak in",
+			Fix:     "mount a fresh emptyDir (or tmpfs) at the path instead of a reused volume or image directory",
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Filesystem.EmptyAtStart) > 0 }},
+		{ID: "identity.uid", Run: checkUID,
+			Proves: "the sandbox runs as the declared user id (real and effective)",
+			Fix:    "set securityContext.runAsUser and runAsNonRoot: true (docker: --user UID:GID)"},
+		{ID: "identity.gid", Run: checkGID,
+			Proves: "the sandbox runs as the declared group id (real and effective)",
+			Fix:    "set securityContext.runAsGroup (docker: --user UID:GID)"},
+		{ID: "identity.groups", Run: checkGroups,
+			Proves: "the process holds no supplementary groups beyond the declared ones (no root group 0, no docker group)",
+			Fix:    "set supplementalGroups explicitly and do not add groups in the image (docker: no --group-add)"},
+		{ID: "caps.sets", Run: checkCapabilities,
+			Proves: "the effective, permitted, inheritable, bounding and ambient capability sets hold nothing beyond the declared capabilities",
+			Fix:    "drop ALL capabilities (securityContext.capabilities.drop: [ALL]; docker: --cap-drop ALL) and add none"},
+		{ID: "caps.no-new-privs", Run: checkNoNewPrivs,
+			Proves:  "no_new_privs is set (prctl), so setuid binaries and file capabilities cannot raise privileges",
+			Fix:     "set allowPrivilegeEscalation: false (docker: --security-opt no-new-privileges)",
+			Applies: func(p *policy.Policy) bool { return p.Spec.NoNewPrivs() }},
+		{ID: "caps.seccomp", Run: checkSeccomp,
+			Proves:  "a seccomp filter is installed (prctl PR_GET_SECCOMP reports filter mode)",
+			Fix:     "set securityContext.seccompProfile.type: RuntimeDefault (docker: do not pass --security-opt seccomp=unconfined)",
+			Applies: func(p *policy.Policy) bool { return p.Spec.Seccomp != policy.SeccompUnconfined }},
+		{ID: "fs.root-readonly", Run: checkRootReadOnly,
+			Proves:  "the root filesystem is mounted read-only (statvfs ST_RDONLY and EROFS on write), not merely unwritable for this uid",
+			Fix:     "set securityContext.readOnlyRootFilesystem: true (docker: --read-only)",
+			Applies: func(p *policy.Policy) bool { return p.Spec.Filesystem.ReadOnlyRoot }},
+		{ID: "fs.writable", Run: checkWritable,
+			Proves:  "each declared writable path accepts a new file from the sandbox's uid",
+			Fix:     "mount an emptyDir at the path (docker: --tmpfs PATH:mode=1777) so the sandbox uid can write it",
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Filesystem.Writable) > 0 }},
+		{ID: "creds.sa-token", Run: checkServiceAccountToken,
+			Proves:  "no Kubernetes service-account token is mounted at the declared path",
+			Fix:     "set automountServiceAccountToken: false on the pod (and its ServiceAccount) and mount no projected token",
+			Applies: func(p *policy.Policy) bool { return p.Spec.ServiceAccount == policy.TokenAbsent }},
+		{ID: "creds.env-secrets", Run: checkEnvSecrets,
+			Proves: "no environment variable whose name looks like a credential holds anything but a declared placeholder",
+			Fix:    "remove the variable from the sandbox's environment and let the broker inject the credential outside the sandbox"},
+		{ID: "tools.run", Run: checkTools,
+			Proves:  "each declared tool starts by name with its arguments and exits 0 within its timeout",
+			Fix:     "install the tool in the image, on PATH, runnable by the sandbox uid under a read-only root",
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Image.Tools) > 0 }},
+	}
+}
+
+// Selection picks checks from the catalogue.
+type Selection struct {
+	NoNetwork bool     // leave out checks that send traffic
+	Only      []string // check IDs or areas; empty means all
+}
+
+func (s Selection) keep(c Check) bool {
+	if s.NoNetwork && c.Network {
+		return false
+	}
+	if len(s.Only) == 0 {
+		return true
+	}
+	return slices.Contains(s.Only, c.ID) || slices.Contains(s.Only, c.Area())
+}
+
+// Run executes the selected checks and returns the probe's result. Quick
+// local checks run in catalogue order; late checks run concurrently after them.
+func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	start := env.Now()
+	host, _ := os.Hostname()
+	res := report.ProbeResult{
+		Schema: report.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
+		Version: Version(), Hostname: host, StartedAt: start.UTC(),
+	}
+	cat := Catalogue()
+	results := make([][]report.Finding, len(cat))
+	var late []int
+	for i, c := range cat {
+		if !sel.keep(c) {
+			continue
+		}
+		if c.Applies != nil && !c.Applies(env.Policy) {
+			continue
+		}
+		if c.Late {
+			late = append(late, i)
+			continue
+		}
+		results[i] = runOne(ctx, env, c)
+	}
+	runLate(ctx, env, cat, late, results)
+	for _, fs := range results {
+		res.Findings = append(res.Findings, fs...)
+	}
+	res.Seconds = env.Now().Sub(start).Seconds()
+	return res
+}
+
+// runOne runs a check, turning a panic into an error finding and filling in
+// the catalogue's fix and the time it took.
+func runOne(ctx context.Context, env *Env, c Check) (out []report.Finding) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			out = []report.Finding{{Check: c.ID, Status: report.Error, Actual: fmt.Sprintf("check panicked: %v", r), Evidence: string(debug.Stack())}}
+		}
+		took := time.Since(start).Seconds()
+		for i := range out {
+			f := &out[i]
+			if f.Check == "" {
+				f.Check = c.ID
+			}
+			if f.Fix == "" && (f.Status == report.Fail || f.Status == report.Error) {
+				f.Fix = c.Fix
+			}
+			if f.Seconds == 0 {
+				f.Seconds = took / float64(len(out))
+			}
+		}
+		if len(out) == 0 {
+			out = []report.Finding{{Check: c.ID, Status: report.Error, Actual: "the check returned no finding"}}
+		}
+	}()
+	return c.Run(ctx, env)
+}
+
+// FixFor returns the catalogue's fix for a check ID ("" if unknown); the
+// runner uses it to refill a compact result.
+func FixFor(id string) string {
+	for _, c := range Catalogue() {
+		if c.ID == id {
+			return c.Fix
+		}
+	}
+	return ""
+}
+
+// Version is the module version the binary was built from.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// pass, fail and errorf build findings for the calling check.
+func pass(subject, expected, actual, evidence string) report.Finding {
+	return report.Finding{Subject: subject, Status: report.Pass, Expected: expected, Actual: actual, Evidence: evidence}
+}
+
+func fail(subject, expected, actual, evidence string) report.Finding {
+	return report.Finding{Subject: subject, Status: report.Fail, Expected: expected, Actual: actual, Evidence: evidence}
+}
+
+func errorf(subject, format string, args ...any) report.Finding {
+	return report.Finding{Subject: subject, Status: report.Error, Actual: fmt.Sprintf(format, args...)}
+}
+
+func joinOr(list []string, empty string) string {
+	if len(list) == 0 {
+		return empty
+	}
+	return strings.Join(list, ", ")
+}
+
+// runLate runs the slow checks concurrently (bounded); each writes only its own slot.
+func runLate(ctx context.Context, env *Env, cat []Check, idx []int, results [][]report.Finding) {
+	p := pool.New().WithMaxGoroutines(4)
+	for _, i := range idx {
+		p.Go(func() { results[i] = runOne(ctx, env, cat[i]) })
+	}
+	p.Wait()
+}

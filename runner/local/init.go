@@ -1,0 +1,398 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+// Init is the sandbox's first process: it runs as root inside the new
+// namespaces, builds the filesystem, drops every privilege the Sandbox does
+// not keep, and execs the probe. It only returns on failure (exit 125).
+func Init() int {
+	// Capability bounding sets, seccomp filters and setns are per thread:
+	// everything from here to exec must happen on this one.
+	runtime.LockOSThread()
+	specFile := os.NewFile(3, "spec")
+	raw, err := io.ReadAll(io.LimitReader(specFile, 1<<20))
+	specFile.Close()
+	if err != nil {
+		return initFail(fmt.Errorf("read spec: %w", err))
+	}
+	var spec initSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return initFail(fmt.Errorf("decode spec: %w", err))
+	}
+	if err := setup(spec); err != nil {
+		return initFail(err)
+	}
+	return initFail(errors.New("exec returned")) // unreachable: setup execs
+}
+
+func initFail(err error) int {
+	fmt.Fprintf(os.Stderr, "sandbox-init: %v\n", err)
+	return 125
+}
+
+func setup(s initSpec) error {
+	sb := s.Sandbox
+	if err := joinNetwork(sb.NetNS); err != nil {
+		return err
+	}
+	if err := buildRoot(s); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(sb.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := pivot(s.Root); err != nil {
+		return err
+	}
+	for _, path := range sortedKeys(sb.Files) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("seed %s: %w", path, err)
+		}
+		if err := os.WriteFile(path, []byte(sb.Files[path]), 0o644); err != nil {
+			return fmt.Errorf("seed %s: %w", path, err)
+		}
+	}
+	if sb.ReadOnlyRoot {
+		if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make / read-only: %w", err)
+		}
+	}
+	if err := dropPrivileges(sb); err != nil {
+		return err
+	}
+	return unix.Exec(s.Argv[0], s.Argv, sb.Env)
+}
+
+// joinNetwork enters a named network namespace, or brings up loopback in the
+// fresh one the sandbox was cloned into.
+func joinNetwork(name string) error {
+	if name == "" {
+		return loopbackUp()
+	}
+	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open network namespace %s: %w (is the lab up?)", name, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("join network namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	return nil
+}
+
+// skipped top-level directories get sandbox-own content instead of the host's.
+var skipped = []string{"proc", "sys", "dev", "tmp", "run", "lost+found"}
+
+// buildRoot assembles the new root on a tmpfs: the host's top-level
+// directories bound read-only, fresh /proc, /dev and /run, and a tmpfs for
+// each writable path.
+func buildRoot(s initSpec) error {
+	sb, root := s.Sandbox, s.Root
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	entries, err := os.ReadDir("/")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if slices.Contains(skipped, name) || slices.Contains(sb.Writable, "/"+name) {
+			continue
+		}
+		src, dst := "/"+name, filepath.Join(root, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			link, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, dst); err != nil {
+				return err
+			}
+		case e.IsDir():
+			if err := bindReadOnly(src, dst, true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Mkdir(filepath.Join(root, "proc"), 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := bindReadOnly("/sys", filepath.Join(root, "sys"), true); err != nil {
+		return err
+	}
+	if err := buildDev(filepath.Join(root, "dev")); err != nil {
+		return err
+	}
+	// /tmp and /run exist but belong to the root filesystem (read-only)
+	// unless the policy makes them writable.
+	if err := os.Mkdir(filepath.Join(root, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	binDir := filepath.Join(root, filepath.Dir(ProbePath))
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	if err := bindReadOnly(s.Binary, filepath.Join(root, ProbePath), false); err != nil {
+		return err
+	}
+	if sb.NetNS != "" { // what `ip netns exec` does: per-namespace resolver files
+		for _, f := range []string{"resolv.conf", "hosts"} {
+			src := filepath.Join("/etc/netns", sb.NetNS, f)
+			if _, err := os.Stat(src); err == nil {
+				if err := unix.Mount(src, filepath.Join(root, "etc", f), "", unix.MS_BIND, ""); err != nil {
+					return fmt.Errorf("bind %s: %w", src, err)
+				}
+			}
+		}
+	}
+	for _, w := range sb.Writable {
+		dst := filepath.Join(root, w)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("writable path %s: cannot create it under the read-only host directories: %w", w, err)
+		}
+		opts := "mode=1777"
+		if sb.SizeLimit != "" {
+			opts += ",size=" + sb.SizeLimit
+		}
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount tmpfs at %s: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly bind-mounts src at dst (recursively for directories) and makes
+// the whole tree read-only with mount_setattr.
+func bindReadOnly(src, dst string, dir bool) error {
+	if dir {
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	} else {
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+// buildDev gives the sandbox a minimal /dev: the harmless character devices,
+// a private /dev/shm and the usual symlinks.
+func buildDev(dev string) error {
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=1m"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		dst := filepath.Join(dev, n)
+		f, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pivot(root string) error {
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	if err := os.Mkdir(".oldroot", 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", ".oldroot"); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return os.Remove("/.oldroot")
+}
+
+// dropPrivileges leaves the thread with the Sandbox's uid, gid and groups,
+// only the capabilities it deliberately keeps, no_new_privs and seccomp.
+func dropPrivileges(sb Sandbox) error {
+	keepBnd := capNumbers(sb.KeepCaps.Bounding)
+	inh := capMask(append(append([]string(nil), sb.KeepCaps.Inheritable...), sb.KeepCaps.Ambient...))
+	amb := capMask(sb.KeepCaps.Ambient)
+
+	// Inheritable bits can only be raised while they are still permitted.
+	if inh != 0 {
+		if err := capset(allCaps(), allCaps(), inh); err != nil {
+			return fmt.Errorf("capset inheritable: %w", err)
+		}
+	}
+	for c := 0; c <= lastCap(); c++ {
+		if slices.Contains(keepBnd, c) || amb&(1<<uint(c)) != 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if sb.Seccomp { // while CAP_SYS_ADMIN still allows it without no_new_privs
+		if err := installSeccomp(); err != nil {
+			return err
+		}
+	}
+	if amb != 0 {
+		if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("keep capabilities: %w", err)
+		}
+	}
+	groups := make([]int, len(sb.Groups))
+	for i, g := range sb.Groups {
+		groups[i] = int(g)
+	}
+	if err := unix.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := unix.Setresgid(int(sb.GID), int(sb.GID), int(sb.GID)); err != nil {
+		return fmt.Errorf("setresgid %d: %w", sb.GID, err)
+	}
+	if err := unix.Setresuid(int(sb.UID), int(sb.UID), int(sb.UID)); err != nil {
+		return fmt.Errorf("setresuid %d: %w", sb.UID, err)
+	}
+	if sb.UID != 0 {
+		if err := capset(amb, amb, inh); err != nil {
+			return fmt.Errorf("capset: %w", err)
+		}
+	}
+	for c := 0; c <= lastCap(); c++ {
+		if amb&(1<<uint(c)) != 0 {
+			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+				return fmt.Errorf("raise ambient capability %d: %w", c, err)
+			}
+		}
+	}
+	if sb.NoNewPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("set no_new_privs: %w", err)
+		}
+	}
+	return nil
+}
+
+func capset(eff, prm, inh uint64) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: uint32(eff), Permitted: uint32(prm), Inheritable: uint32(inh)},
+		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32), Inheritable: uint32(inh >> 32)},
+	}
+	return unix.Capset(&hdr, &data[0])
+}
+
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err == nil {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &n); err == nil {
+			return n
+		}
+	}
+	return len(policy.Capabilities) - 1
+}
+
+func allCaps() uint64 { return (uint64(1) << uint(lastCap()+1)) - 1 }
+
+func capNumbers(names []string) []int {
+	var out []int
+	for _, n := range names {
+		if c := policy.CapabilityNumber(n); c >= 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func capMask(names []string) uint64 {
+	var m uint64
+	for _, c := range capNumbers(names) {
+		m |= 1 << uint(c)
+	}
+	return m
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

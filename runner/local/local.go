@@ -1,0 +1,262 @@
+// Package local runs the probe in a throwaway sandbox built on this machine
+// from Linux namespaces: a private mount namespace whose root is read-only,
+// a fresh tmpfs for each writable path, its own PID, UTS and IPC namespaces,
+// a new network namespace or a named one (a lab's), the policy's uid and gid,
+// every capability set emptied including the bounding set, no_new_privs and
+// a seccomp filter. It needs root. Tests break one property at a time by
+// editing the Sandbox before running it.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// InitCommand is the hidden subcommand the sandbox's first process runs.
+const InitCommand = "__sandbox-init"
+
+// ProbePath is where the probe binary appears inside the sandbox.
+const ProbePath = "/run/sandprobe/bin/sandprobe"
+
+// Sandbox is what the throwaway sandbox looks like.
+type Sandbox struct {
+	UID, GID     uint32
+	Groups       []uint32
+	ReadOnlyRoot bool
+	Writable     []string          // each a fresh tmpfs, mode 1777
+	SizeLimit    string            // tmpfs size option, e.g. "64m"
+	Files        map[string]string // written before the root turns read-only
+	Env          []string
+	NoNewPrivs   bool
+	Seccomp      bool
+	KeepCaps     CapSets // capabilities deliberately left in (sabotage)
+	NetNS        string  // named network namespace (/run/netns/NAME); "" means a new, empty one
+	Hostname     string
+}
+
+// CapSets names capabilities to leave in each set.
+type CapSets struct {
+	Bounding    []string `json:"bounding,omitempty"`
+	Inheritable []string `json:"inheritable,omitempty"`
+	Ambient     []string `json:"ambient,omitempty"`
+}
+
+// SandboxFor builds the conformant sandbox a policy declares.
+func SandboxFor(p *policy.Policy, netns string) Sandbox {
+	s := p.Spec
+	sb := Sandbox{
+		UID: uint32(s.Identity.UID), GID: uint32(s.Identity.GID),
+		ReadOnlyRoot: s.Filesystem.ReadOnlyRoot,
+		Writable:     append([]string(nil), s.Filesystem.Writable...),
+		SizeLimit:    "64m",
+		NoNewPrivs:   s.NoNewPrivs(),
+		Seccomp:      s.Seccomp != policy.SeccompUnconfined,
+		NetNS:        netns,
+		Hostname:     "sandbox",
+		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+	}
+	for _, g := range s.Identity.SupplementalGroups {
+		sb.Groups = append(sb.Groups, uint32(g))
+	}
+	if s.Identity.FSGroup != nil {
+		sb.Groups = append(sb.Groups, uint32(*s.Identity.FSGroup))
+	}
+	home := "/tmp"
+	if len(sb.Writable) > 0 && !s.Filesystem.WritableFor("/tmp") {
+		home = sb.Writable[0]
+	}
+	sb.Env = append(sb.Env, "HOME="+home)
+	if s.Filesystem.SizeLimit != "" {
+		if q, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
+			sb.SizeLimit = fmt.Sprintf("%dk", int64(q)/1024)
+		}
+	}
+	for _, c := range s.Capabilities { // declared capabilities stay in the bounding set
+		sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, c)
+	}
+	return sb
+}
+
+// initSpec is handed to the init process on fd 3.
+type initSpec struct {
+	Sandbox Sandbox  `json:"sandbox"`
+	Root    string   `json:"root"`
+	Binary  string   `json:"binary"`
+	Argv    []string `json:"argv"`
+}
+
+// Backend runs the probe in a local sandbox.
+type Backend struct {
+	Sandbox Sandbox
+	// Binary is the sandprobe executable: it becomes the sandbox's init and
+	// the probe inside it. Defaults to the running executable.
+	Binary string
+	// Command replaces `sandprobe probe …` inside the sandbox (tests use it
+	// for probes that crash, hang or lie). The policy arrives on stdin.
+	Command []string
+	Logger  *slog.Logger
+}
+
+// Target names the local sandbox in reports.
+func (b *Backend) Target() string {
+	if b.Sandbox.NetNS != "" {
+		return "local/" + b.Sandbox.NetNS
+	}
+	return "local/sandbox"
+}
+
+const maxOutput = 4 << 20
+
+// Run launches the sandbox, waits for the probe, and parses its result.
+func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
+	target := b.Target()
+	if os.Geteuid() != 0 {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "the local backend builds its sandbox with namespaces and needs root"}
+	}
+	bin := b.Binary
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own executable: %w", err)
+		}
+		bin = exe
+	}
+	root, err := os.MkdirTemp("", "sandprobe-root-")
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox root: %w", err)
+	}
+	defer os.Remove(root) // the mounts lived in the sandbox's namespace; the directory is empty here
+
+	argv := b.Command
+	if len(argv) == 0 {
+		argv = []string{ProbePath, "probe", "--policy", "-", "--nonce", spec.Nonce}
+		if spec.NoNetwork {
+			argv = append(argv, "--no-network")
+		}
+	}
+	is, err := json.Marshal(initSpec{Sandbox: b.Sandbox, Root: root, Binary: bin, Argv: argv})
+	if err != nil {
+		return nil, err
+	}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer specR.Close()
+	go func() { // a pipe holds 64 KiB; the spec is far smaller, but never block on it
+		specW.Write(is)
+		specW.Close()
+	}()
+
+	deadline := spec.Deadline
+	if deadline <= 0 {
+		deadline = spec.Policy.Spec.Probe.Deadline.Duration
+	}
+	runCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+
+	var stdout, stderr limitedBuffer
+	stdout.max, stderr.max = maxOutput, 64<<10
+	cmd := exec.CommandContext(runCtx, bin, InitCommand)
+	cmd.Stdin = bytes.NewReader(spec.PolicyBytes)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.ExtraFiles = []*os.File{specR}
+	cmd.Env = []string{} // the probe's environment comes from the Sandbox only
+	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+	if b.Sandbox.NetNS == "" {
+		flags |= syscall.CLONE_NEWNET
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+	start := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(start)
+	if b.Logger != nil {
+		b.Logger.Debug("local probe finished", "target", target, "took", took, "err", runErr, "stderr", stderr.String())
+	}
+
+	errTail := tail(stderr.String())
+	if runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, errTail)}
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("local probe: %w", ctx.Err())
+	}
+	code := 0
+	if runErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(runErr, &ee) {
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
+		}
+		ws, _ := ee.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled():
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
+		case ee.ExitCode() == 125:
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
+		case ee.ExitCode() == report.ExitBadInput:
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonBadPolicy, Detail: "the probe rejected its input" + errTail}
+		case ee.ExitCode() != report.ExitNonConformant && ee.ExitCode() != report.ExitCouldNotRun:
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe exited %d%s", ee.ExitCode(), errTail)}
+		}
+		code = ee.ExitCode()
+	}
+	if stdout.overflow {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxOutput)}
+	}
+	res, err := runner.ParseResult(target, stdout.Bytes(), spec.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	if err := runner.CheckExit(target, code, res); err != nil {
+		return nil, err
+	}
+	res.Target = target
+	return []report.ProbeResult{res}, nil
+}
+
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	if len(s) > 600 {
+		s = "…" + s[len(s)-600:]
+	}
+	return "; stderr: " + strings.Join(strings.Fields(s), " ")
+}
+
+// limitedBuffer keeps at most max bytes and remembers that it overflowed.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	room := l.max - l.Len()
+	if len(p) > room {
+		l.overflow = true
+		if room > 0 {
+			l.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return l.Buffer.Write(p)
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)
