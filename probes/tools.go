@@ -54,7 +54,9 @@ func runTool(ctx context.Context, name string, args []string, timeout time.Durat
 		if msg := firstLine(stderr.String()); msg != "" {
 			act += ": " + msg
 		}
-		return fail(name, exp, act, evidence)
+		f := fail(name, exp, act, evidence)
+		f.Fix = fmt.Sprintf("`%s` is installed but fails under the sandbox's constraints: run it as this uid under a read-only root to see why (often a path it must write or a missing library)", cmdline)
+		return f
 	}
 	f := pass(name, exp, "exited 0", evidence)
 	f.Seconds = took.Seconds()

@@ -293,7 +293,11 @@ func dropPrivileges(sb Sandbox) error {
 
 	// Inheritable bits can only be raised while they are still permitted.
 	if inh != 0 {
-		if err := capset(allCaps(), allCaps(), inh); err != nil {
+		eff, prm, err := capget()
+		if err != nil {
+			return err
+		}
+		if err := capset(eff, prm, inh&prm); err != nil {
 			return fmt.Errorf("capset inheritable: %w", err)
 		}
 	}
@@ -357,6 +361,17 @@ func capset(eff, prm, inh uint64) error {
 	return unix.Capset(&hdr, &data[0])
 }
 
+func capget() (eff, prm uint64, err error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0, 0, fmt.Errorf("capget: %w", err)
+	}
+	eff = uint64(data[0].Effective) | uint64(data[1].Effective)<<32
+	prm = uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32
+	return eff, prm, nil
+}
+
 func lastCap() int {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err == nil {
@@ -367,8 +382,6 @@ func lastCap() int {
 	}
 	return len(policy.Capabilities) - 1
 }
-
-func allCaps() uint64 { return (uint64(1) << uint(lastCap()+1)) - 1 }
 
 func capNumbers(names []string) []int {
 	var out []int

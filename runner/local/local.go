@@ -208,6 +208,10 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
 		case ee.ExitCode() == 125:
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
+		case ee.ExitCode() > 128:
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe died of signal %d%s", ee.ExitCode()-128, errTail)}
+		case goCrash(stderr.String()):
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: "the probe panicked" + errTail}
 		case ee.ExitCode() == report.ExitBadInput:
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonBadPolicy, Detail: "the probe rejected its input" + errTail}
 		case ee.ExitCode() != report.ExitNonConformant && ee.ExitCode() != report.ExitCouldNotRun:
@@ -227,6 +231,11 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	}
 	res.Target = target
 	return []report.ProbeResult{res}, nil
+}
+
+// goCrash recognises a Go runtime crash, which also exits 2 like bad input.
+func goCrash(stderr string) bool {
+	return strings.Contains(stderr, "panic: ") || strings.Contains(stderr, "fatal error: ") || strings.Contains(stderr, "goroutine 1 [")
 }
 
 func tail(s string) string {

@@ -1,0 +1,78 @@
+// Package testenv gives tests the real things they run against — root, the
+// sandprobe binary, the network lab, a Docker engine, a kube-apiserver — and
+// decides what happens when one is missing: a skip on a developer's laptop,
+// a failure in CI (SANDPROBE_REQUIRE_ENV=1), so no test silently stops
+// testing.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// RequireEnvVar, when "1", turns every missing-environment skip into a failure.
+const RequireEnvVar = "SANDPROBE_REQUIRE_ENV"
+
+// Missing skips the test, or fails it when the environment is required.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(RequireEnvVar) == "1" {
+		t.Fatalf("%s=1 but the test environment is missing: %s", RequireEnvVar, why)
+	}
+	t.Skip(why)
+}
+
+// RequireRoot skips (or fails in CI) unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "needs root (namespaces, mounts, network namespaces)")
+	}
+}
+
+// ModuleRoot returns the repository root (the directory holding go.mod).
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  string
+)
+
+// Binary builds the static sandprobe binary once per test process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("SANDPROBE_BIN"); p != "" {
+			binPath = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "sandprobe-test-bin-")
+		if err != nil {
+			buildErr = err.Error()
+			return
+		}
+		binPath = filepath.Join(dir, "sandprobe")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/sandprobe")
+		cmd.Dir = ModuleRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = string(out) + err.Error()
+		}
+	})
+	if buildErr != "" {
+		t.Fatalf("build sandprobe: %s", buildErr)
+	}
+	return binPath
+}
