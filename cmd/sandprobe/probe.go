@@ -17,8 +17,8 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	fs := a.flagSet("probe", "--policy FILE [--nonce N]")
 	var (
 		policyPath, nonce, only, termLog, out string
-		noNetwork                              bool
-		lf                                     logFlags
+		noNetwork                             bool
+		lf                                    logFlags
 	)
 	fs.StringVar(&policyPath, "policy", "", "the policy file (- for stdin)")
 	fs.StringVar(&nonce, "nonce", "", "the run's nonce, echoed in the result")

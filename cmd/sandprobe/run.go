@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sandprobe/sandprobe/policy"
@@ -16,15 +17,16 @@ import (
 func (a *app) cmdRun(ctx context.Context, args []string) int {
 	fs := a.flagSet("run", "--policy FILE [--backend local] [flags]")
 	var (
-		policyPath, backend, netns string
-		deadline                   time.Duration
-		noNetwork                  bool
-		out                        outputs
-		lf                         logFlags
+		policyPath, backend, netns, sabotage string
+		deadline                             time.Duration
+		noNetwork                            bool
+		out                                  outputs
+		lf                                   logFlags
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file")
 	fs.StringVar(&backend, "backend", "local", "where to run the probe: local")
 	fs.StringVar(&netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
+	fs.StringVar(&sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	fs.DurationVar(&deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
 	out.register(fs)
@@ -48,7 +50,12 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	var be runner.Backend
 	switch backend {
 	case "local":
-		be = &local.Backend{Sandbox: local.SandboxFor(p, netns), Logger: logger}
+		sb := local.SandboxFor(p, netns)
+		if err := sb.Sabotage(sabotage); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe run: --sabotage: %v\n", err)
+			return report.ExitBadInput
+		}
+		be = &local.Backend{Sandbox: sb, Logger: logger}
 	default:
 		fmt.Fprintf(a.stderr, "sandprobe run: --backend: want local, got %q\n", backend)
 		return report.ExitBadInput

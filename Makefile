@@ -1,0 +1,49 @@
+# sandprobe — see README.md. Most targets need root (namespaces, nftables).
+GO        ?= go
+BIN       := bin/sandprobe
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w
+FUZZTIME  ?= 10s
+export CGO_ENABLED := 0
+export SANDPROBE_CACHE ?= /var/cache/sandprobe
+
+.PHONY: all build deps test unit fuzz demo bench lint docs clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/sandprobe
+
+# Installs what the tests and the demo need (Debian packages); idempotent.
+deps:
+	hack/install-deps.sh
+
+# The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
+# that would skip for a missing environment (root, lab, Docker, apiserver)
+# into a failure.
+test: deps build
+	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+unit:
+	$(GO) test -count=1 ./policy/... ./report/...
+
+fuzz:
+	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(FUZZTIME)
+
+demo: deps build
+	hack/demo.sh
+
+bench: deps build
+	hack/bench.sh
+
+lint:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+
+docs: build
+	$(BIN) checks -o markdown > docs/checks.md
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+)
+
+func runApp(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := newApp(strings.NewReader(stdin), &out, &errb).Run(context.Background(), args)
+	return code, out.String(), errb.String()
+}
+
+// TestValidateBadPolicies: every malformed policy exits 2 with a one-line
+// problem naming its YAML path, on stderr.
+func TestValidateBadPolicies(t *testing.T) {
+	files, _ := filepath.Glob("../../policy/testdata/invalid-*.yaml")
+	if len(files) < 20 {
+		t.Fatalf("want ≥ 20 invalid policies, have %d", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, _ := os.ReadFile(f)
+			want := ""
+			for _, line := range strings.Split(string(data), "\n") {
+				if w, ok := strings.CutPrefix(line, "# want: "); ok {
+					want, _, _ = strings.Cut(w, ":")
+				}
+			}
+			code, stdout, stderr := runApp(t, "", "validate", "-f", f)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %s", code, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout should be empty, got %q", stdout)
+			}
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr does not name %q:\n%s", want, stderr)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+				if !strings.HasPrefix(line, f) {
+					t.Errorf("problem line does not start with the file name: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateGoodPolicies(t *testing.T) {
+	for _, f := range []string{"../../fixtures/policy.yaml", "../../fixtures/local-policy.yaml"} {
+		code, stdout, stderr := runApp(t, "", "validate", "-f", f)
+		if code != 0 || !strings.Contains(stdout, "valid SandboxPolicy") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", f, code, stdout, stderr)
+		}
+	}
+	data, _ := os.ReadFile("../../fixtures/policy.yaml")
+	if code, _, stderr := runApp(t, string(data), "validate", "-f", "-"); code != 0 {
+		t.Errorf("stdin: exit %d: %s", code, stderr)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	cases := [][]string{
+		{},
+		{"frobnicate"},
+		{"run", "--no-such-flag"},
+		{"run"},
+		{"run", "--policy", "../../fixtures/policy.yaml", "--backend", "moon"},
+		{"run", "--policy", "../../fixtures/policy.yaml", "-o", "yaml"},
+		{"run", "--policy", "../../fixtures/local-policy.yaml", "--sabotage", "everything"},
+		{"validate", "-f", "/nonexistent/policy.yaml"},
+		{"validate", "-f", "../../fixtures/policy.yaml", "extra-arg"},
+		{"checks", "-o", "xml"},
+		{"probe", "--policy", "../../policy/testdata/invalid-negative-uid.yaml"},
+	}
+	for _, args := range cases {
+		if code, _, _ := runApp(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestDocsChecksUpToDate: docs/checks.md is generated from the catalogue.
+func TestDocsChecksUpToDate(t *testing.T) {
+	code, out, _ := runApp(t, "", "checks", "-o", "markdown")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	have, err := os.ReadFile("../../docs/checks.md")
+	if err != nil || string(have) != out {
+		t.Fatalf("docs/checks.md is stale: run `make docs`")
+	}
+}
+
+// TestRunWritesReportsAtomically: the JUnit and JSON files appear whole, and
+// a report that cannot be written makes the run exit 3 without leaving a
+// partial file behind.
+func TestRunWritesReportsAtomically(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	junitPath, jsonPath := filepath.Join(dir, "r.xml"), filepath.Join(dir, "r.json")
+	code, stdout, stderr := runAppBin(t, "run", "--policy", "../../fixtures/local-policy.yaml", "--junit", junitPath, "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, p := range []string{junitPath, jsonPath} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	bad := filepath.Join(dir, "no-such-dir", "r.xml")
+	code, _, stderr = runAppBin(t, "run", "--policy", "../../fixtures/local-policy.yaml", "--junit", bad)
+	if code != 3 || !strings.Contains(stderr, "no-such-dir") {
+		t.Fatalf("unwritable report: exit %d, stderr %q", code, stderr)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("unexpected files: %v", entries)
+	}
+}
+
+// runAppBin runs the real binary (the local backend re-executes itself).
+func runAppBin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return execBin(t, testenv.Binary(t), args...)
+}
