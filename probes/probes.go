@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -28,6 +29,9 @@ type Env struct {
 	Nonce   string
 	Environ []string // the process environment, as os.Environ gives it
 	Now     func() time.Time
+
+	egressMu sync.Mutex
+	egress   *egressRun // every egress attempt, run once for all egress checks
 }
 
 // Check is one entry of the catalogue.
@@ -95,6 +99,29 @@ func Catalogue() []Check {
 			Proves:  "each declared tool starts by name with its arguments and exits 0 within its timeout",
 			Fix:     "install the tool in the image, on PATH, runnable by the sandbox uid under a read-only root",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Image.Tools) > 0 }},
+		{ID: checkAllowed, Run: checkEgressAllowed, Network: true, Late: true,
+			Proves:  "each allowed host answers from inside the sandbox — through the proxy when one is declared (CONNECT for HTTPS, an absolute URL for HTTP) — and its TLS handshake completes",
+			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
+		{ID: checkMustFail, Run: checkEgressMustFail, Network: true, Late: true,
+			Proves: "every must-fail host, raw IP and CIDR fails — directly and through the proxy — with the pinned failure class where one is declared; inconclusive when the allowed hosts fail too",
+			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
+			Applies: func(p *policy.Policy) bool {
+				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0
+			}},
+		{ID: checkMetadata, Run: checkEgressMetadata, Network: true, Late: true,
+			Proves: "the cloud metadata address (169.254.169.254 unless the policy names another) does not answer, directly or through the proxy",
+			Fix:    "block the metadata address in the sandbox's egress policy and in the proxy"},
+		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Network: true, Late: true,
+			Proves:  "with a proxy declared, a direct connection to an allowed host's own addresses fails: nothing goes around the proxy",
+			Fix:     "deny direct egress to allowed hosts; only the proxy may reach them",
+			Applies: func(p *policy.Policy) bool { return p.Spec.Egress.Proxy != "" && len(p.Spec.Egress.Allow) > 0 }},
+		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Network: true, Late: true,
+			Proves: "a random name under each declared domain does not resolve, so the resolver is not an exfiltration channel",
+			Fix:    "make the sandbox's resolver answer only the names it must",
+			Applies: func(p *policy.Policy) bool {
+				return p.Spec.Egress.DNS.ArbitraryNames == "deny" && len(exfilDomains(p.Spec.Egress)) > 0
+			}},
 	}
 }
 

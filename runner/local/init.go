@@ -190,6 +190,18 @@ func buildRoot(s initSpec) error {
 			}
 		}
 	}
+	for _, b := range sb.Binds {
+		dst := filepath.Join(root, b)
+		if _, err := os.Stat(dst); err == nil {
+			continue // visible through a bound host directory already
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("bind %s: %w", b, err)
+		}
+		if err := bindReadOnly(b, dst, false); err != nil {
+			return err
+		}
+	}
 	for _, w := range sb.Writable {
 		dst := filepath.Join(root, w)
 		if err := os.MkdirAll(dst, 0o755); err != nil {

@@ -44,7 +44,8 @@ type Sandbox struct {
 	NoNewPrivs   bool
 	Seccomp      bool
 	KeepCaps     CapSets // capabilities deliberately left in (sabotage)
-	NetNS        string  // named network namespace (/run/netns/NAME); "" means a new, empty one
+	Binds        []string // host files made visible read-only at the same path (a CA bundle)
+	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
 	Hostname     string
 }
 
@@ -84,6 +85,9 @@ func SandboxFor(p *policy.Policy, netns string) Sandbox {
 		if q, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
 			sb.SizeLimit = fmt.Sprintf("%dk", int64(q)/1024)
 		}
+	}
+	if s.Egress.CAFile != "" {
+		sb.Binds = append(sb.Binds, s.Egress.CAFile)
 	}
 	for _, c := range s.Capabilities { // declared capabilities stay in the bounding set
 		sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, c)
