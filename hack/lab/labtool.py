@@ -9,6 +9,9 @@
       so NXDOMAIN and REFUSED can be told apart without dnsutils).
   labtool.py connect HOST PORT [--timeout S]
       one TCP connect; prints OK or the errno name (ETIMEDOUT on timeout).
+  labtool.py sweep KEY=HOST:PORT ... [--timeout S]
+      all connects concurrently; prints "KEY RESULT" per target, in the given
+      order. RESULT is OK:<name the listener gave in its body> or an errno.
 """
 import argparse
 import errno
@@ -79,8 +82,12 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         super().__init__(("::", port), Handler)
 
     def server_bind(self):
+        # dual-stack; and no HTTPServer.server_bind: its getfqdn() would do a
+        # reverse DNS lookup through the host's resolv.conf.
         self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = "sandprobe-lab"
+        self.server_port = self.server_address[1]
 
     def finish_request(self, request, client_address):
         # runs in the per-connection thread: the TLS handshake happens here,
@@ -199,6 +206,54 @@ def cmd_connect(a):
     return 0
 
 
+def probe(host, port, timeout):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect((host, port))
+        s.sendall(b"GET / HTTP/1.0\r\nHost: probe\r\n\r\n")
+        data = b""
+        while len(data) < 65536:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        text = data.decode("latin-1")
+        for word in text.split():
+            if word.startswith("host="):
+                return "OK:" + word[5:]
+        return "OK:?"
+    except socket.timeout:
+        return "ETIMEDOUT"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, "E?%s" % e.errno)
+    finally:
+        s.close()
+
+
+def cmd_sweep(a):
+    results = {}
+    threads = []
+    order = []
+    for t in a.targets:
+        key, _, hp = t.partition("=")
+        host, _, port = hp.rpartition(":")
+        host = host.strip("[]")
+        order.append(key)
+
+        def run(key=key, host=host, port=int(port)):
+            results[key] = probe(host, port, a.timeout)
+        th = threading.Thread(target=run)
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join()
+    for key in order:
+        print(key, results.get(key, "E?"))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -219,8 +274,11 @@ def main():
     c.add_argument("host")
     c.add_argument("port", type=int)
     c.add_argument("--timeout", type=float, default=2)
+    w = sub.add_parser("sweep")
+    w.add_argument("targets", nargs="+")
+    w.add_argument("--timeout", type=float, default=2)
     a = p.parse_args()
-    return {"serve": cmd_serve, "dns": cmd_dns, "connect": cmd_connect}[a.cmd](a) or 0
+    return {"serve": cmd_serve, "dns": cmd_dns, "connect": cmd_connect, "sweep": cmd_sweep}[a.cmd](a) or 0
 
 
 if __name__ == "__main__":
