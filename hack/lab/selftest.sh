@@ -55,6 +55,7 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 
 # ------------------------------------------------------------------ up
+[ -n "$WAS_UP" ] && "$LAB" down # so that the first timed up is a cold one
 t0=$(now)
 if ! "$LAB" up; then
   record FAIL "lab up" "failed"
