@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -75,4 +76,48 @@ func Binary(t testing.TB) string {
 		t.Fatalf("build sandprobe: %s", buildErr)
 	}
 	return binPath
+}
+
+// LabDir is where the network lab keeps its state (hack/lab).
+func LabDir() string {
+	if d := os.Getenv("SANDPROBE_LAB_DIR"); d != "" {
+		return d
+	}
+	return "/run/sandprobe-lab"
+}
+
+// Lab makes sure the network lab is up and healthy and holds an exclusive
+// lock on it until the test ends: the lab's broken states are global, so
+// tests that use it (in any package) take turns. It returns the lab script.
+func Lab(t testing.TB) string {
+	t.Helper()
+	RequireRoot(t)
+	script := filepath.Join(ModuleRoot(t), "hack", "lab", "lab")
+	for _, tool := range []string{"nft", "dnsmasq", "tinyproxy", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			Missing(t, "the network lab needs "+tool+" (make deps)")
+		}
+	}
+	lock, err := os.OpenFile("/run/sandprobe-lab.test-lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Leave the lab healthy for the next test, then let it go.
+		exec.Command(script, "heal").Run()
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	})
+	if out, err := exec.Command(script, "status").CombinedOutput(); err != nil || !strings.Contains(string(out), "lab: up") {
+		if out, err := exec.Command(script, "up").CombinedOutput(); err != nil {
+			t.Fatalf("lab up: %v\n%s", err, out)
+		}
+	}
+	if out, err := exec.Command(script, "heal").CombinedOutput(); err != nil {
+		t.Fatalf("lab heal: %v\n%s", err, out)
+	}
+	return script
 }

@@ -43,7 +43,7 @@ type Sandbox struct {
 	Env          []string
 	NoNewPrivs   bool
 	Seccomp      bool
-	KeepCaps     CapSets // capabilities deliberately left in (sabotage)
+	KeepCaps     CapSets  // capabilities deliberately left in (sabotage)
 	Binds        []string // host files made visible read-only at the same path (a CA bundle)
 	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
 	Hostname     string
