@@ -88,12 +88,14 @@ for cg in /sys/fs/cgroup/*/sandprobe-docker /sys/fs/cgroup/sandprobe-docker; do
 done
 
 # The iptables fence up.sh put around the container address pool.
-if command -v iptables >/dev/null && iptables -S SANDPROBE-DOCKER >/dev/null 2>&1; then
-	for hook in INPUT FORWARD; do
-		while iptables -D "$hook" -j SANDPROBE-DOCKER 2>/dev/null; do :; done
+if command -v iptables >/dev/null; then
+	for hc in INPUT:SANDPROBE-DOCKER-IN FORWARD:SANDPROBE-DOCKER-FWD; do
+		hook="${hc%%:*}" chain="${hc#*:}"
+		iptables -S "$chain" >/dev/null 2>&1 || continue
+		while iptables -D "$hook" -j "$chain" 2>/dev/null; do :; done
+		iptables -F "$chain"
+		iptables -X "$chain"
 	done
-	iptables -F SANDPROBE-DOCKER
-	iptables -X SANDPROBE-DOCKER
 fi
 
 # Sockets, pid files, exec root (netns files, runtime state). Keep the lock.

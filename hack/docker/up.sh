@@ -42,24 +42,26 @@ print_env() { echo "export DOCKER_HOST=$SP_DOCKER_HOST"; }
 # pid_alive PIDFILE: the process named in PIDFILE runs.
 pid_alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# The fence: our own chain, hooked into INPUT and FORWARD, dropping anything
-# from the container address pool to the host or beyond, and anything routed
-# into it. Defence in depth: --internal networks already have no default
-# route, but they do reach the bridge address, i.e. every host service
-# listening on 0.0.0.0.
+# The fence: two chains of our own around the address pool of user-defined
+# networks. Needed because with iptables=false Docker's `--internal` isolates
+# nothing: containers on it still get a default route via the bridge (Docker
+# normally enforces "internal" with iptables rules it now does not write), and
+# the bridge address reaches every host service listening on 0.0.0.0.
+#   INPUT:   nothing from the pool reaches the host itself.
+#   FORWARD: nothing is routed out of or into the pool (traffic between
+#            containers on one bridge never needs routing).
 fence_pool() {
 	if ! command -v iptables >/dev/null || ! iptables -S >/dev/null 2>&1; then
 		log "WARNING: iptables unusable; user-defined networks are not fenced (bridge=none still holds)"
 		return
 	fi
-	local chain=SANDPROBE-DOCKER
-	iptables -N "$chain" 2>/dev/null || iptables -F "$chain"
-	iptables -A "$chain" -s "$SP_DOCKER_POOL" -d "$SP_DOCKER_POOL" -j RETURN
-	iptables -A "$chain" -s "$SP_DOCKER_POOL" -j DROP
-	iptables -A "$chain" -d "$SP_DOCKER_POOL" -j DROP
-	for hook in INPUT FORWARD; do
-		iptables -C "$hook" -j "$chain" 2>/dev/null || iptables -I "$hook" -j "$chain"
-	done
+	iptables -N SANDPROBE-DOCKER-IN 2>/dev/null || iptables -F SANDPROBE-DOCKER-IN
+	iptables -A SANDPROBE-DOCKER-IN -s "$SP_DOCKER_POOL" -j DROP
+	iptables -N SANDPROBE-DOCKER-FWD 2>/dev/null || iptables -F SANDPROBE-DOCKER-FWD
+	iptables -A SANDPROBE-DOCKER-FWD -s "$SP_DOCKER_POOL" ! -d "$SP_DOCKER_POOL" -j DROP
+	iptables -A SANDPROBE-DOCKER-FWD -d "$SP_DOCKER_POOL" ! -s "$SP_DOCKER_POOL" -j DROP
+	iptables -C INPUT -j SANDPROBE-DOCKER-IN 2>/dev/null || iptables -I INPUT -j SANDPROBE-DOCKER-IN
+	iptables -C FORWARD -j SANDPROBE-DOCKER-FWD 2>/dev/null || iptables -I FORWARD -j SANDPROBE-DOCKER-FWD
 }
 
 start_containerd() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a scratch image that holds one static binary at /sandprobe, plus
-# /tmp (mode 1777) and /workspace (owned by 65532), via `docker import`.
+# /tmp and /workspace (both mode 1777), via `docker import`.
 #
 # Usage: scratch.sh NAME:TAG BINARY [FILE | SRC:/DEST ...]
 #   FILE        copied to /<basename of FILE>
@@ -43,11 +43,11 @@ for spec in "$@"; do
 	cp -a "$src" "$stage$dest"
 done
 
-# /tmp must be 1777 *in the image*: when the sandbox mounts no tmpfs there, or
-# a runtime copies the image dir's mode onto the mount point, a uid-65532
-# process can only write /tmp if it is world-writable and sticky.
-install -d -m 1777 "$stage/tmp"
-install -d -m 0755 -o 65532 -g 65532 "$stage/workspace"
+# Both must be 1777 *in the image*: runc gives a `--tmpfs` mount the mode of
+# the directory it covers (overriding mode=) and root ownership, so with a
+# 0755 mount point a uid-65532 process cannot write its own /tmp or
+# /workspace. (gVisor ignores the image mode: its tmpfs is 1777.)
+install -d -m 1777 "$stage/tmp" "$stage/workspace"
 
 # Hash the exact tar stream (mtimes pinned) so that identical inputs give an
 # identical key and we can skip the import.
