@@ -8,6 +8,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$here/lib.sh"
 
 log() { printf '[%s] down.sh: %s\n' "$(date +%T)" "$*" >&2; }
@@ -64,7 +65,7 @@ stop_pidfile "$SP_CONTAINERD_PIDFILE" containerd 10
 # Anything left (orphaned shims, gVisor sandboxes of killed containers).
 pids="$(ours_pids)"
 if [[ -n "$pids" ]]; then
-	log "killing leftover processes: $(echo $pids)"
+	log "killing leftover processes: ${pids//$'\n'/ }"
 	# shellcheck disable=SC2086
 	kill -KILL $pids 2>/dev/null || true
 	sleep 0.5

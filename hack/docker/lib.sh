@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # Shared settings for hack/docker/*.sh and hack/images/*.sh. Source it, do not run it.
 #
 # Everything lives under paths of its own so this dockerd never collides with

@@ -17,6 +17,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$here/lib.sh"
 
 log() { printf '[%s] up.sh: %s\n' "$(date +%T)" "$*" >&2; }
@@ -136,9 +137,8 @@ run_smoke() {
 	}
 	sp_docker start --attach "$id" 2>&1 || rc=$?
 	sp_docker rm -f "$id" >/dev/null 2>&1 || true
-	for pid in $(grep -lF -- "$id" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+	grep -lF -- "$id" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 |
+		while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done
 	return "$rc"
 }
 

@@ -18,6 +18,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 # up.sh prints `export DOCKER_HOST=...`; it is a no-op when already healthy.
 eval "$("$here/../docker/up.sh")"
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$here/lib.sh"
 
 steps=()

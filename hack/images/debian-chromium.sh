@@ -12,6 +12,7 @@
 # Usage: debian-chromium.sh [--rebuild]    (--rebuild ignores the cached rootfs)
 set -euo pipefail
 
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$(dirname "$0")/lib.sh"
 
 IMAGE=sandprobe/debian-chromium:test

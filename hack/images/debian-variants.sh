@@ -15,8 +15,11 @@
 # when it was already built from the same base image with the same recipe.
 #
 # Usage: debian-variants.sh [VARIANT ...]   (default: all; VARIANT is e.g. nogit)
+# The recipes below are single-quoted on purpose: they run in the container's sh.
+# shellcheck disable=SC2016
 set -euo pipefail
 
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$(dirname "$0")/lib.sh"
 
 BASE=sandprobe/debian-chromium:test

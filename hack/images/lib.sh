@@ -2,7 +2,7 @@
 # Shared helpers for hack/images/*.sh. Source it, do not run it.
 
 SP_HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=../docker/lib.sh
+# shellcheck source=/dev/null  # (../docker/lib.sh)
 source "$SP_HACK_DIR/docker/lib.sh"
 
 # Rootfs tarballs are cached here; they survive between CI runs so that a

@@ -12,6 +12,7 @@
 # `docker import` rather than cached as a tarball.)
 set -euo pipefail
 
+# shellcheck source=/dev/null  # (lib.sh beside this script)
 source "$(dirname "$0")/lib.sh"
 
 [[ $# -ge 2 ]] || die "usage: ${0##*/} NAME:TAG BINARY [FILE | SRC:/DEST ...]"
