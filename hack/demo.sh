@@ -1,18 +1,62 @@
 #!/usr/bin/env bash
-# make demo: a healthy local sandbox and a sabotaged one, side by side.
+# make demo: the story sandprobe exists for, in the network lab (hack/lab).
+#   lab up → a healthy run → a "CNI regression" (one nft rule deleted) →
+#   the next run catches it (exit 1, JUnit and metrics written) → lab down.
+# Root required. Cleans up after itself, also when interrupted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $(id -u) == 0 ]] || { echo "demo: needs root (it builds sandboxes with namespaces)" >&2; exit 1; }
-out=${DEMO_OUT:-out/demo}
-mkdir -p "$out"
+[[ $(id -u) == 0 ]] || { echo "demo: needs root (network namespaces, nftables)" >&2; exit 1; }
 
-echo "▶ 1. a healthy sandbox, built from fixtures/local-policy.yaml"
-bin/sandprobe run --policy fixtures/local-policy.yaml --junit "$out/healthy.xml" || true
-echo
-echo "▶ 2. the same sandbox, sabotaged: writable root, uid 0, a token and a key in the environment"
+out=${DEMO_OUT:-out/demo}
+policy=fixtures/lab-policy.yaml
+lab=hack/lab/lab
+bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
+[[ -t 1 && -z ${NO_COLOR:-} ]] || bold= dim= red= green= reset=
+step() { printf '\n%s▶ %s%s\n' "$bold" "$*" "$reset"; }
+
+cleanup() {
+  local code=$?
+  "$lab" down >/dev/null 2>&1 || true
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'echo; echo "demo: interrupted, tearing the lab down"; exit 130' INT TERM
+
+mkdir -p "$out"
+rm -f "$out"/*.xml "$out"/*.prom "$out"/*.json
+start=$(date +%s.%N)
+
+step "1. bring up the network lab: a sandbox namespace, a router with nftables rules, allowed hosts, a proxy, a resolver"
+"$lab" up >/dev/null
+"$lab" status | sed -n '1,2p' | sed "s/^/  $dim/; s/$/$reset/"
+
+step "2. probe the healthy sandbox ($policy)"
+bin/sandprobe run --backend local --netns sp-sandbox --policy "$policy" \
+  --junit "$out/healthy.xml" --json "$out/healthy.json" --metrics-file "$out/healthy.prom"
+
+rule=default-deny
+step "3. a \"CNI regression\": the nft rule '$rule' disappears (what a CNI upgrade or a rule widened \"for a minute\" does)"
+"$lab" rules | grep -E "^$rule " | sed "s/^/  $dim/; s/$/$reset/"
+"$lab" break flush-rule "$rule" >/dev/null
+echo "  ${red}deleted${reset} — nothing fails loudly: the sandbox keeps working"
+
+step "4. the next run catches it"
 set +e
-bin/sandprobe run --policy fixtures/local-policy.yaml --sabotage writable-root,root-uid,token,env-secret --junit "$out/sabotaged.xml"
+bin/sandprobe run --backend local --netns sp-sandbox --policy "$policy" \
+  --junit "$out/regressed.xml" --json "$out/regressed.json" --metrics-file "$out/regressed.prom"
 code=$?
 set -e
-echo
-echo "exit code $code (1 = not conformant); JUnit in $out/"
+
+step "5. what CI and Prometheus see"
+printf '  exit code: %s%d%s (1 = not conformant)\n' "$red" "$code" "$reset"
+for f in healthy regressed; do
+  v=$(awk '/^sandprobe_egress_unexpected_open\{/ { s += $NF } END { print s + 0 }' "$out/$f.prom")
+  printf '  %-10s sandprobe_egress_unexpected_open = %s\n' "$f" "$v"
+done
+printf '  JUnit failures: %s\n' "$(grep -o 'failures="[0-9]*"' "$out/regressed.xml" | head -1)"
+printf '  files: %s\n' "$(ls "$out" | tr '\n' ' ')"
+
+step "6. tear the lab down"
+"$lab" down >/dev/null
+printf '  done in %.1fs\n' "$(echo "$(date +%s.%N) - $start" | awk '{ print $1 - $3 }')"
+[[ $code == 1 ]] || { echo "demo: expected the regressed run to exit 1, got $code" >&2; exit 1; }
