@@ -189,18 +189,20 @@ func parseMountinfo(line string) (mountEntry, bool) {
 	return m, true
 }
 
-// declaredIsolation says what the sandbox must look like for the class the
-// runner launched it under; with no class named, any declared class will do.
-func declaredIsolation(rt policy.Runtime, class string) (kinds []string, subject string) {
-	if class != "" {
-		return []string{rt.IsolationFor(class)}, class
+// declaredIsolation says what the sandbox must look like: the isolation of
+// the class the runner launched it under when the policy declares that
+// class, otherwise any declared class's.
+func declaredIsolation(rt policy.Runtime, class string) []string {
+	if slices.Contains(rt.ClassNames, class) {
+		return []string{rt.IsolationFor(class)}
 	}
+	var kinds []string
 	for _, c := range rt.ClassNames {
 		if k := rt.IsolationFor(c); !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
 		}
 	}
-	return kinds, ""
+	return kinds
 }
 
 // describeIsolation names an isolation kind for people.
@@ -233,30 +235,34 @@ func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
 		ev = CollectRuntime()
 	}
 	rt := env.Policy.Spec.Runtime
-	if env.RuntimeClass != "" && !slices.Contains(rt.ClassNames, env.RuntimeClass) {
-		f := fail(env.RuntimeClass, "a runtime class from spec.runtime.classNames ("+strings.Join(rt.ClassNames, ", ")+")",
-			fmt.Sprintf("launched under runtime class %q, which the policy does not declare", env.RuntimeClass), runtimeEvidence(ev))
-		f.Fix = "run sandboxes only under a declared runtime class, or declare this one (with its isolation) in spec.runtime"
-		return []report.Finding{f}
-	}
-	kinds, subject := declaredIsolation(rt, env.RuntimeClass)
+	class := env.RuntimeClass
+	declared := slices.Contains(rt.ClassNames, class)
+	kinds := declaredIsolation(rt, class)
 	var want []string
 	for _, k := range kinds {
 		want = append(want, describeIsolation(k))
 	}
 	exp := strings.Join(want, " or ")
-	if subject != "" {
-		exp += " (runtime class " + subject + ")"
-	} else {
+	switch {
+	case declared:
+		exp += " (runtime class " + class + ")"
+	case class != "":
+		exp += " (a declared runtime class: " + strings.Join(rt.ClassNames, ", ") + ")"
+	default:
 		exp += " (one of the declared runtime classes; the runner did not name the class it used)"
 	}
 	act := describeIsolation(ev.Kind)
 	if ev.Kernel != "" {
 		act += ", kernel " + ev.Kernel
 	}
+	if class != "" && !declared {
+		f := fail(class, exp, fmt.Sprintf("runtime class %q, which the policy does not declare: %s", class, act), runtimeEvidence(ev))
+		f.Fix = fmt.Sprintf("run sandboxes only under a declared runtime class (%s; docker: --runtime NAME), or declare this one with the isolation it really gives in spec.runtime", strings.Join(rt.ClassNames, ", "))
+		return []report.Finding{f}
+	}
 	for _, k := range kinds {
 		if kindSatisfies(ev.Kind, k) {
-			f := pass(subject, exp, act, runtimeEvidence(ev))
+			f := pass(class, exp, act, runtimeEvidence(ev))
 			if k == policy.IsolationVM {
 				// From inside, a VM sandbox and a container on a VM node look
 				// alike; the runner's comparison with the node's kernel settles it.
@@ -265,8 +271,8 @@ func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
 			return []report.Finding{f}
 		}
 	}
-	f := fail(subject, exp, act, runtimeEvidence(ev))
-	f.Fix = isolationFix(kinds[0], subject)
+	f := fail(class, exp, act, runtimeEvidence(ev))
+	f.Fix = isolationFix(kinds[0], class)
 	return []report.Finding{f}
 }
 

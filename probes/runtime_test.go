@@ -143,7 +143,9 @@ spec:
 		{"kata class under gVisor", "kata", gvisorRuntime, report.Fail, "gVisor", "VM runtime"},
 		{"kata class on bare metal", "kata", runcBareMetal, report.Fail, "the host's kernel", "VM runtime"},
 		{"a class that promises nothing", "plain", runcBareMetal, report.Pass, "the host's kernel", ""},
-		{"an undeclared class", "runc", runcBareMetal, report.Fail, "does not declare", "declared runtime class"},
+		{"an undeclared class", "runc", runcBareMetal, report.Fail, "runtime class \"runc\", which the policy does not declare: the host's kernel", "declared runtime class"},
+		// Even when what it sees would do: the class itself is not allowed.
+		{"an undeclared class under gVisor", "runsc-debug", gvisorRuntime, report.Fail, "does not declare: gVisor", "declared runtime class"},
 		// The runner did not say: any declared class's isolation will do…
 		{"no class named, gVisor seen", "", gvisorRuntime, report.Pass, "gVisor", ""},
 		// …including "plain", which promises nothing.

@@ -1,0 +1,543 @@
+// Package docker runs the probe inside a container image on a Docker engine,
+// under the policy's exact constraints: read-only root, the declared uid:gid,
+// every capability dropped, no_new_privs, the seccomp profile, a tmpfs for
+// each writable path, an empty workspace, the memory and pid limits, no
+// network, and the declared runtime (runc, runsc, kata). The static sandprobe
+// binary and the policy are bind-mounted read-only, so the image itself is
+// never changed. The container is always removed, whatever happened.
+//
+// It backs `sandprobe verify-image` (the image pipeline's question: does this
+// image still work under the sandbox's constraints?) and `run --backend docker`.
+package docker
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// Where the probe and its policy appear inside the container.
+const (
+	ProbePath  = "/run/sandprobe/sandprobe"
+	PolicyPath = "/run/sandprobe/policy.yaml"
+)
+
+// Labels mark probe containers, so a leftover one (a killed runner) is easy to find.
+const (
+	LabelProbe = "sandprobe.dev/probe"
+	LabelNonce = "sandprobe.dev/nonce"
+)
+
+// Client is the part of the Docker Engine API the backend uses.
+type Client interface {
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	Info(ctx context.Context, opts client.InfoOptions) (client.SystemInfoResult, error)
+	ContainerCreate(ctx context.Context, opts client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerStatPath(ctx context.Context, id string, opts client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
+	ContainerStart(ctx context.Context, id string, opts client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerWait(ctx context.Context, id string, opts client.ContainerWaitOptions) client.ContainerWaitResult
+	ContainerInspect(ctx context.Context, id string, opts client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerLogs(ctx context.Context, id string, opts client.ContainerLogsOptions) (client.ContainerLogsResult, error)
+	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+}
+
+// NewClient connects to the engine that host names (a DOCKER_HOST-style URL;
+// "" means $DOCKER_HOST or the default socket). The API version is
+// negotiated, so an older engine (Debian's 20.10 speaks 1.41) works.
+func NewClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return c, nil
+}
+
+// Backend runs the probe in a container of one image.
+type Backend struct {
+	Client Client
+	Image  string
+	// Runtime is the engine's runtime name (runc, runsc, kata); "" is the engine's default.
+	Runtime string
+	// RuntimeClass is what the probe is told it runs under, matched against
+	// spec.runtime.classNames; "" means the runtime's name. It lets a policy
+	// written for Kubernetes (class "gvisor") be verified on Docker (runtime "runsc").
+	RuntimeClass string
+	// Binary is the static sandprobe on the engine's host; "" is this executable.
+	Binary string
+	// Env is added to the image's environment (the pod's env: HOME=/tmp …).
+	Env []string
+	// Network is the container's network; "" is "none". Checks that send
+	// traffic need a network the policy's egress rules govern.
+	Network string
+	// EntrypointTimeout, when positive, hands the image's own entrypoint and
+	// command to the probe (check image.entrypoint) with this grace period.
+	EntrypointTimeout time.Duration
+	// Command replaces `sandprobe probe …` in the container (tests use it for
+	// probes that crash, hang or lie).
+	Command []string
+	// Progress, when set, hears what the backend is waiting for.
+	Progress func(msg string)
+	Logger   *slog.Logger
+}
+
+// Target names the image in reports.
+func (b *Backend) Target() string { return "image/" + b.Image }
+
+const (
+	maxStdout = 4 << 20
+	maxStderr = 64 << 10
+)
+
+// progress tells the caller what the backend waits for; "" means it is done.
+func (b *Backend) progress(format string, args ...any) {
+	if b.Progress != nil {
+		b.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func (b *Backend) log() *slog.Logger {
+	if b.Logger != nil {
+		return b.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Run inspects the image, runs the probe in a constrained container, collects
+// its result from the logs and removes the container.
+func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
+	target := b.Target()
+	deadline := spec.Deadline
+	if deadline <= 0 {
+		deadline = spec.Policy.Spec.Probe.Deadline.Duration
+	}
+	runCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	defer b.progress("") // done waiting: the caller may clear its progress line
+	wrapCtx := func(err error, doing string) error {
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: %w", doing, ctx.Err())
+		case runCtx.Err() != nil:
+			return &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("%s: not done within %s", doing, deadline)}
+		}
+		return nil
+	}
+
+	b.progress("inspecting image %s", b.Image)
+	img, err := b.Client.ImageInspect(runCtx, b.Image)
+	if err != nil {
+		if e := wrapCtx(err, "inspect image "+b.Image); e != nil {
+			return nil, e
+		}
+		if cerrdefs.IsNotFound(err) {
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonImageMissing, Detail: fmt.Sprintf("image %s is not on the Docker engine (verify-image never pulls): %v", b.Image, err)}
+		}
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("inspect image %s: %v", b.Image, err)}
+	}
+	info, err := b.Client.Info(runCtx, client.InfoOptions{})
+	if err != nil {
+		if e := wrapCtx(err, "docker info"); e != nil {
+			return nil, e
+		}
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("docker info: %v", err)}
+	}
+	rtName := b.Runtime
+	if rtName == "" {
+		rtName = info.Info.DefaultRuntime
+	}
+	if _, ok := info.Info.Runtimes[rtName]; !ok && len(info.Info.Runtimes) > 0 {
+		have := slices.Sorted(maps.Keys(info.Info.Runtimes))
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("runtime %q is not registered with the Docker engine (it has: %s)", rtName, strings.Join(have, ", "))}
+	}
+	class := b.RuntimeClass
+	if class == "" {
+		class = rtName
+	}
+
+	bin, err := b.binary()
+	if err != nil {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: err.Error()}
+	}
+	policyDir, err := os.MkdirTemp("", "sandprobe-verify-")
+	if err != nil {
+		return nil, fmt.Errorf("create policy directory: %w", err)
+	}
+	defer os.RemoveAll(policyDir)
+	policyFile := filepath.Join(policyDir, "policy.yaml")
+	if err := os.WriteFile(policyFile, spec.PolicyBytes, 0o644); err != nil {
+		return nil, fmt.Errorf("write policy %s: %w", policyFile, err)
+	}
+
+	var imageCmd []string
+	if b.EntrypointTimeout > 0 && img.Config != nil {
+		imageCmd = append(append(imageCmd, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	argv := b.Command
+	if len(argv) == 0 {
+		argv = ProbeCommand(spec, class, imageCmd, b.EntrypointTimeout)
+	}
+	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, rtName, b.Network, b.Env)
+	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
+	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce}
+	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
+
+	b.progress("creating the container (runtime %s)", rtName)
+	created, err := b.Client.ContainerCreate(runCtx, client.ContainerCreateOptions{Config: cfg, HostConfig: hostCfg, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})
+	if err != nil {
+		if e := wrapCtx(err, "create container"); e != nil {
+			return nil, e
+		}
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("create container from %s: %v", b.Image, err)}
+	}
+	id := created.ID
+	// Removal must happen even when ctx is cancelled (ctrl-C) or the
+	// deadline passed, so it gets a fresh context of its own.
+	defer b.remove(context.WithoutCancel(ctx), id)
+	log := b.log().With("container", shortID(id), "image", b.Image, "runtime", rtName)
+	log.Debug("container created", "argv", argv, "warnings", created.Warnings)
+
+	// The image's own modes of the writable paths, before any tmpfs covers
+	// them: under runc a tmpfs takes the mode of the directory it covers.
+	imageModes := b.writableModes(runCtx, id, spec.Policy.Spec.Filesystem.Writable)
+
+	wait := b.Client.ContainerWait(runCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	start := time.Now()
+	if _, err := b.Client.ContainerStart(runCtx, id, client.ContainerStartOptions{}); err != nil {
+		if e := wrapCtx(err, "start container"); e != nil {
+			return nil, e
+		}
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("start container %s under runtime %s: %v", shortID(id), rtName, err)}
+	}
+	if err := b.waitExit(runCtx, id, rtName, wait, start); err != nil {
+		if ctx.Err() == nil && runCtx.Err() != nil {
+			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, b.stderrTail(id))}
+		}
+		if e := wrapCtx(err, "wait for container "+shortID(id)); e != nil {
+			return nil, e
+		}
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("wait for container %s: %v", shortID(id), err)}
+	}
+	b.progress("collecting the result")
+	// The deadline may have passed just as the probe exited; collecting what
+	// it wrote gets a short grace of its own.
+	collectCtx, cancelCollect := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelCollect()
+	state, err := b.Client.ContainerInspect(collectCtx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", shortID(id), err)
+	}
+	stdout, stderr, err := b.logs(collectCtx, id)
+	if err != nil {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLogsUnavailable, Detail: fmt.Sprintf("read the logs of container %s: %v", shortID(id), err)}
+	}
+	st := state.Container.State
+	log.Debug("probe container exited", "took", time.Since(start), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
+	switch {
+	case st.OOMKilled:
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonOOM, Detail: "the probe container was killed for exceeding its memory limit" + runner.StderrTail(stderr.String())}
+	case st.Error != "":
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "the runtime could not run the probe: " + st.Error}
+	}
+	if err := runner.ExitProblem(target, st.ExitCode, stderr.String()); err != nil {
+		return nil, err
+	}
+	if stdout.overflow {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxStdout)}
+	}
+	res, err := runner.ParseResult(target, stdout.Bytes(), spec.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	if err := runner.CheckExit(target, st.ExitCode, res); err != nil {
+		return nil, err
+	}
+	res.Target = target
+	if f, ok := runner.HostKernelCheck(spec.Policy, class, info.Info.KernelVersion, res); ok {
+		res.Findings = append(res.Findings, f)
+	}
+	explainWritable(res.Findings, imageModes)
+	return []report.ProbeResult{res}, nil
+}
+
+// ProbeCommand is the command line of the probe inside the container.
+func ProbeCommand(spec runner.ProbeSpec, class string, imageCmd []string, entrypointTimeout time.Duration) []string {
+	argv := []string{ProbePath, "probe", "--policy", PolicyPath, "--nonce", spec.Nonce, "--termination-log", "/dev/null"}
+	if class != "" {
+		argv = append(argv, "--runtime-class", class)
+	}
+	if spec.NoNetwork {
+		argv = append(argv, "--no-network")
+	}
+	if len(imageCmd) > 0 {
+		b, _ := json.Marshal(imageCmd)
+		argv = append(argv, "--image-command", string(b), "--image-command-timeout", entrypointTimeout.String())
+	}
+	return argv
+}
+
+// ContainerConfig turns the policy into the container's configuration: what
+// `docker run --read-only --user U:G --cap-drop ALL --security-opt
+// no-new-privileges --tmpfs … --memory … --pids-limit … --network none
+// --runtime R IMAGE` would create.
+func ContainerConfig(p *policy.Policy, image, runtime, network string, env []string) (*container.Config, *container.HostConfig) {
+	s := p.Spec
+	cfg := &container.Config{
+		Image: image,
+		User:  fmt.Sprintf("%d:%d", s.Identity.UID, s.Identity.GID),
+		Env:   append([]string(nil), env...),
+	}
+	if network == "" {
+		network = "none"
+	}
+	host := &container.HostConfig{
+		ReadonlyRootfs: s.Filesystem.ReadOnlyRoot,
+		CapDrop:        []string{"ALL"},
+		CapAdd:         append([]string(nil), s.Capabilities...),
+		NetworkMode:    container.NetworkMode(network),
+		Runtime:        runtime,
+		Tmpfs:          map[string]string{},
+		// The result is read from the logs after exit, whatever the daemon's default driver.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "8m"}},
+	}
+	if s.NoNewPrivs() {
+		host.SecurityOpt = append(host.SecurityOpt, "no-new-privileges")
+	}
+	switch s.Seccomp {
+	case policy.SeccompUnconfined:
+		host.SecurityOpt = append(host.SecurityOpt, "seccomp=unconfined")
+	case policy.SeccompLocalhost:
+		if b, err := os.ReadFile(s.SeccompProfile); err == nil {
+			host.SecurityOpt = append(host.SecurityOpt, "seccomp="+string(b))
+		}
+	} // RuntimeDefault: Docker's default profile applies when nothing is said.
+	groups := append([]int64(nil), s.Identity.SupplementalGroups...)
+	if s.Identity.FSGroup != nil {
+		groups = append(groups, *s.Identity.FSGroup)
+	}
+	for _, g := range groups {
+		host.GroupAdd = append(host.GroupAdd, strconv.FormatInt(g, 10))
+	}
+	size := ""
+	if s.Filesystem.SizeLimit != "" {
+		if q, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
+			size = fmt.Sprintf(",size=%d", int64(q))
+		}
+	}
+	ownerGID := s.Identity.GID
+	if s.Identity.FSGroup != nil {
+		ownerGID = *s.Identity.FSGroup
+	}
+	for _, w := range s.Filesystem.Writable {
+		// exec: an emptyDir is not noexec, and build jobs run what they build.
+		host.Tmpfs[w] = "rw,exec,nosuid,nodev,mode=1777" + size
+	}
+	for _, e := range s.Filesystem.EmptyAtStart {
+		// The workspace belongs to the sandbox's uid, as an emptyDir with
+		// fsGroup does; without uid= runc would give it the image
+		// directory's owner-less mode and the uid could not write its own
+		// workspace.
+		host.Tmpfs[e] = fmt.Sprintf("rw,exec,nosuid,nodev,mode=1777,uid=%d,gid=%d%s", s.Identity.UID, ownerGID, size)
+	}
+	if q, err := policy.ParseQuantity(s.Resources.Limits["memory"]); err == nil && q > 0 {
+		host.Memory = int64(q)
+		host.MemorySwap = int64(q) // no swap beyond the limit, as in a pod
+	}
+	if q, err := policy.ParseQuantity(s.Resources.Limits["cpu"]); err == nil && q > 0 {
+		host.NanoCPUs = int64(q * 1e9)
+	}
+	if s.Resources.Pids > 0 {
+		pids := s.Resources.Pids
+		host.PidsLimit = &pids
+	}
+	return cfg, host
+}
+
+// binary finds the static sandprobe to mount and refuses a dynamic one: a
+// scratch or distroless image has no loader, and the failure would look like
+// a missing file.
+func (b *Backend) binary() (string, error) {
+	bin := b.Binary
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find own executable: %w", err)
+		}
+		bin = exe
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		return "", fmt.Errorf("probe binary %s: %w", bin, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("probe binary %s is dynamically linked: build it with CGO_ENABLED=0 (make build) so it runs in any image", bin)
+		}
+	}
+	return bin, nil
+}
+
+// waitExit waits for the container to exit, showing progress.
+func (b *Backend) waitExit(ctx context.Context, id, rt string, wait client.ContainerWaitResult, start time.Time) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-wait.Result:
+			if r.Error != nil && r.Error.Message != "" {
+				return errors.New(r.Error.Message)
+			}
+			return nil
+		case err := <-wait.Error:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		case <-tick.C:
+			b.progress("probe running in container %s (runtime %s): %s", shortID(id), rt, time.Since(start).Round(time.Second))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *Backend) logs(ctx context.Context, id string) (*limitedBuffer, *limitedBuffer, error) {
+	rc, err := b.Client.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rc.Close()
+	stdout, stderr := &limitedBuffer{max: maxStdout}, &limitedBuffer{max: maxStderr}
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil {
+		return nil, nil, fmt.Errorf("demultiplex: %w", err)
+	}
+	return stdout, stderr, nil
+}
+
+// stderrTail reads what the probe said on stderr so far, for a deadline's detail.
+func (b *Backend) stderrTail(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, stderr, err := b.logs(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return runner.StderrTail(stderr.String())
+}
+
+func (b *Backend) remove(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b.progress("removing container %s", shortID(id))
+	if _, err := b.Client.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		b.log().Warn("could not remove the probe container", "container", id, "err", err)
+	}
+}
+
+// writableModes stats the writable paths in the created container: with the
+// container not running, that is the image's own directory.
+func (b *Backend) writableModes(ctx context.Context, id string, paths []string) map[string]os.FileMode {
+	out := map[string]os.FileMode{}
+	for _, p := range paths {
+		st, err := b.Client.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p})
+		if err == nil {
+			out[p] = st.Stat.Mode
+		}
+	}
+	return out
+}
+
+// explainWritable names the cause of an unwritable tmpfs when the image's
+// directory under it is not world-writable: runc gives a tmpfs the mode of
+// the directory it covers, whatever its mode= option says.
+func explainWritable(fs []report.Finding, imageModes map[string]os.FileMode) {
+	for i := range fs {
+		f := &fs[i]
+		mode, ok := imageModes[f.Subject]
+		if f.Check != "fs.writable" || f.Status != report.Fail || !ok || mode.Perm()&0o002 != 0 {
+			continue
+		}
+		perm := mode.Perm()
+		if mode&os.ModeSticky != 0 {
+			perm |= 0o1000
+		}
+		f.Evidence += fmt.Sprintf("; the image's %s is mode %04o", f.Subject, uint32(perm))
+		f.Fix = fmt.Sprintf("the image's %s is mode %04o: Docker's runc gives a tmpfs mounted there the mode of the image directory it covers (mode=1777 is overridden), so the sandbox uid cannot write it; make it world-writable and sticky in the image (Dockerfile: RUN chmod 1777 %s)", f.Subject, uint32(perm), f.Subject)
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func shortNonce(n string) string {
+	n = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return -1
+	}, strings.ToLower(n))
+	if len(n) > 24 {
+		n = n[:24]
+	}
+	if n == "" {
+		n = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return n
+}
+
+// limitedBuffer keeps at most max bytes and remembers that it overflowed.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	room := l.max - l.Len()
+	if len(p) > room {
+		l.overflow = true
+		if room > 0 {
+			l.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return l.Buffer.Write(p)
+}
+
+var (
+	_ io.Writer      = (*limitedBuffer)(nil)
+	_ runner.Backend = (*Backend)(nil)
+)
