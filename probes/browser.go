@@ -22,14 +22,14 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
-// BrowserNames are tried on PATH, in order, when the policy names no binary.
-var BrowserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell", "chrome"}
+// browserNames are tried on PATH, in order, when the policy names no binary.
+var browserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell", "chrome"}
 
 // The page is self-contained (a data: URL, no network, no fonts needed) and
 // has a blue block on white at known coordinates, so a decoded screenshot
 // proves the page was laid out and painted, not merely that a PNG exists.
 const (
-	ShotWidth, ShotHeight = 800, 600
+	shotWidth, shotHeight = 800, 600
 	blockWidth            = 400
 	blockHeight           = 300
 )
@@ -39,8 +39,8 @@ var (
 	pageColor  = color.RGBA{R: 255, G: 255, B: 255, A: 255}
 )
 
-// ScreenshotPage is the page the check renders, as a data: URL.
-func ScreenshotPage() string {
+// screenshotPage is the page the check renders, as a data: URL.
+func screenshotPage() string {
 	html := fmt.Sprintf(`<!doctype html><html><head><meta charset="utf-8"><title>sandprobe</title></head>`+
 		`<body style="margin:0;background:#fff"><div style="position:absolute;left:0;top:0;width:%dpx;height:%dpx;background:rgb(%d,%d,%d)"></div>`+
 		`<p style="position:absolute;left:%dpx;top:%dpx;font:16px sans-serif">sandprobe</p></body></html>`,
@@ -48,16 +48,16 @@ func ScreenshotPage() string {
 	return "data:text/html;base64," + base64.StdEncoding.EncodeToString([]byte(html))
 }
 
-// BrowserFlags are the Chromium flags the check launches with: headless, no
+// browserFlags are the Chromium flags the check launches with: headless, no
 // GPU, nothing that reaches the network on its own. --no-sandbox because the
 // sandbox being probed is the isolation; Chromium's own sandbox needs user
 // namespaces or a setuid helper that a capability-less sandbox never has.
-func BrowserFlags(profile string) []string {
+func browserFlags(profile string) []string {
 	return []string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 		"--hide-scrollbars", "--force-color-profile=srgb",
-		fmt.Sprintf("--window-size=%d,%d", ShotWidth, ShotHeight),
+		fmt.Sprintf("--window-size=%d,%d", shotWidth, shotHeight),
 		"--user-data-dir=" + profile,
 	}
 }
@@ -85,7 +85,7 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout.Duration)
 	defer cancel()
 	steps := &browserSteps{last: time.Now()}
-	exp := fmt.Sprintf("a headless Chromium writes a %dx%d screenshot of a self-contained page to %s within %s", ShotWidth, ShotHeight, spec.WriteTo, spec.Timeout.Duration)
+	exp := fmt.Sprintf("a headless Chromium writes a %dx%d screenshot of a self-contained page to %s within %s", shotWidth, shotHeight, spec.WriteTo, spec.Timeout.Duration)
 	home := homeState()
 	// failAt builds the failure for a step, with everything seen so far.
 	failAt := func(step, actual, fix, output string) []report.Finding {
@@ -120,7 +120,7 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 
 	output := &tailBuffer{max: 32 << 10}
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.CombinedOutput(output)}
-	for _, f := range BrowserFlags(profile) {
+	for _, f := range browserFlags(profile) {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
 		if hasValue {
 			opts = append(opts, chromedp.Flag(name, value))
@@ -158,7 +158,7 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 
 	// The window size includes the browser's own frame in new headless mode;
 	// the viewport override makes the page exactly the size checked below.
-	if err := chromedp.Do(bctx, chromedp.EmulateViewport(ShotWidth, ShotHeight), chromedp.Navigate(ScreenshotPage())); err != nil {
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(shotWidth, shotHeight), chromedp.Navigate(screenshotPage())); err != nil {
 		if ctx.Err() != nil {
 			return timedOut("render")
 		}
@@ -192,7 +192,7 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 
 	chromedp.Cancel(bctx) // a graceful close, so the profile is complete when removed
 	steps.mark("close", "")
-	return []report.Finding{pass(spec.WriteTo, exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", ShotWidth, ShotHeight), steps.String()+"; "+home.describe())}
+	return []report.Finding{pass(spec.WriteTo, exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", shotWidth, shotHeight), steps.String()+"; "+home.describe())}
 }
 
 // findBrowser resolves the policy's path or the first known name on PATH.
@@ -207,12 +207,12 @@ func findBrowser(configured string) (string, error) {
 		}
 		return configured, nil
 	}
-	for _, name := range BrowserNames {
+	for _, name := range browserNames {
 		if p, err := exec.LookPath(name); err == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("none of %s on PATH (%s)", strings.Join(BrowserNames, ", "), getenv("PATH"))
+	return "", fmt.Errorf("none of %s on PATH (%s)", strings.Join(browserNames, ", "), getenv("PATH"))
 }
 
 // home is whether $HOME can take the files Chromium keeps there (its crash
@@ -302,20 +302,17 @@ func verifyScreenshot(file string) (string, error) {
 		return "", fmt.Errorf("the screenshot is not a PNG: %v", err)
 	}
 	size := img.Bounds().Size()
-	if size.X != ShotWidth || size.Y != ShotHeight {
-		return "", fmt.Errorf("the screenshot is %dx%d, want %dx%d", size.X, size.Y, ShotWidth, ShotHeight)
+	if size.X != shotWidth || size.Y != shotHeight {
+		return "", fmt.Errorf("the screenshot is %dx%d, want %dx%d", size.X, size.Y, shotWidth, shotHeight)
 	}
 	origin := img.Bounds().Min
 	block := img.At(origin.X+blockWidth/2, origin.Y+blockHeight/2)
-	page := img.At(origin.X+ShotWidth-20, origin.Y+ShotHeight-20)
+	page := img.At(origin.X+shotWidth-20, origin.Y+shotHeight-20)
 	if !near(block, blockColor) || !near(page, pageColor) {
 		return "", fmt.Errorf("the screenshot does not show the page: block %s (want %s), background %s (want %s)", rgb(block), rgb(blockColor), rgb(page), rgb(pageColor))
 	}
 	return fmt.Sprintf("%dx%d PNG, %d bytes, block %s", size.X, size.Y, len(b), rgb(block)), nil
 }
-
-// DecodeScreenshot is verifyScreenshot for the benchmark's baseline.
-func DecodeScreenshot(file string) (string, error) { return verifyScreenshot(file) }
 
 func near(c color.Color, want color.RGBA) bool {
 	r, g, b, _ := c.RGBA()

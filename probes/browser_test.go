@@ -155,10 +155,10 @@ func TestVerifyScreenshot(t *testing.T) {
 		img  image.Image
 		err  string
 	}{
-		{"the page", page(ShotWidth, ShotHeight, blockColor), ""},
-		{"cut short", page(ShotWidth, 457, blockColor), "800x457, want 800x600"},
-		{"blank", page(ShotWidth, ShotHeight, pageColor), "does not show the page"},
-		{"all black", image.NewRGBA(image.Rect(0, 0, ShotWidth, ShotHeight)), "does not show the page"},
+		{"the page", page(shotWidth, shotHeight, blockColor), ""},
+		{"cut short", page(shotWidth, 457, blockColor), "800x457, want 800x600"},
+		{"blank", page(shotWidth, shotHeight, pageColor), "does not show the page"},
+		{"all black", image.NewRGBA(image.Rect(0, 0, shotWidth, shotHeight)), "does not show the page"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,11 +201,11 @@ func BenchmarkBrowserScreenshot(b *testing.B) {
 		t1 := time.Now()
 		profile, _ := os.MkdirTemp(dir, "bare-profile-")
 		shot := filepath.Join(dir, "bare.png")
-		args := append(BrowserFlags(profile), "--screenshot="+shot, ScreenshotPage())
+		args := append(browserFlags(profile), "--screenshot="+shot, screenshotPage())
 		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
 			b.Fatalf("bare chromium: %v: %s", err, out)
 		}
-		if _, err := DecodeScreenshot(shot); err != nil {
+		if _, err := verifyScreenshot(shot); err != nil {
 			b.Fatalf("bare screenshot: %v", err)
 		}
 		bare += time.Since(t1)

@@ -127,10 +127,40 @@ func (b *Backend) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// attempt is one Run: its contexts and deadline, for naming what went wrong.
+type attempt struct {
+	target   string
+	ctx      context.Context // the caller's: cancelled on ctrl-C
+	runCtx   context.Context // ctx bounded by the deadline
+	deadline time.Duration
+}
+
+func (a *attempt) cannot(reason, format string, args ...any) error {
+	return &runner.CouldNotRun{Target: a.target, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// stopped says why an engine call failed when the caller interrupted it or
+// the deadline passed; nil when neither happened.
+func (a *attempt) stopped(doing string) error {
+	switch {
+	case a.ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", doing, a.ctx.Err())
+	case a.runCtx.Err() != nil:
+		return a.cannot(runner.ReasonDeadline, "%s: not done within %s", doing, a.deadline)
+	}
+	return nil
+}
+
+// engineFacts is what the backend learns about the image and the engine first.
+type engineFacts struct {
+	imageCmd   []string // the image's ENTRYPOINT + CMD
+	runtime    string   // the runtime the container will use
+	hostKernel string   // the engine host's kernel release
+}
+
 // Run inspects the image, runs the probe in a constrained container, collects
 // its result from the logs and removes the container.
 func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
-	target := b.Target()
 	deadline := spec.Deadline
 	if deadline <= 0 {
 		deadline = spec.Policy.Spec.Probe.Deadline.Duration
@@ -138,50 +168,19 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	runCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	defer b.progress("") // done waiting: the caller may clear its progress line
-	wrapCtx := func(err error, doing string) error {
-		switch {
-		case ctx.Err() != nil:
-			return fmt.Errorf("%s: %w", doing, ctx.Err())
-		case runCtx.Err() != nil:
-			return &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("%s: not done within %s", doing, deadline)}
-		}
-		return nil
-	}
+	a := &attempt{target: b.Target(), ctx: ctx, runCtx: runCtx, deadline: deadline}
 
-	b.progress("inspecting image %s", b.Image)
-	img, err := b.Client.ImageInspect(runCtx, b.Image)
+	facts, err := b.inspect(a)
 	if err != nil {
-		if e := wrapCtx(err, "inspect image "+b.Image); e != nil {
-			return nil, e
-		}
-		if cerrdefs.IsNotFound(err) {
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonImageMissing, Detail: fmt.Sprintf("image %s is not on the Docker engine (verify-image never pulls): %v", b.Image, err)}
-		}
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("inspect image %s: %v", b.Image, err)}
-	}
-	info, err := b.Client.Info(runCtx, client.InfoOptions{})
-	if err != nil {
-		if e := wrapCtx(err, "docker info"); e != nil {
-			return nil, e
-		}
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("docker info: %v", err)}
-	}
-	rtName := b.Runtime
-	if rtName == "" {
-		rtName = info.Info.DefaultRuntime
-	}
-	if _, ok := info.Info.Runtimes[rtName]; !ok && len(info.Info.Runtimes) > 0 {
-		have := slices.Sorted(maps.Keys(info.Info.Runtimes))
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("runtime %q is not registered with the Docker engine (it has: %s)", rtName, strings.Join(have, ", "))}
+		return nil, err
 	}
 	class := b.RuntimeClass
 	if class == "" {
-		class = rtName
+		class = facts.runtime
 	}
-
 	bin, err := b.binary()
 	if err != nil {
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: err.Error()}
+		return nil, a.cannot(runner.ReasonLaunch, "%v", err)
 	}
 	policyDir, err := os.MkdirTemp("", "sandprobe-verify-")
 	if err != nil {
@@ -193,95 +192,148 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		return nil, fmt.Errorf("write policy %s: %w", policyFile, err)
 	}
 
-	var imageCmd []string
-	if b.EntrypointTimeout > 0 && img.Config != nil {
-		imageCmd = append(append(imageCmd, img.Config.Entrypoint...), img.Config.Cmd...)
-	}
 	argv := b.Command
 	if len(argv) == 0 {
-		argv = ProbeCommand(spec, class, imageCmd, b.EntrypointTimeout)
+		argv = ProbeCommand(spec, class, facts.imageCmd, b.EntrypointTimeout)
 	}
-	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, rtName, b.Network, b.Env)
+	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, facts.runtime, b.Network, b.Env)
 	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
 	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce}
 	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
 
-	b.progress("creating the container (runtime %s)", rtName)
+	b.progress("creating the container (runtime %s)", facts.runtime)
 	created, err := b.Client.ContainerCreate(runCtx, client.ContainerCreateOptions{Config: cfg, HostConfig: hostCfg, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})
 	if err != nil {
-		if e := wrapCtx(err, "create container"); e != nil {
+		if e := a.stopped("create container"); e != nil {
 			return nil, e
 		}
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("create container from %s: %v", b.Image, err)}
+		return nil, a.cannot(runner.ReasonLaunch, "create container from %s: %v", b.Image, err)
 	}
 	id := created.ID
 	// Removal must happen even when ctx is cancelled (ctrl-C) or the
 	// deadline passed, so it gets a fresh context of its own.
 	defer b.remove(context.WithoutCancel(ctx), id)
-	log := b.log().With("container", shortID(id), "image", b.Image, "runtime", rtName)
-	log.Debug("container created", "argv", argv, "warnings", created.Warnings)
+	b.log().Debug("container created", "container", shortID(id), "image", b.Image, "runtime", facts.runtime, "argv", argv, "warnings", created.Warnings)
 
 	// The image's own modes of the writable paths, before any tmpfs covers
 	// them: under runc a tmpfs takes the mode of the directory it covers.
 	imageModes := b.writableModes(runCtx, id, spec.Policy.Spec.Filesystem.Writable)
 
-	wait := b.Client.ContainerWait(runCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	start := time.Now()
-	if _, err := b.Client.ContainerStart(runCtx, id, client.ContainerStartOptions{}); err != nil {
-		if e := wrapCtx(err, "start container"); e != nil {
-			return nil, e
-		}
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: fmt.Sprintf("start container %s under runtime %s: %v", shortID(id), rtName, err)}
-	}
-	if err := b.waitExit(runCtx, id, rtName, wait, start); err != nil {
-		if ctx.Err() == nil && runCtx.Err() != nil {
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, b.stderrTail(id))}
-		}
-		if e := wrapCtx(err, "wait for container "+shortID(id)); e != nil {
-			return nil, e
-		}
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("wait for container %s: %v", shortID(id), err)}
-	}
-	b.progress("collecting the result")
-	// The deadline may have passed just as the probe exited; collecting what
-	// it wrote gets a short grace of its own.
-	collectCtx, cancelCollect := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelCollect()
-	state, err := b.Client.ContainerInspect(collectCtx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("inspect container %s: %w", shortID(id), err)
-	}
-	stdout, stderr, err := b.logs(collectCtx, id)
-	if err != nil {
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLogsUnavailable, Detail: fmt.Sprintf("read the logs of container %s: %v", shortID(id), err)}
-	}
-	st := state.Container.State
-	log.Debug("probe container exited", "took", time.Since(start), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
-	switch {
-	case st.OOMKilled:
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonOOM, Detail: "the probe container was killed for exceeding its memory limit" + runner.StderrTail(stderr.String())}
-	case st.Error != "":
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "the runtime could not run the probe: " + st.Error}
-	}
-	if err := runner.ExitProblem(target, st.ExitCode, stderr.String()); err != nil {
+	if err := b.startAndWait(a, id, facts.runtime); err != nil {
 		return nil, err
 	}
-	if stdout.overflow {
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxStdout)}
-	}
-	res, err := runner.ParseResult(target, stdout.Bytes(), spec.Nonce)
+	res, err := b.collect(a, id, spec.Nonce)
 	if err != nil {
 		return nil, err
 	}
-	if err := runner.CheckExit(target, st.ExitCode, res); err != nil {
-		return nil, err
-	}
-	res.Target = target
-	if f, ok := runner.HostKernelCheck(spec.Policy, class, info.Info.KernelVersion, res); ok {
+	if f, ok := runner.HostKernelCheck(spec.Policy, class, facts.hostKernel, res); ok {
 		res.Findings = append(res.Findings, f)
 	}
 	explainWritable(res.Findings, imageModes)
 	return []report.ProbeResult{res}, nil
+}
+
+// inspect reads the image's config and the engine's runtimes and kernel.
+func (b *Backend) inspect(a *attempt) (engineFacts, error) {
+	var facts engineFacts
+	b.progress("inspecting image %s", b.Image)
+	img, err := b.Client.ImageInspect(a.runCtx, b.Image)
+	if err != nil {
+		if e := a.stopped("inspect image " + b.Image); e != nil {
+			return facts, e
+		}
+		if cerrdefs.IsNotFound(err) {
+			return facts, a.cannot(runner.ReasonImageMissing, "image %s is not on the Docker engine (verify-image never pulls): %v", b.Image, err)
+		}
+		return facts, a.cannot(runner.ReasonLaunch, "inspect image %s: %v", b.Image, err)
+	}
+	if b.EntrypointTimeout > 0 && img.Config != nil {
+		facts.imageCmd = append(append(facts.imageCmd, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	info, err := b.Client.Info(a.runCtx, client.InfoOptions{})
+	if err != nil {
+		if e := a.stopped("docker info"); e != nil {
+			return facts, e
+		}
+		return facts, a.cannot(runner.ReasonLaunch, "docker info: %v", err)
+	}
+	facts.hostKernel = info.Info.KernelVersion
+	facts.runtime = b.Runtime
+	if facts.runtime == "" {
+		facts.runtime = info.Info.DefaultRuntime
+	}
+	if _, ok := info.Info.Runtimes[facts.runtime]; !ok && len(info.Info.Runtimes) > 0 {
+		have := slices.Sorted(maps.Keys(info.Info.Runtimes))
+		return facts, a.cannot(runner.ReasonLaunch, "runtime %q is not registered with the Docker engine (it has: %s)", facts.runtime, strings.Join(have, ", "))
+	}
+	return facts, nil
+}
+
+// startAndWait starts the container and waits for it to exit.
+func (b *Backend) startAndWait(a *attempt, id, rt string) error {
+	// Subscribe before starting, so a probe that exits at once is not missed.
+	wait := b.Client.ContainerWait(a.runCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	start := time.Now()
+	if _, err := b.Client.ContainerStart(a.runCtx, id, client.ContainerStartOptions{}); err != nil {
+		if e := a.stopped("start container"); e != nil {
+			return e
+		}
+		return a.cannot(runner.ReasonLaunch, "start container %s under runtime %s: %v", shortID(id), rt, err)
+	}
+	err := b.waitExit(a.runCtx, id, rt, wait, start)
+	switch {
+	case err == nil:
+		b.log().Debug("probe container exited", "container", shortID(id), "took", time.Since(start))
+		return nil
+	case a.ctx.Err() == nil && a.runCtx.Err() != nil:
+		return a.cannot(runner.ReasonDeadline, "the probe did not finish within %s and was killed%s", a.deadline, b.stderrTail(a.ctx, id))
+	}
+	if e := a.stopped("wait for container " + shortID(id)); e != nil {
+		return e
+	}
+	return a.cannot(runner.ReasonCrashed, "wait for container %s: %v", shortID(id), err)
+}
+
+// collect reads the exited container's state and logs and turns them into a
+// trusted result or the reason there is none.
+func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, error) {
+	b.progress("collecting the result")
+	// The deadline may have passed just as the probe exited; collecting what
+	// it wrote gets a short grace of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 30*time.Second)
+	defer cancel()
+	var res report.ProbeResult
+	state, err := b.Client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return res, fmt.Errorf("inspect container %s: %w", shortID(id), err)
+	}
+	stdout, stderr, err := b.logs(ctx, id)
+	if err != nil {
+		return res, a.cannot(runner.ReasonLogsUnavailable, "read the logs of container %s: %v", shortID(id), err)
+	}
+	st := state.Container.State
+	b.log().Debug("probe container state", "container", shortID(id), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
+	switch {
+	case st.OOMKilled:
+		return res, a.cannot(runner.ReasonOOM, "the probe container was killed for exceeding its memory limit%s", runner.StderrTail(stderr.String()))
+	case st.Error != "":
+		return res, a.cannot(runner.ReasonLaunch, "the runtime could not run the probe: %s", st.Error)
+	}
+	if err := runner.ExitProblem(a.target, st.ExitCode, stderr.String()); err != nil {
+		return res, err
+	}
+	if stdout.overflow {
+		return res, a.cannot(runner.ReasonGarbled, "the probe printed more than %d bytes", maxStdout)
+	}
+	res, err = runner.ParseResult(a.target, stdout.Bytes(), nonce)
+	if err != nil {
+		return res, err
+	}
+	if err := runner.CheckExit(a.target, st.ExitCode, res); err != nil {
+		return res, err
+	}
+	res.Target = a.target
+	return res, nil
 }
 
 // ProbeCommand is the command line of the probe inside the container.
@@ -444,8 +496,8 @@ func (b *Backend) logs(ctx context.Context, id string) (*limitedBuffer, *limited
 }
 
 // stderrTail reads what the probe said on stderr so far, for a deadline's detail.
-func (b *Backend) stderrTail(id string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (b *Backend) stderrTail(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_, stderr, err := b.logs(ctx, id)
 	if err != nil {
