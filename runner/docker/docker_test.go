@@ -367,3 +367,34 @@ func TestMain(m *testing.M) {
 	os.Unsetenv("DOCKER_API_VERSION")
 	os.Exit(m.Run())
 }
+
+// TestWritableRootFailsEverywhere: fs.root-readonly reads gVisor's mount table
+// and permitted writes, and that must not soften it: a root left writable
+// fails under runc and under gVisor, in a scratch image (where the uid can
+// write nowhere on the root) and in Debian (where it can write its HOME).
+func TestWritableRootFailsEverywhere(t *testing.T) {
+	e := newEngine(t)
+	testenv.ScratchImage(t, e.host, scratchImage)
+	for _, image := range []string{scratchImage, debianImage} {
+		for _, rt := range []string{"runc", gvisor} {
+			t.Run(image+" "+rt, func(t *testing.T) {
+				testenv.DockerImage(t, e.host, image)
+				testenv.DockerRuntime(t, e.host, rt)
+				strict, raw := loadFixture(t, "scratch-policy.yaml")
+				// The container is built from a copy that leaves the root
+				// writable; the probe is handed the strict policy.
+				loose := *strict
+				loose.Spec.Filesystem.ReadOnlyRoot = false
+				run, err := e.verify(t, &docker.Backend{Image: image, Runtime: rt}, &loose, raw, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := find(run, "fs.root-readonly", "/")
+				if f == nil || f.Status != report.Fail || f.Fix == "" {
+					t.Fatalf("fs.root-readonly: %+v", f)
+				}
+				t.Logf("%s: %s (%s)", f.Name(), f.Actual, f.Evidence)
+			})
+		}
+	}
+}
