@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
-.PHONY: all build deps test unit fuzz demo bench lint docs clean
+.PHONY: all build deps docker-env test unit fuzz demo bench lint docs clean
 
 all: build
 
@@ -18,10 +18,15 @@ build:
 deps:
 	hack/install-deps.sh
 
+# The private Docker engine (runc + gVisor) and the Debian + Chromium test
+# images with their sabotaged variants; seconds when cached (hack/docker/README.md).
+docker-env: deps
+	hack/images/all.sh
+
 # The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
 # that would skip for a missing environment (root, lab, Docker, apiserver)
 # into a failure.
-test: deps build
+test: deps build docker-env
 	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
@@ -35,7 +40,7 @@ fuzz:
 demo: deps build
 	hack/demo.sh
 
-bench: deps build
+bench: deps build docker-env
 	hack/bench.sh
 
 lint:

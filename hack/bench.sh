@@ -9,6 +9,14 @@ echo "== probe: non-network checks in a local sandbox (goal: checks ≤ 50 ms) =
 go test ./runner/local -run '^$' -bench BenchmarkLocalProbe -benchtime 30x | grep -E '^Benchmark' || exit 1
 
 echo
+echo "== browser: browser.screenshot vs bare 'chromium --headless --screenshot' of the same page (goal: ratio ≤ 1.2) =="
+go test ./probes -run '^$' -bench BenchmarkBrowserScreenshot -benchtime 5x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== verify-image: Debian + Chromium image, runc vs gVisor, vs /bin/true in the same constrained container =="
+go test ./runner/docker -run '^$' -bench BenchmarkVerifyImage -benchtime 3x | grep -E '^Benchmark' || exit 1
+
+echo
 echo "== binary size (goal ≤ 30 MB) =="
 size=$(stat -c %s bin/sandprobe)
 awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", s / 1048576 }'

@@ -32,6 +32,15 @@ type Env struct {
 
 	egressMu sync.Mutex
 	egress   *egressRun // every egress attempt, run once for all egress checks
+	// RuntimeClass is the runtime class (or Docker runtime) the runner
+	// launched the probe under; "" when it did not say.
+	RuntimeClass string
+	// ImageCommand is the image's own entrypoint and command, handed over by
+	// verify-image so the probe can start it under the same constraints.
+	ImageCommand        []string
+	ImageCommandTimeout time.Duration
+	// Runtime is what the probe sees of its isolation runtime; Run fills it.
+	Runtime *report.RuntimeEvidence
 }
 
 // Check is one entry of the catalogue.
@@ -46,7 +55,10 @@ type Check struct {
 	Late bool
 	// Applies says whether the policy asks for this check at all.
 	Applies func(*policy.Policy) bool
-	Run     func(ctx context.Context, env *Env) []report.Finding
+	// Needs says whether the runner handed over what the check needs; nil
+	// means nothing. A check without its input is left out, not skipped.
+	Needs func(*Env) bool
+	Run   func(ctx context.Context, env *Env) []report.Finding
 }
 
 // Area is the check's group ("fs" for "fs.root-readonly").
@@ -81,7 +93,7 @@ func Catalogue() []Check {
 			Fix:     "set securityContext.seccompProfile.type: RuntimeDefault (docker: do not pass --security-opt seccomp=unconfined)",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Seccomp != policy.SeccompUnconfined }},
 		{ID: "fs.root-readonly", Run: checkRootReadOnly,
-			Proves:  "the root filesystem is mounted read-only (statvfs ST_RDONLY and EROFS on write), not merely unwritable for this uid",
+			Proves:  "the root filesystem is mounted read-only (statvfs ST_RDONLY, the mount table's ro flag, or EROFS for a write the uid's permissions allow), not merely unwritable for this uid (EACCES)",
 			Fix:     "set securityContext.readOnlyRootFilesystem: true (docker: --read-only)",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Filesystem.ReadOnlyRoot }},
 		{ID: "fs.writable", Run: checkWritable,
@@ -122,6 +134,18 @@ func Catalogue() []Check {
 			Applies: func(p *policy.Policy) bool {
 				return p.Spec.Egress.DNS.ArbitraryNames == "deny" && len(exfilDomains(p.Spec.Egress)) > 0
 			}},
+		{ID: "runtime.isolation", Run: checkRuntimeIsolation,
+			Proves:  "the sandbox runs under the isolation its runtime class declares (gVisor's kernel, a VM) and, where the runner knows the node's kernel, not on the node's own kernel",
+			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Runtime.ClassNames) > 0 }},
+		{ID: "image.entrypoint", Run: checkImageEntrypoint, Late: true,
+			Proves: "the image's own entrypoint and command start under the sandbox's constraints and do not fail within a short grace period",
+			Fix:    "make the entrypoint write only under the declared writable paths, as the declared uid, without capabilities",
+			Needs:  func(e *Env) bool { return len(e.ImageCommand) > 0 }},
+		{ID: "browser.screenshot", Run: checkBrowserScreenshot, Late: true,
+			Proves:  "a headless Chromium starts with a fresh profile, renders a self-contained page and writes a screenshot that decodes to the expected size and colours",
+			Fix:     "install Chromium in the image and give it a writable HOME and profile directory (spec.browser.writeTo)",
+			Applies: func(p *policy.Policy) bool { return p.Spec.Browser.Screenshot }},
 	}
 }
 
@@ -153,6 +177,10 @@ func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
 		Schema: report.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
 		Version: Version(), Hostname: host, StartedAt: start.UTC(),
 	}
+	if env.Runtime == nil {
+		env.Runtime = CollectRuntime()
+	}
+	res.Runtime = env.Runtime
 	cat := Catalogue()
 	results := make([][]report.Finding, len(cat))
 	var late []int
@@ -161,6 +189,9 @@ func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
 			continue
 		}
 		if c.Applies != nil && !c.Applies(env.Policy) {
+			continue
+		}
+		if c.Needs != nil && !c.Needs(env) {
 			continue
 		}
 		if c.Late {

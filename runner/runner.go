@@ -51,6 +51,7 @@ const (
 	ReasonAdmission        = "admission-refused"
 	ReasonUnschedulable    = "unschedulable"
 	ReasonImagePull        = "image-pull-failed"
+	ReasonImageMissing     = "image-missing"
 	ReasonOOM              = "oom-killed"
 	ReasonLogsUnavailable  = "logs-unavailable"
 	ReasonInconsistentExit = "inconsistent-exit"
@@ -94,6 +95,8 @@ func fixFor(reason string) string {
 		return "no node of the sandbox pool can take the probe pod: check spec.placement and the pool's capacity"
 	case ReasonImagePull:
 		return "make the probe image (and the sandbox image) pullable from the sandbox nodes"
+	case ReasonImageMissing:
+		return "build or pull the image on this Docker engine first (verify-image never pulls), or correct --image"
 	case ReasonOOM:
 		return "the probe ran out of memory under the sandbox limits: raise spec.resources.limits.memory"
 	}

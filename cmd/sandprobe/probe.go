@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -17,6 +18,8 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	fs := a.flagSet("probe", "--policy FILE [--nonce N]")
 	var (
 		policyPath, nonce, only, termLog, out string
+		runtimeClass, imageCommand            string
+		imageCommandTimeout                   time.Duration
 		noNetwork                             bool
 		lf                                    logFlags
 	)
@@ -26,6 +29,9 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
 	fs.StringVar(&termLog, "termination-log", "", "also write a compact result here (default "+defaultTerminationLog+" when it exists)")
 	fs.StringVar(&out, "o", "json", "output on stdout: json or text")
+	fs.StringVar(&runtimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
+	fs.StringVar(&imageCommand, "image-command", "", "the image's entrypoint and command as a JSON array: image.entrypoint starts it under the sandbox's constraints")
+	fs.DurationVar(&imageCommandTimeout, "image-command-timeout", probes.DefaultImageCommandTimeout, "how long the image's command runs before it counts as started")
 	lf.register(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -38,7 +44,13 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	if !ok {
 		return report.ExitBadInput
 	}
-	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ()}
+	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ(), RuntimeClass: runtimeClass, ImageCommandTimeout: imageCommandTimeout}
+	if imageCommand != "" {
+		if err := json.Unmarshal([]byte(imageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
+			fmt.Fprintf(a.stderr, "sandprobe probe: --image-command: want a non-empty JSON array of strings, got %q\n", imageCommand)
+			return report.ExitBadInput
+		}
+	}
 	res := probes.Run(ctx, env, probes.Selection{NoNetwork: noNetwork, Only: splitList(only)})
 	return a.emitProbe(res, termLog, out)
 }

@@ -22,13 +22,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		noNetwork                            bool
 		out                                  outputs
 		lf                                   logFlags
+		df                                   dockerFlags
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file")
-	fs.StringVar(&backend, "backend", "local", "where to run the probe: local")
+	fs.StringVar(&backend, "backend", "local", "where to run the probe: local or docker")
 	fs.StringVar(&netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
 	fs.StringVar(&sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	fs.DurationVar(&deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
+	df.register(fs)
 	out.register(fs)
 	lf.register(fs)
 	if code, ok := parse(fs, args); !ok {
@@ -56,8 +58,16 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 			return report.ExitBadInput
 		}
 		be = &local.Backend{Sandbox: sb, Logger: logger}
+	case "docker":
+		dbe, closeBackend, err := df.backend(a, p, p.Spec.Docker.Network, logger)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
+			return report.ExitBadInput
+		}
+		defer closeBackend()
+		be = dbe
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe run: --backend: want local, got %q\n", backend)
+		fmt.Fprintf(a.stderr, "sandprobe run: --backend: want local or docker, got %q\n", backend)
 		return report.ExitBadInput
 	}
 	spec := runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce(), Deadline: deadline, NoNetwork: noNetwork}

@@ -1,0 +1,500 @@
+// Package docker runs the probe inside a container image on a Docker engine,
+// under the policy's exact constraints: read-only root, the declared uid:gid,
+// every capability dropped, no_new_privs, the seccomp profile, a tmpfs for
+// each writable path, an empty workspace, the memory and pid limits, no
+// network, and the declared runtime (runc, runsc, kata). The static sandprobe
+// binary and the policy are bind-mounted read-only, so the image itself is
+// never changed. The container is always removed, whatever happened.
+//
+// It backs `sandprobe verify-image` (the image pipeline's question: does this
+// image still work under the sandbox's constraints?) and `run --backend docker`.
+package docker
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// Where the probe and its policy appear inside the container.
+const (
+	ProbePath  = "/run/sandprobe/sandprobe"
+	PolicyPath = "/run/sandprobe/policy.yaml"
+)
+
+// Labels mark probe containers, so a leftover one (a killed runner) is easy to find.
+const (
+	LabelProbe = "sandprobe.dev/probe"
+	LabelNonce = "sandprobe.dev/nonce"
+)
+
+// Client is the part of the Docker Engine API the backend uses.
+type Client interface {
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	Info(ctx context.Context, opts client.InfoOptions) (client.SystemInfoResult, error)
+	ContainerCreate(ctx context.Context, opts client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerStatPath(ctx context.Context, id string, opts client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
+	ContainerStart(ctx context.Context, id string, opts client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerWait(ctx context.Context, id string, opts client.ContainerWaitOptions) client.ContainerWaitResult
+	ContainerInspect(ctx context.Context, id string, opts client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerLogs(ctx context.Context, id string, opts client.ContainerLogsOptions) (client.ContainerLogsResult, error)
+	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+}
+
+// NewClient connects to the engine that host names (a DOCKER_HOST-style URL;
+// "" means $DOCKER_HOST or the default socket). The API version is
+// negotiated, so an older engine (Debian's 20.10 speaks 1.41) works.
+func NewClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return c, nil
+}
+
+// Backend runs the probe in a container of one image.
+type Backend struct {
+	Client Client
+	Image  string
+	// Runtime is the engine's runtime name (runc, runsc, kata); "" is the engine's default.
+	Runtime string
+	// RuntimeClass is what the probe is told it runs under, matched against
+	// spec.runtime.classNames; "" means the runtime's name. It lets a policy
+	// written for Kubernetes (class "gvisor") be verified on Docker (runtime "runsc").
+	RuntimeClass string
+	// Binary is the static sandprobe on the engine's host; "" is this executable.
+	Binary string
+	// Env is added to the image's environment (the pod's env: HOME=/tmp …).
+	Env []string
+	// Network is the container's network; "" is "none". Checks that send
+	// traffic need a network the policy's egress rules govern.
+	Network string
+	// EntrypointTimeout, when positive, hands the image's own entrypoint and
+	// command to the probe (check image.entrypoint) with this grace period.
+	EntrypointTimeout time.Duration
+	// Command replaces `sandprobe probe …` in the container (tests use it for
+	// probes that crash, hang or lie).
+	Command []string
+	// Progress, when set, hears what the backend is waiting for.
+	Progress func(msg string)
+	Logger   *slog.Logger
+}
+
+// Target names the image in reports.
+func (b *Backend) Target() string { return "image/" + b.Image }
+
+const (
+	maxStdout = 4 << 20
+	maxStderr = 64 << 10
+)
+
+// progress tells the caller what the backend waits for; "" means it is done.
+func (b *Backend) progress(format string, args ...any) {
+	if b.Progress != nil {
+		b.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func (b *Backend) log() *slog.Logger {
+	if b.Logger != nil {
+		return b.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// attempt is one Run: its contexts and deadline, for naming what went wrong.
+type attempt struct {
+	target   string
+	ctx      context.Context // the caller's: cancelled on ctrl-C
+	runCtx   context.Context // ctx bounded by the deadline
+	deadline time.Duration
+}
+
+func (a *attempt) cannot(reason, format string, args ...any) error {
+	return &runner.CouldNotRun{Target: a.target, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// stopped says why an engine call failed when the caller interrupted it or
+// the deadline passed; nil when neither happened.
+func (a *attempt) stopped(doing string) error {
+	switch {
+	case a.ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", doing, a.ctx.Err())
+	case a.runCtx.Err() != nil:
+		return a.cannot(runner.ReasonDeadline, "%s: not done within %s", doing, a.deadline)
+	}
+	return nil
+}
+
+// engineFacts is what the backend learns about the image and the engine first.
+type engineFacts struct {
+	imageCmd   []string // the image's ENTRYPOINT + CMD
+	runtime    string   // the runtime the container will use
+	hostKernel string   // the engine host's kernel release
+}
+
+// Run inspects the image, runs the probe in a constrained container, collects
+// its result from the logs and removes the container.
+func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
+	deadline := spec.Deadline
+	if deadline <= 0 {
+		deadline = spec.Policy.Spec.Probe.Deadline.Duration
+	}
+	runCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	defer b.progress("") // done waiting: the caller may clear its progress line
+	a := &attempt{target: b.Target(), ctx: ctx, runCtx: runCtx, deadline: deadline}
+
+	facts, err := b.inspect(a)
+	if err != nil {
+		return nil, err
+	}
+	class := b.RuntimeClass
+	if class == "" {
+		class = facts.runtime
+	}
+	bin, err := b.binary()
+	if err != nil {
+		return nil, a.cannot(runner.ReasonLaunch, "%v", err)
+	}
+	policyDir, err := os.MkdirTemp("", "sandprobe-verify-")
+	if err != nil {
+		return nil, fmt.Errorf("create policy directory: %w", err)
+	}
+	defer os.RemoveAll(policyDir)
+	policyFile := filepath.Join(policyDir, "policy.yaml")
+	if err := os.WriteFile(policyFile, spec.PolicyBytes, 0o644); err != nil {
+		return nil, fmt.Errorf("write policy %s: %w", policyFile, err)
+	}
+
+	argv := b.Command
+	if len(argv) == 0 {
+		argv = ProbeCommand(spec, class, facts.imageCmd, b.EntrypointTimeout)
+	}
+	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, facts.runtime, b.Network, b.Env)
+	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
+	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce}
+	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
+
+	b.progress("creating the container (runtime %s)", facts.runtime)
+	created, err := b.Client.ContainerCreate(runCtx, client.ContainerCreateOptions{Config: cfg, HostConfig: hostCfg, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})
+	if err != nil {
+		if e := a.stopped("create container"); e != nil {
+			return nil, e
+		}
+		return nil, a.cannot(runner.ReasonLaunch, "create container from %s: %v", b.Image, err)
+	}
+	id := created.ID
+	// Removal must happen even when ctx is cancelled (ctrl-C) or the
+	// deadline passed, so it gets a fresh context of its own.
+	defer b.remove(context.WithoutCancel(ctx), id)
+	b.log().Debug("container created", "container", shortID(id), "image", b.Image, "runtime", facts.runtime, "argv", argv, "warnings", created.Warnings)
+
+	// The image's own modes of the writable paths, before any tmpfs covers
+	// them: under runc a tmpfs takes the mode of the directory it covers.
+	imageModes := b.writableModes(runCtx, id, spec.Policy.Spec.Filesystem.Writable)
+
+	if err := b.startAndWait(a, id, facts.runtime); err != nil {
+		return nil, err
+	}
+	res, err := b.collect(a, id, spec.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	if f, ok := runner.HostKernelCheck(spec.Policy, class, facts.hostKernel, res); ok {
+		res.Findings = append(res.Findings, f)
+	}
+	explainWritable(res.Findings, imageModes)
+	return []report.ProbeResult{res}, nil
+}
+
+// inspect reads the image's config and the engine's runtimes and kernel.
+func (b *Backend) inspect(a *attempt) (engineFacts, error) {
+	var facts engineFacts
+	b.progress("inspecting image %s", b.Image)
+	img, err := b.Client.ImageInspect(a.runCtx, b.Image)
+	if err != nil {
+		if e := a.stopped("inspect image " + b.Image); e != nil {
+			return facts, e
+		}
+		if cerrdefs.IsNotFound(err) {
+			return facts, a.cannot(runner.ReasonImageMissing, "image %s is not on the Docker engine (verify-image never pulls): %v", b.Image, err)
+		}
+		return facts, a.cannot(runner.ReasonLaunch, "inspect image %s: %v", b.Image, err)
+	}
+	if b.EntrypointTimeout > 0 && img.Config != nil {
+		facts.imageCmd = append(append(facts.imageCmd, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	info, err := b.Client.Info(a.runCtx, client.InfoOptions{})
+	if err != nil {
+		if e := a.stopped("docker info"); e != nil {
+			return facts, e
+		}
+		return facts, a.cannot(runner.ReasonLaunch, "docker info: %v", err)
+	}
+	facts.hostKernel = info.Info.KernelVersion
+	facts.runtime = b.Runtime
+	if facts.runtime == "" {
+		facts.runtime = info.Info.DefaultRuntime
+	}
+	if _, ok := info.Info.Runtimes[facts.runtime]; !ok && len(info.Info.Runtimes) > 0 {
+		have := slices.Sorted(maps.Keys(info.Info.Runtimes))
+		return facts, a.cannot(runner.ReasonLaunch, "runtime %q is not registered with the Docker engine (it has: %s)", facts.runtime, strings.Join(have, ", "))
+	}
+	return facts, nil
+}
+
+// startAndWait starts the container and waits for it to exit.
+func (b *Backend) startAndWait(a *attempt, id, rt string) error {
+	// Subscribe before starting, so a probe that exits at once is not missed.
+	wait := b.Client.ContainerWait(a.runCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	start := time.Now()
+	if _, err := b.Client.ContainerStart(a.runCtx, id, client.ContainerStartOptions{}); err != nil {
+		if e := a.stopped("start container"); e != nil {
+			return e
+		}
+		return a.cannot(runner.ReasonLaunch, "start container %s under runtime %s: %v", shortID(id), rt, err)
+	}
+	err := b.waitExit(a.runCtx, id, rt, wait, start)
+	switch {
+	case err == nil:
+		b.log().Debug("probe container exited", "container", shortID(id), "took", time.Since(start))
+		return nil
+	case a.ctx.Err() == nil && a.runCtx.Err() != nil:
+		return a.cannot(runner.ReasonDeadline, "the probe did not finish within %s and was killed%s", a.deadline, b.stderrTail(a.ctx, id))
+	}
+	if e := a.stopped("wait for container " + shortID(id)); e != nil {
+		return e
+	}
+	return a.cannot(runner.ReasonCrashed, "wait for container %s: %v", shortID(id), err)
+}
+
+// collect reads the exited container's state and logs and turns them into a
+// trusted result or the reason there is none.
+func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, error) {
+	b.progress("collecting the result")
+	// The deadline may have passed just as the probe exited; collecting what
+	// it wrote gets a short grace of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 30*time.Second)
+	defer cancel()
+	var res report.ProbeResult
+	state, err := b.Client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return res, fmt.Errorf("inspect container %s: %w", shortID(id), err)
+	}
+	stdout, stderr, err := b.logs(ctx, id)
+	if err != nil {
+		return res, a.cannot(runner.ReasonLogsUnavailable, "read the logs of container %s: %v", shortID(id), err)
+	}
+	st := state.Container.State
+	b.log().Debug("probe container state", "container", shortID(id), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
+	switch {
+	case st.OOMKilled:
+		return res, a.cannot(runner.ReasonOOM, "the probe container was killed for exceeding its memory limit%s", runner.StderrTail(stderr.String()))
+	case st.Error != "":
+		return res, a.cannot(runner.ReasonLaunch, "the runtime could not run the probe: %s", st.Error)
+	}
+	if err := runner.ExitProblem(a.target, st.ExitCode, stderr.String()); err != nil {
+		return res, err
+	}
+	if stdout.overflow {
+		return res, a.cannot(runner.ReasonGarbled, "the probe printed more than %d bytes", maxStdout)
+	}
+	res, err = runner.ParseResult(a.target, stdout.Bytes(), nonce)
+	if err != nil {
+		return res, err
+	}
+	if err := runner.CheckExit(a.target, st.ExitCode, res); err != nil {
+		return res, err
+	}
+	res.Target = a.target
+	return res, nil
+}
+
+// binary finds the static sandprobe to mount and refuses a dynamic one: a
+// scratch or distroless image has no loader, and the failure would look like
+// a missing file.
+func (b *Backend) binary() (string, error) {
+	bin := b.Binary
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find own executable: %w", err)
+		}
+		bin = exe
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		return "", fmt.Errorf("probe binary %s: %w", bin, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("probe binary %s is dynamically linked: build it with CGO_ENABLED=0 (make build) so it runs in any image", bin)
+		}
+	}
+	return bin, nil
+}
+
+// waitExit waits for the container to exit, showing progress.
+func (b *Backend) waitExit(ctx context.Context, id, rt string, wait client.ContainerWaitResult, start time.Time) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-wait.Result:
+			if r.Error != nil && r.Error.Message != "" {
+				return errors.New(r.Error.Message)
+			}
+			return nil
+		case err := <-wait.Error:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		case <-tick.C:
+			b.progress("probe running in container %s (runtime %s): %s", shortID(id), rt, time.Since(start).Round(time.Second))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *Backend) logs(ctx context.Context, id string) (*limitedBuffer, *limitedBuffer, error) {
+	rc, err := b.Client.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rc.Close()
+	stdout, stderr := &limitedBuffer{max: maxStdout}, &limitedBuffer{max: maxStderr}
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil {
+		return nil, nil, fmt.Errorf("demultiplex: %w", err)
+	}
+	return stdout, stderr, nil
+}
+
+// stderrTail reads what the probe said on stderr so far, for a deadline's detail.
+func (b *Backend) stderrTail(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, stderr, err := b.logs(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return runner.StderrTail(stderr.String())
+}
+
+func (b *Backend) remove(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b.progress("removing container %s", shortID(id))
+	if _, err := b.Client.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		b.log().Warn("could not remove the probe container", "container", id, "err", err)
+	}
+}
+
+// writableModes stats the writable paths in the created container: with the
+// container not running, that is the image's own directory.
+func (b *Backend) writableModes(ctx context.Context, id string, paths []string) map[string]os.FileMode {
+	out := map[string]os.FileMode{}
+	for _, p := range paths {
+		st, err := b.Client.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p})
+		if err == nil {
+			out[p] = st.Stat.Mode
+		}
+	}
+	return out
+}
+
+// explainWritable names the cause of an unwritable tmpfs when the image's
+// directory under it is not world-writable: runc gives a tmpfs the mode of
+// the directory it covers, whatever its mode= option says.
+func explainWritable(fs []report.Finding, imageModes map[string]os.FileMode) {
+	for i := range fs {
+		f := &fs[i]
+		mode, ok := imageModes[f.Subject]
+		if f.Check != "fs.writable" || f.Status != report.Fail || !ok || mode.Perm()&0o002 != 0 {
+			continue
+		}
+		perm := mode.Perm()
+		if mode&os.ModeSticky != 0 {
+			perm |= 0o1000
+		}
+		f.Evidence += fmt.Sprintf("; the image's %s is mode %04o", f.Subject, uint32(perm))
+		f.Fix = fmt.Sprintf("the image's %s is mode %04o: Docker's runc gives a tmpfs mounted there the mode of the image directory it covers (mode=1777 is overridden), so the sandbox uid cannot write it; make it world-writable and sticky in the image (Dockerfile: RUN chmod 1777 %s)", f.Subject, uint32(perm), f.Subject)
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func shortNonce(n string) string {
+	n = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return -1
+	}, strings.ToLower(n))
+	if len(n) > 24 {
+		n = n[:24]
+	}
+	if n == "" {
+		n = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return n
+}
+
+// limitedBuffer keeps at most max bytes and remembers that it overflowed.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	room := l.max - l.Len()
+	if len(p) > room {
+		l.overflow = true
+		if room > 0 {
+			l.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return l.Buffer.Write(p)
+}
+
+var (
+	_ io.Writer      = (*limitedBuffer)(nil)
+	_ runner.Backend = (*Backend)(nil)
+)
