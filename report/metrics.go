@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -302,10 +301,7 @@ func seriesFor(run Run, now time.Time) *runSeries {
 		}
 	}
 	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
-	for _, l := range [][]labelled{s.checks, s.egressOpen, s.egressUnreachable, s.drift, s.phases} {
-		sortLabelled(l)
-	}
-	return s
+	return s // unsorted: the registry sorts what it gathers
 }
 
 // UnexpectedlyOpen reports whether a finding is a must-fail destination that
@@ -343,12 +339,6 @@ func labelValue(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-func sortLabelled(l []labelled) {
-	sort.Slice(l, func(i, j int) bool {
-		return strings.Join(l[i].labels, "\x00") < strings.Join(l[j].labels, "\x00")
-	})
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
