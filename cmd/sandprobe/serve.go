@@ -82,7 +82,8 @@ func (a *app) cmdServe(ctx context.Context, args []string) int {
 // that show the last one.
 type server struct {
 	logger   *slog.Logger
-	registry *prometheus.Registry
+	registry *prometheus.Registry // sandprobe's metrics: files, pushes and /metrics
+	scrape   prometheus.Gatherer  // those and the process's own, for /metrics
 	metrics  *report.Metrics
 	sched    *runner.Scheduler
 	out      *outputs
@@ -99,14 +100,17 @@ func newServer(cycle func(context.Context) report.Run, out *outputs, grace time.
 	if err != nil {
 		return nil, err
 	}
-	// A long-running process reports on itself too: restarts, memory, goroutines.
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+	// A long-running process reports on itself too (restarts, memory,
+	// goroutines), but only on /metrics: in a textfile they would collide
+	// with node_exporter's own go_* and process_* series.
+	self := prometheus.NewRegistry()
+	if err := self.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("register process metrics: %w", err)
 	}
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+	if err := self.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go metrics: %w", err)
 	}
-	s := &server{logger: logger, registry: reg, metrics: m, out: out}
+	s := &server{logger: logger, registry: reg, scrape: prometheus.Gatherers{reg, self}, metrics: m, out: out}
 	s.sched = &runner.Scheduler{
 		Cycle:   cycle,
 		Publish: s.publish,
@@ -137,7 +141,7 @@ func (s *server) publish(ctx context.Context, run report.Run, finished time.Time
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.scrape, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.HTTPErrorOnError,
 	}))

@@ -330,7 +330,13 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 	}
 	t.Logf("SIGTERM to exit: %v", time.Since(start))
 	promtoolCheck(t, metricsFile)
-	if fileSamples(t, metricsFile)["sandprobe_up"] != 1 {
+	inFile := fileSamples(t, metricsFile)
+	if inFile["sandprobe_up"] != 1 {
 		t.Error("the metrics file does not hold the last run")
+	}
+	for k := range inFile {
+		if !strings.HasPrefix(k, "sandprobe_") {
+			t.Errorf("the metrics file holds %s: node_exporter would reject it as a duplicate of its own", k)
+		}
 	}
 }
