@@ -190,13 +190,6 @@ func (m *Metrics) RememberSuccess(t time.Time) {
 	}
 }
 
-// Succeeded reports whether the last observed run could check.
-func (m *Metrics) Succeeded() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.last != nil && m.last.up == 1
-}
-
 // SkippedRun counts a scheduled run that did not start because the previous
 // one was still going.
 func (m *Metrics) SkippedRun() { m.skipped.Inc() }
@@ -271,19 +264,17 @@ func seriesFor(run Run, now time.Time) *runSeries {
 			checks[k] = v // one failing subject makes the series fail
 		}
 	}
-	// Fold the checks whose subjects came out unbounded.
+	// Fold the checks whose subjects came out unbounded into one series each.
+	bounded := make(map[checkKey]float64, len(checks))
 	for k, v := range checks {
-		cn := checkNode{k.check, k.node}
-		if len(targets[cn]) <= maxTargetsPerCheck {
-			continue
+		if len(targets[checkNode{k.check, k.node}]) > maxTargetsPerCheck {
+			k.target = ""
 		}
-		delete(checks, k)
-		folded := checkKey{k.check, "", k.node}
-		if old, ok := checks[folded]; !ok || v < old {
-			checks[folded] = v
+		if old, ok := bounded[k]; !ok || v < old {
+			bounded[k] = v
 		}
 	}
-	for k, v := range checks {
+	for k, v := range bounded {
 		s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node}, v})
 	}
 	for node, v := range open {

@@ -58,10 +58,10 @@ func PushMetrics(ctx context.Context, client *http.Client, gateway, cluster stri
 	return nil
 }
 
-// LastSuccessIn finds sandprobe_last_success_timestamp_seconds in a text
+// lastSuccessIn finds sandprobe_last_success_timestamp_seconds in a text
 // exposition, in a series whose labels match want (a missing label matches
 // ""), and returns the latest such time.
-func LastSuccessIn(r io.Reader, want map[string]string) (time.Time, bool, error) {
+func lastSuccessIn(r io.Reader, want map[string]string) (time.Time, bool, error) {
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	mfs, err := parser.TextToMetricFamilies(r)
 	if err != nil {
@@ -113,7 +113,7 @@ func LastSuccessInFile(path string) (time.Time, bool, error) {
 		return time.Time{}, false, fmt.Errorf("read metrics file %s: %w", path, err)
 	}
 	defer f.Close()
-	t, ok, err := LastSuccessIn(f, nil)
+	t, ok, err := lastSuccessIn(f, nil)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read metrics file %s: %w", path, err)
 	}
@@ -143,7 +143,7 @@ func LastSuccessAtGateway(ctx context.Context, client *http.Client, gateway, clu
 	if resp.StatusCode != http.StatusOK {
 		return time.Time{}, false, fmt.Errorf("read pushgateway %s: status %s", gateway, resp.Status)
 	}
-	t, ok, err := LastSuccessIn(resp.Body, map[string]string{"job": PushJob, "cluster": cluster})
+	t, ok, err := lastSuccessIn(resp.Body, map[string]string{"job": PushJob, "cluster": cluster})
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read pushgateway %s: %w", gateway, err)
 	}

@@ -238,12 +238,9 @@ func TestMetricsStaleSeriesDisappear(t *testing.T) {
 // TestMetricsLastSuccessSurvivesFailures: a failing run keeps the last
 // success, in-process and carried from an earlier metrics file.
 func TestMetricsLastSuccessSurvivesFailures(t *testing.T) {
-	m, reg := observed(t, healthyRun(), brokenRun())
-	if got := samples(t, reg)["sandprobe_last_success_timestamp_seconds"]; got != float64(finishedAt.Unix()) {
-		t.Fatalf("last success %v, want the first run's %v", got, finishedAt.Unix())
-	}
-	if m.Succeeded() {
-		t.Error("Succeeded after a broken run")
+	_, reg := observed(t, healthyRun(), brokenRun())
+	if got := samples(t, reg); got["sandprobe_last_success_timestamp_seconds"] != float64(finishedAt.Unix()) || got["sandprobe_up"] != 0 {
+		t.Fatalf("last success %v up %v, want the first run's %v and 0", got["sandprobe_last_success_timestamp_seconds"], got["sandprobe_up"], finishedAt.Unix())
 	}
 	path := filepath.Join(t.TempDir(), "sandprobe.prom")
 	if err := WriteMetricsFile(path, reg); err != nil {
