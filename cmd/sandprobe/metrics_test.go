@@ -152,6 +152,7 @@ func TestRunMetricsFile(t *testing.T) {
 func TestRunPushgateway(t *testing.T) {
 	testenv.RequireRoot(t)
 	gw := testenv.Pushgateway(t)
+	testenv.Binary(t) // build first: time the run, not the compiler
 	start := time.Now()
 	code, stdout, stderr := runAppBin(t, "run", "--policy", localPolicy, "-o", "json", "--pushgateway", gw, "--cluster", "lab-1")
 	if code != 0 {
