@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
-.PHONY: all build deps docker-env test unit fuzz demo bench lint docs clean
+.PHONY: all build deps docker-env test unit rules fuzz demo bench lint docs clean
 
 all: build
 
@@ -31,7 +31,14 @@ test: deps build docker-env
 	$(MAKE) fuzz
 
 unit:
-	$(GO) test -count=1 ./policy/... ./report/...
+	$(GO) test -count=1 ./policy/... ./report/... ./runner ./manifests/...
+
+# The alert rules: promtool's syntax check and unit tests (go test ./manifests
+# runs the same, plus the PrometheusRule/runbook/metric-name consistency).
+rules:
+	promtool check rules manifests/alerts/sandprobe.rules.yml
+	promtool test rules manifests/alerts/*_test.yml
+	$(GO) test -count=1 ./manifests/...
 
 fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)

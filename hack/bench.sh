@@ -15,6 +15,8 @@ go test ./probes -run '^$' -bench BenchmarkBrowserScreenshot -benchtime 5x | gre
 echo
 echo "== verify-image: Debian + Chromium image, runc vs gVisor, vs /bin/true in the same constrained container =="
 go test ./runner/docker -run '^$' -bench BenchmarkVerifyImage -benchtime 3x | grep -E '^Benchmark' || exit 1
+echo "== metrics: Observe + exposition for 500 nodes × 24 findings, against the JSON report of the same run =="
+go test ./report -run '^$' -bench BenchmarkMetricsObserveAndWrite -benchtime 20x | grep -E '^Benchmark' || exit 1
 
 echo
 echo "== binary size (goal ≤ 30 MB) =="

@@ -34,6 +34,7 @@ func commands() []command {
 	return []command{
 		{"run", "one cycle: launch the probe (local, docker or kube backend), write reports, exit 0/1/2/3", (*app).cmdRun},
 		{"verify-image", "run the probe inside an image under the policy's exact constraints on a Docker engine", (*app).cmdVerifyImage},
+		{"serve", "the run cycle on a cron schedule, with /metrics, /healthz and /report.json", (*app).cmdServe},
 		{"probe", "the in-sandbox half: run the checks here and print the result as JSON", (*app).cmdProbe},
 		{"validate", "check a policy file and print every problem with its YAML path", (*app).cmdValidate},
 		{"checks", "list the check catalogue: id, what it proves, how to fix it", (*app).cmdChecks},

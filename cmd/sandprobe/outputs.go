@@ -1,36 +1,69 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandprobe/sandprobe/report"
 )
 
+// pushTimeout bounds one push (and the read before it) to the Pushgateway.
+const pushTimeout = 30 * time.Second
+
 // outputs are the report flags every reporting command shares.
 type outputs struct {
-	format    string
-	junitFile string
-	jsonFile  string
+	format      string
+	junitFile   string
+	jsonFile    string
+	metricsFile string
+	pushgateway string
+	cluster     string
 }
 
 func (o *outputs) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.format, "o", "text", "report on stdout: text, json or junit")
+	o.registerFiles(fs)
+}
+
+// registerFiles adds the flags for everything but stdout: serve reports
+// through these after every run and logs instead of printing.
+func (o *outputs) registerFiles(fs *flag.FlagSet) {
 	fs.StringVar(&o.junitFile, "junit", "", "also write JUnit XML to this file (atomically)")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the JSON report to this file (atomically)")
+	fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
+	fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
+	fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
 }
 
 func (o *outputs) check() error {
 	switch o.format {
 	case "text", "json", "junit":
-		return nil
+	default:
+		return fmt.Errorf("-o: want text, json or junit, got %q", o.format)
 	}
-	return fmt.Errorf("-o: want text, json or junit, got %q", o.format)
+	return o.checkFiles()
+}
+
+// checkFiles checks the flags registerFiles adds.
+func (o *outputs) checkFiles() error {
+	if o.pushgateway != "" {
+		u, err := url.Parse(o.pushgateway)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--pushgateway: want an http(s) URL such as http://pushgateway:9091, got %q", o.pushgateway)
+		}
+	}
+	return nil
 }
 
 // write renders the run to stdout and to every requested file. A file that
 // cannot be written is an error: a CI step must not read a stale report.
-func (o *outputs) write(a *app, run report.Run, verbose bool) error {
+func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose bool) error {
 	var w report.Writer
 	switch o.format {
 	case "json":
@@ -43,6 +76,13 @@ func (o *outputs) write(a *app, run report.Run, verbose bool) error {
 	if err := w.Write(a.stdout, run); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
+	return o.writeFiles(ctx, run, nil)
+}
+
+// writeFiles writes the report files and ships the metrics. g holds the
+// metrics of a long-running process (serve); when nil, they are made from
+// this run alone.
+func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.Gatherer) error {
 	if o.junitFile != "" {
 		if err := report.WriteRunFile(o.junitFile, report.JUnit{}, run); err != nil {
 			return err
@@ -53,5 +93,55 @@ func (o *outputs) write(a *app, run report.Run, verbose bool) error {
 			return err
 		}
 	}
+	if o.metricsFile == "" && o.pushgateway == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: pushTimeout}
+	if g == nil {
+		var err error
+		if g, err = o.oneRunMetrics(ctx, client, run); err != nil {
+			return err
+		}
+	}
+	if o.metricsFile != "" {
+		if err := report.WriteMetricsFile(o.metricsFile, g); err != nil {
+			return err
+		}
+	}
+	if o.pushgateway != "" {
+		if err := report.PushMetrics(ctx, client, o.pushgateway, o.cluster, g); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// oneRunMetrics makes the metrics of a one-shot run. A run that could not
+// check carries the last success from the previous metrics file or the
+// gateway's group, so a failing CronJob still says when the probe last
+// worked instead of dropping the series.
+func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run report.Run) (prometheus.Gatherer, error) {
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	if run.ExitCode() == report.ExitCouldNotRun {
+		// Best effort: a file we cannot parse is about to be replaced, and a
+		// gateway we cannot read fails the push below with a clearer error.
+		if o.metricsFile != "" {
+			if t, ok, err := report.LastSuccessInFile(o.metricsFile); err == nil && ok {
+				m.RememberSuccess(t)
+			}
+		}
+		if o.pushgateway != "" {
+			if t, ok, err := report.LastSuccessAtGateway(ctx, client, o.pushgateway, o.cluster); err == nil && ok {
+				m.RememberSuccess(t)
+			}
+		}
+	}
+	m.Observe(run, time.Now())
+	return reg, nil
 }

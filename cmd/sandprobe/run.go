@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -17,20 +19,11 @@ import (
 func (a *app) cmdRun(ctx context.Context, args []string) int {
 	fs := a.flagSet("run", "--policy FILE [--backend local] [flags]")
 	var (
-		policyPath, backend, netns, sabotage string
-		deadline                             time.Duration
-		noNetwork                            bool
-		out                                  outputs
-		lf                                   logFlags
-		df                                   dockerFlags
+		cf  cycleFlags
+		out outputs
+		lf  logFlags
 	)
-	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file")
-	fs.StringVar(&backend, "backend", "local", "where to run the probe: local or docker")
-	fs.StringVar(&netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
-	fs.StringVar(&sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
-	fs.DurationVar(&deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
-	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
-	df.register(fs)
+	cf.register(fs)
 	out.register(fs)
 	lf.register(fs)
 	if code, ok := parse(fs, args); !ok {
@@ -45,38 +38,85 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
 		return report.ExitBadInput
 	}
-	p, raw, ok := a.loadPolicy(policyPath)
+	cyc, ok := cf.build(a, "run", logger)
 	if !ok {
 		return report.ExitBadInput
 	}
-	var be runner.Backend
-	switch backend {
-	case "local":
-		sb := local.SandboxFor(p, netns)
-		if err := sb.Sabotage(sabotage); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe run: --sabotage: %v\n", err)
-			return report.ExitBadInput
-		}
-		be = &local.Backend{Sandbox: sb, Logger: logger}
-	case "docker":
-		dbe, closeBackend, err := df.backend(a, p, p.Spec.Docker.Network, logger)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
-			return report.ExitBadInput
-		}
-		defer closeBackend()
-		be = dbe
-	default:
-		fmt.Fprintf(a.stderr, "sandprobe run: --backend: want local or docker, got %q\n", backend)
-		return report.ExitBadInput
-	}
-	spec := runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce(), Deadline: deadline, NoNetwork: noNetwork}
-	run := probeCycle(ctx, be, backend, p, spec)
-	if err := out.write(a, run, lf.verbose); err != nil {
+	defer cyc.close()
+	run := cyc.run(ctx)
+	if err := out.write(ctx, a, run, lf.verbose); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
 		return report.ExitCouldNotRun
 	}
 	return run.ExitCode()
+}
+
+// cycleFlags say what one cycle checks and where. run and serve share them,
+// so a scheduled cycle is built exactly like a one-shot one.
+type cycleFlags struct {
+	policyPath, backend, netns, sabotage string
+	deadline                             time.Duration
+	noNetwork                            bool
+	docker                               dockerFlags
+}
+
+func (cf *cycleFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&cf.policyPath, "policy", "", "the SandboxPolicy file")
+	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local or docker")
+	fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
+	fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
+	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
+	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
+	cf.docker.register(fs)
+}
+
+// build loads the policy and constructs the backend, printing any problem;
+// false means bad input (exit 2).
+func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bool) {
+	p, raw, ok := a.loadPolicy(cf.policyPath)
+	if !ok {
+		return nil, false
+	}
+	var be runner.Backend
+	closeBackend := func() {}
+	switch cf.backend {
+	case "local":
+		sb := local.SandboxFor(p, cf.netns)
+		if err := sb.Sabotage(cf.sabotage); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe %s: --sabotage: %v\n", cmd, err)
+			return nil, false
+		}
+		be = &local.Backend{Sandbox: sb, Logger: logger}
+	case "docker":
+		dbe, closeFn, err := cf.docker.backend(a, p, p.Spec.Docker.Network, logger)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe %s: %v\n", cmd, err)
+			return nil, false
+		}
+		be, closeBackend = dbe, closeFn
+	default:
+		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local or docker, got %q\n", cmd, cf.backend)
+		return nil, false
+	}
+	return &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork}, true
+}
+
+// cycle is one configured probe cycle; run performs it, any number of times.
+type cycle struct {
+	policy      *policy.Policy
+	raw         []byte
+	backendName string
+	backend     runner.Backend
+	close       func() // releases the backend's clients
+	deadline    time.Duration
+	noNetwork   bool
+}
+
+// run performs one cycle with a fresh nonce, so no result of an earlier
+// cycle can pass for this one.
+func (c *cycle) run(ctx context.Context) report.Run {
+	spec := runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork}
+	return probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
 }
 
 // probeCycle runs one probe through a backend and assembles the run. A

@@ -102,7 +102,7 @@ func (a *app) cmdVerifyImage(ctx context.Context, args []string) int {
 	run := probeCycle(ctx, be, "docker", p, spec)
 	closeBackend()
 	run.Notes = append(run.Notes, fmt.Sprintf("image %s, runtime %s, no network", be.Image, orDefault(df.runtime, "(the engine's default)")))
-	if err := out.write(a, run, lf.verbose); err != nil {
+	if err := out.write(ctx, a, run, lf.verbose); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
 		return report.ExitCouldNotRun
 	}

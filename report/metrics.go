@@ -1,0 +1,335 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names, exactly as DESIGN.md lists them. The alert rules in
+// manifests/ query these names; a test there keeps both in step.
+const (
+	MetricUp                       = "sandprobe_up"
+	MetricCheckSuccess             = "sandprobe_check_success"
+	MetricEgressUnexpectedOpen     = "sandprobe_egress_unexpected_open"
+	MetricEgressAllowedUnreachable = "sandprobe_egress_allowed_unreachable"
+	MetricDriftFindings            = "sandprobe_drift_findings"
+	MetricSandboxesScanned         = "sandprobe_sandboxes_scanned"
+	MetricRunDuration              = "sandprobe_run_duration_seconds"
+	MetricLastRun                  = "sandprobe_last_run_timestamp_seconds"
+	MetricLastSuccess              = "sandprobe_last_success_timestamp_seconds"
+	MetricRuns                     = "sandprobe_runs_total"
+	MetricRunsSkipped              = "sandprobe_runs_skipped_total"
+	MetricInfo                     = "sandprobe_info"
+)
+
+// Check IDs the metrics single out. The egress checks are written by the
+// probe; the metrics only rely on their IDs, Status and Class.
+const (
+	CheckEgressAllowed = "egress.allowed"
+	CheckDNSExfil      = "egress.dns-exfil"
+	ClassAnswered      = "answered"
+	driftPrefix        = "drift."
+)
+
+// mustFail reports whether a check's failure means a destination that must
+// stay closed was reachable.
+func mustFail(check string) bool {
+	switch check {
+	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil:
+		return true
+	}
+	return false
+}
+
+// maxTargetsPerCheck bounds the target label of one check on one node. Most
+// subjects come from the policy, but a few come from the sandbox itself (the
+// names of credential-looking environment variables): a hostile image must
+// not be able to blow up the series count. Past the bound, the check's
+// results on that node fold into one series with an empty target.
+const maxTargetsPerCheck = 64
+
+// maxLabelBytes clips a label value; subjects are host:port, paths and names.
+const maxLabelBytes = 128
+
+// Metrics turns runs into Prometheus series on a registry it is given. The
+// gauges describe the last run only and are replaced whole by Observe, so a
+// check that is no longer evaluated disappears, and a scrape never sees half
+// of one run and half of another.
+type Metrics struct {
+	mu          sync.Mutex
+	last        *runSeries // nil until the first run: no run, no verdict
+	lastSuccess time.Time
+
+	runs    *prometheus.CounterVec
+	skipped prometheus.Counter
+
+	up, checkSuccess, egressOpen, egressUnreachable, drift,
+	scanned, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
+}
+
+// NewMetrics creates sandprobe's collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRuns,
+			Help: "Runs finished, by result: pass (conformant), fail (not conformant), error (could not run).",
+		}, []string{"result"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricRunsSkipped,
+			Help: "Scheduled runs skipped because the previous run was still going.",
+		}),
+		up: prometheus.NewDesc(MetricUp,
+			"1 when the last run could check the sandboxes (exit 0 or 1), 0 when it could not (exit 3).", nil, nil),
+		checkSuccess: prometheus.NewDesc(MetricCheckSuccess,
+			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node where the probe ran.",
+			[]string{"check", "target", "node"}, nil),
+		egressOpen: prometheus.NewDesc(MetricEgressUnexpectedOpen,
+			"Destinations that must fail (hosts, IPs, the metadata address, around the proxy, DNS names) but answered in the last run, per probe location.",
+			[]string{"node"}, nil),
+		egressUnreachable: prometheus.NewDesc(MetricEgressAllowedUnreachable,
+			"Allowed egress destinations that did not answer in the last run, per probe location.",
+			[]string{"node"}, nil),
+		drift: prometheus.NewDesc(MetricDriftFindings,
+			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
+			[]string{"rule", "namespace"}, nil),
+		scanned: prometheus.NewDesc(MetricSandboxesScanned,
+			"Live sandboxes compared with the policy in the last run.", nil, nil),
+		duration: prometheus.NewDesc(MetricRunDuration,
+			"How long the last run took, per phase (probe, drift) and in total.", []string{"phase"}, nil),
+		lastRun: prometheus.NewDesc(MetricLastRun,
+			"Unix time the last run finished, whatever its result.", nil, nil),
+		lastSuccessDesc: prometheus.NewDesc(MetricLastSuccess,
+			"Unix time the last run that could check (exit 0 or 1) finished.", nil, nil),
+		info: prometheus.NewDesc(MetricInfo,
+			"The version of sandprobe and the policy it checks; always 1.", []string{"version", "policy"}, nil),
+	}
+	// Every result exists from the start so rate() and increase() see the first run.
+	for _, r := range []string{"pass", "fail", "error"} {
+		m.runs.WithLabelValues(r)
+	}
+	if err := reg.Register(m); err != nil {
+		return nil, fmt.Errorf("register sandprobe metrics: %w", err)
+	}
+	return m, nil
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.egressOpen, m.egressUnreachable, m.drift,
+		m.scanned, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
+		ch <- d
+	}
+	m.runs.Describe(ch)
+	m.skipped.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runs.Collect(ch)
+	m.skipped.Collect(ch)
+	if !m.lastSuccess.IsZero() {
+		ch <- prometheus.MustNewConstMetric(m.lastSuccessDesc, prometheus.GaugeValue, unixSeconds(m.lastSuccess))
+	}
+	s := m.last
+	if s == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(m.up, s.up)
+	gauge(m.scanned, s.scanned)
+	gauge(m.lastRun, s.lastRun)
+	gauge(m.info, 1, s.version, s.policy)
+	for _, x := range s.checks {
+		gauge(m.checkSuccess, x.value, x.labels...)
+	}
+	for _, x := range s.egressOpen {
+		gauge(m.egressOpen, x.value, x.labels...)
+	}
+	for _, x := range s.egressUnreachable {
+		gauge(m.egressUnreachable, x.value, x.labels...)
+	}
+	for _, x := range s.drift {
+		gauge(m.drift, x.value, x.labels...)
+	}
+	for _, x := range s.phases {
+		gauge(m.duration, x.value, x.labels...)
+	}
+}
+
+// Observe replaces the gauges with what run found and counts the run. now
+// is when the run finished.
+func (m *Metrics) Observe(run Run, now time.Time) {
+	s := seriesFor(run, now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last = s
+	if s.up == 1 {
+		m.lastSuccess = now
+	}
+	m.runs.WithLabelValues(run.Result()).Inc()
+}
+
+// RememberSuccess carries the time of an earlier successful run into a
+// process that has not had one yet: a CronJob that fails must still report
+// when the probe last worked, or the series would vanish from its metrics
+// file or Pushgateway group exactly when it matters.
+func (m *Metrics) RememberSuccess(t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t.After(m.lastSuccess) {
+		m.lastSuccess = t
+	}
+}
+
+// SkippedRun counts a scheduled run that did not start because the previous
+// one was still going.
+func (m *Metrics) SkippedRun() { m.skipped.Inc() }
+
+// runSeries is one run rendered as label values and numbers, computed once
+// and swapped in whole.
+type runSeries struct {
+	up, scanned, lastRun                                 float64
+	version, policy                                      string
+	checks, egressOpen, egressUnreachable, drift, phases []labelled
+}
+
+type labelled struct {
+	labels []string
+	value  float64
+}
+
+// seriesFor computes every gauge of a run. It is a pure function of the run.
+func seriesFor(run Run, now time.Time) *runSeries {
+	s := &runSeries{
+		scanned: float64(run.Scanned),
+		lastRun: unixSeconds(now),
+		version: labelValue(run.Version),
+		policy:  labelValue(run.Policy),
+	}
+	if code := run.ExitCode(); code == ExitOK || code == ExitNonConformant {
+		s.up = 1
+	}
+
+	type checkKey struct{ check, target, node string }
+	type checkNode struct{ check, node string }
+	checks := map[checkKey]float64{}
+	targets := map[checkNode]map[string]bool{}
+	open, unreachable := map[string]float64{}, map[string]float64{}
+	drift := map[[2]string]float64{}
+
+	for _, f := range run.Findings {
+		if strings.HasPrefix(f.Check, driftPrefix) {
+			// Drift names pods; only rule and namespace are bounded enough for labels.
+			k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
+			drift[k] += 0
+			if f.Status == Fail || f.Status == Inconclusive {
+				drift[k]++
+			}
+			continue
+		}
+		node := labelValue(NodeLabel(f.Target))
+		if Area(f.Check) == "egress" {
+			open[node] += 0
+			unreachable[node] += 0
+			if UnexpectedlyOpen(f) {
+				open[node]++
+			}
+			if f.Check == CheckEgressAllowed && f.Status == Fail {
+				unreachable[node]++
+			}
+		}
+		if f.Status == Skip {
+			continue // not applicable: nothing was evaluated
+		}
+		v := 0.0
+		if f.Status == Pass {
+			v = 1
+		}
+		cn := checkNode{labelValue(f.Check), node}
+		if targets[cn] == nil {
+			targets[cn] = map[string]bool{}
+		}
+		targets[cn][labelValue(f.Subject)] = true
+		k := checkKey{cn.check, labelValue(f.Subject), node}
+		if old, ok := checks[k]; !ok || v < old {
+			checks[k] = v // one failing subject makes the series fail
+		}
+	}
+	// Fold the checks whose subjects came out unbounded into one series each.
+	bounded := make(map[checkKey]float64, len(checks))
+	for k, v := range checks {
+		if len(targets[checkNode{k.check, k.node}]) > maxTargetsPerCheck {
+			k.target = ""
+		}
+		if old, ok := bounded[k]; !ok || v < old {
+			bounded[k] = v
+		}
+	}
+	for k, v := range bounded {
+		s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node}, v})
+	}
+	for node, v := range open {
+		s.egressOpen = append(s.egressOpen, labelled{[]string{node}, v})
+	}
+	for node, v := range unreachable {
+		s.egressUnreachable = append(s.egressUnreachable, labelled{[]string{node}, v})
+	}
+	for k, v := range drift {
+		s.drift = append(s.drift, labelled{[]string{k[0], k[1]}, v})
+	}
+	for phase, secs := range run.Phases {
+		if phase != "total" {
+			s.phases = append(s.phases, labelled{[]string{labelValue(phase)}, secs})
+		}
+	}
+	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
+	return s // unsorted: the registry sorts what it gathers
+}
+
+// UnexpectedlyOpen reports whether a finding is a must-fail destination that
+// got through: a failed must-fail, metadata or proxy-bypass attempt whose
+// class is "answered", or a failed DNS exfiltration check (the name resolved,
+// whatever class it carries). A must-fail target that failed only because it
+// failed differently than pinned (refused instead of timeout) is still
+// closed and does not count.
+func UnexpectedlyOpen(f Finding) bool {
+	if f.Status != Fail || !mustFail(f.Check) {
+		return false
+	}
+	return f.Class == ClassAnswered || f.Check == CheckDNSExfil
+}
+
+// NodeLabel is the value of the node label for a finding's target: the node
+// name for "node/NAME", the whole target otherwise ("local/sandbox",
+// "image/REF", or the backend for a probe that never reported).
+func NodeLabel(target string) string {
+	if n, ok := strings.CutPrefix(target, "node/"); ok {
+		return n
+	}
+	return target
+}
+
+// labelValue makes a label value safe: valid UTF-8 (an exposition with
+// anything else is rejected whole) and short.
+func labelValue(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxLabelBytes {
+		return s
+	}
+	cut := maxLabelBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
