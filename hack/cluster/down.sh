@@ -57,6 +57,13 @@ rmdir_cgroup() {
   [[ ! -d $1 ]] || log "warning: could not remove cgroup $1"
 }
 
+# containerd 1.6 puts its shims' sockets in a fixed directory shared with any
+# other containerd (/run/containerd/s); each task's bundle records its shim's
+# address, so collect ours now and remove them once the shims are dead.
+# (The files have no trailing newline; sed reads each as its own line.)
+mapfile -t shim_sockets < <(sed -n 's|^unix://||p' \
+  "$CONTAINERD_STATE"/io.containerd.runtime.v2.task/*/*/address 2>/dev/null | sort -u)
+
 mapfile -t cg_roots < <(cgroup_roots)
 for root in "${cg_roots[@]}"; do
   kill_cgroup "$root/kubepods"
@@ -89,6 +96,8 @@ for m in "${netns_list[@]}" "${mounts[@]}"; do
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "warning: could not unmount $m"
 done
 for ns in "${netns_list[@]}"; do [[ -n $ns ]] && rm -f "$ns"; done
+
+for sock in "${shim_sockets[@]}"; do [[ -n $sock && -S $sock ]] && rm -f "$sock"; done
 
 # ---- 4. cgroups -----------------------------------------------------------------------------
 for root in "${cg_roots[@]}"; do

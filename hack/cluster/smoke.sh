@@ -30,7 +30,8 @@ t=$(now_ns)
 "$cluster_lib_dir/up.sh" >/dev/null
 results+=("$(printf '%-34s %6d ms' "up.sh" "$(ms_since "$t")")")
 
-"$cluster_lib_dir/check-isolation.sh"
+# From a netns on the bridge and from real runc and gVisor pods.
+"$cluster_lib_dir/check-isolation.sh" --pods
 
 # check EXPR JSON: jq boolean assertion on the probe's report.
 fails=0
