@@ -33,6 +33,42 @@ results+=("$(printf '%-34s %6d ms' "up.sh" "$(ms_since "$t")")")
 # From a netns on the bridge and from real runc and gVisor pods.
 "$cluster_lib_dir/check-isolation.sh" --pods
 
+# ValidatingAdmissionPolicy is enforced: a policy denying one ConfigMap name.
+# Policies take effect asynchronously (about a second), hence the retries.
+t=$(now_ns)
+kc apply -f - >/dev/null <<'EOF'
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: smoke-deny-configmap}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: "object.metadata.name != 'smoke-forbidden'"
+    message: "smoke: this ConfigMap name is forbidden"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: smoke-deny-configmap}
+spec:
+  policyName: smoke-deny-configmap
+  validationActions: [Deny]
+EOF
+vap_denies() {
+  local out
+  if out="$(kc create configmap smoke-forbidden 2>&1)"; then
+    kc delete configmap smoke-forbidden >/dev/null
+    return 1
+  fi
+  [[ $out == *"denied request: smoke: this ConfigMap name is forbidden"* ]]
+}
+wait_for "ValidatingAdmissionPolicy to deny" 30 vap_denies || die "ValidatingAdmissionPolicy not enforced"
+kc delete validatingadmissionpolicybinding,validatingadmissionpolicy smoke-deny-configmap >/dev/null
+results+=("$(printf '%-34s %6d ms' "ValidatingAdmissionPolicy denies" "$(ms_since "$t")")")
+log "ValidatingAdmissionPolicy enforced"
+
 # check EXPR JSON: jq boolean assertion on the probe's report.
 fails=0
 check() {

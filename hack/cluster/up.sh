@@ -466,10 +466,15 @@ wait_for "default ServiceAccount" 60 kc get serviceaccount default -n default \
   || die "no default ServiceAccount; see $LOGS/kube-controller-manager.log"
 mark "default ServiceAccount" "$t"
 
-# ValidatingAdmissionPolicy must be served at v1 (GA since 1.30).
-kc api-resources --api-group admissionregistration.k8s.io -o name 2>/dev/null \
-  | grep -qx validatingadmissionpolicies.admissionregistration.k8s.io \
-  || die "ValidatingAdmissionPolicy API is not served"
+# ValidatingAdmissionPolicy must be served at v1 (GA since 1.30, on by
+# default). Asked directly rather than through discovery (no client cache, and
+# no `| grep -q` that could SIGPIPE kubectl under pipefail).
+vap_served() {
+  local out
+  out="$(kc get --raw /apis/admissionregistration.k8s.io/v1)" || return 1
+  [[ $out == *'"name":"validatingadmissionpolicies"'* ]]
+}
+wait_for "ValidatingAdmissionPolicy API" 30 vap_served || die "ValidatingAdmissionPolicy API is not served"
 
 log "cluster up in $(ms_since "$t_start") ms"
 printf '  %s\n' "${timings[@]}" >&2
