@@ -79,9 +79,9 @@ our_netns() {
   local ns
   for ns in /run/netns/cni-*; do
     [[ -e $ns ]] || continue
-    # Ours if its eth0 sits in our pod CIDR, or if the pod network is gone
-    # and nothing uses it any more (a leftover of our own kill above).
-    if ip -n "$(basename "$ns")" -4 -o addr show 2>/dev/null | grep -q " ${POD_CIDR%.*}\."; then
+    # Ours if it holds an address in our pod CIDR (only our CNI config hands
+    # those out).
+    if [[ "$(ip -n "$(basename "$ns")" -4 -o addr show 2>/dev/null)" == *" ${POD_CIDR%.*}."* ]]; then
       echo "$ns"
     fi
   done
@@ -127,16 +127,16 @@ if command -v nft >/dev/null && nft list table inet "$NFT_TABLE" &>/dev/null; th
 fi
 
 # ---- 6. sysctls and files -------------------------------------------------------------------------
-if [[ -f $CLUSTER_DIR/sysctl.orig ]]; then
+if [[ -f $DATA_DIR/sysctl.orig ]]; then
   while IFS='=' read -r key val; do
     [[ -n $key ]] && sysctl -qw "$key=$val" || true
-  done < "$CLUSTER_DIR/sysctl.orig"
+  done < "$DATA_DIR/sysctl.orig"
 fi
 # The kubelet's fixed symlink directory: drop our links, and the directory
 # itself if the kubelet created it.
 if [[ -d $KUBELET_CONTAINER_LOGS_DIR ]]; then
   find "$KUBELET_CONTAINER_LOGS_DIR" -maxdepth 1 -type l -lname "$POD_LOGS_DIR/*" -delete
-  if [[ -d $CLUSTER_DIR && ! -f $CLUSTER_DIR/varlog-containers-existed ]]; then
+  if [[ -d $DATA_DIR && ! -f $DATA_DIR/varlog-containers-existed ]]; then
     rmdir "$KUBELET_CONTAINER_LOGS_DIR" 2>/dev/null || true
   fi
 fi

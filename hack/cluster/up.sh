@@ -20,7 +20,8 @@ mark() { timings+=("$(printf '%-28s %6d ms' "$1" "$(ms_since "$2")")"); }
 
 # ---- 0. leftovers ---------------------------------------------------------------
 if [[ -e $CLUSTER_DIR || -e $DATA_DIR ]] || ip link show "$BRIDGE" &>/dev/null \
-  || ip link show "$NODE_IF" &>/dev/null; then
+  || ip link show "$NODE_IF" &>/dev/null || [[ -n "$(ip rule show pref "$IP_RULE_PREF")" ]] \
+  || { command -v nft >/dev/null && nft list table inet "$NFT_TABLE" &>/dev/null; }; then
   log "a previous cluster is (partly) present; running down.sh first"
   "$cluster_lib_dir/down.sh"
 fi
@@ -93,11 +94,12 @@ echo "$PROBE_BIN" > "$CLUSTER_DIR/probe-bin"
 
 # ---- 2. host network and isolation --------------------------------------------------
 t=$(now_ns)
-# Remember the sysctls that the kubelet and the CNI bridge plugin change.
+# Remember the sysctls that the kubelet and the CNI bridge plugin change (in
+# the data dir: it survives a wipe of /run without a reboot).
 for s in "${SAVED_SYSCTLS[@]}"; do
   echo "$s=$(sysctl -n "$s")"
-done > "$CLUSTER_DIR/sysctl.orig"
-[[ -d $KUBELET_CONTAINER_LOGS_DIR ]] && touch "$CLUSTER_DIR/varlog-containers-existed"
+done > "$DATA_DIR/sysctl.orig"
+if [[ -d $KUBELET_CONTAINER_LOGS_DIR ]]; then touch "$DATA_DIR/varlog-containers-existed"; fi
 
 # The node address sits on one end of a veth pair that stays in the host
 # namespace (this kernel has no dummy driver: `ip link add ... type dummy`
@@ -442,6 +444,10 @@ node_ready() {
   [[ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
 }
 wait_for "node $NODE_NAME Ready" 120 node_ready || die "node not Ready; see $LOGS/kubelet.log"
+# The kubelet only logs unknown config fields and carries on without them.
+if grep -q 'Using lenient decoding' "$LOGS/kubelet.log"; then
+  die "kubelet.yaml has fields the kubelet does not know: $(grep 'Using lenient decoding' "$LOGS/kubelet.log" | head -1)"
+fi
 mark "node Ready" "$t"
 
 # ---- 7. cluster objects --------------------------------------------------------------------
