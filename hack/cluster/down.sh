@@ -47,7 +47,7 @@ kill_cgroup() {
     for pid in $procs; do kill -KILL "$pid" 2>/dev/null || true; done
     sleep 0.1
   done
-  log "warning: processes left in $dir: $(echo $procs)"
+  log "warning: processes left in $dir: ${procs//$'\n'/ }"
 }
 
 # rmdir_cgroup DIR: remove a cgroup directory tree, deepest first.
@@ -129,7 +129,7 @@ fi
 # ---- 6. sysctls and files -------------------------------------------------------------------------
 if [[ -f $DATA_DIR/sysctl.orig ]]; then
   while IFS='=' read -r key val; do
-    [[ -n $key ]] && sysctl -qw "$key=$val" || true
+    if [[ -n $key ]]; then sysctl -qw "$key=$val" || true; fi
   done < "$DATA_DIR/sysctl.orig"
 fi
 # The kubelet's fixed symlink directory: drop our links, and the directory

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # settings used by the scripts that source this
 # Shared settings and helpers for hack/cluster/*.sh. Source it; don't run it.
 #
 # Everything the test cluster touches on the machine is named here, so that
@@ -117,6 +118,7 @@ start_bg() {
   # The subshell moves itself into the cgroup, then execs the component, so
   # the component and all its children (shims, containers' runtimes) are
   # accounted there.
+  # shellcheck disable=SC2016 # $$ and $@ are for the inner shell
   setsid bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$cg" "$@" \
     </dev/null >>"$LOGS/$name.log" 2>&1 &
   echo $! > "$PIDS/$name.pid"

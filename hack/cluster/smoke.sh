@@ -132,9 +132,12 @@ EOF
     # gVisor answers uname with its own kernel, not the host's.
     check ".uname_release != \"$(uname -r)\"" "$logs"
   fi
-  [[ "$(jq -c . <<<"$msg")" == "$(jq -c . <<<"$logs")" ]] \
-    && printf '  ok    termination message == stdout\n' \
-    || { printf '  FAIL  termination message differs from stdout: %s\n' "$msg"; fails=$((fails + 1)); }
+  if [[ "$(jq -c . <<<"$msg")" == "$(jq -c . <<<"$logs")" ]]; then
+    printf '  ok    termination message == stdout\n'
+  else
+    printf '  FAIL  termination message differs from stdout: %s\n' "$msg"
+    fails=$((fails + 1))
+  fi
   kc delete pod "$name" --wait=false >/dev/null
 done
 
