@@ -24,7 +24,7 @@ func ExitProblem(target string, code int, stderr string) error {
 		return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: fmt.Sprintf("the probe died of signal %d%s", code-128, tail)}
 	case GoCrash(stderr):
 		return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: "the probe panicked" + tail}
-	case code == report.ExitBadInput:
+	case code == report.ExitBadInput && strings.TrimSpace(stderr) != "":
 		return &CouldNotRun{Target: target, Reason: ReasonBadPolicy, Detail: "the probe rejected its input" + tail}
 	}
 	return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: fmt.Sprintf("the probe exited %d%s", code, tail)}

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -193,7 +192,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		b.Logger.Debug("local probe finished", "target", target, "took", took, "err", runErr, "stderr", stderr.String())
 	}
 
-	errTail := tail(stderr.String())
+	errTail := runner.StderrTail(stderr.String())
 	if runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, errTail)}
 	}
@@ -207,19 +206,14 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
 		}
 		ws, _ := ee.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled():
+		if ws.Signaled() {
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
-		case ee.ExitCode() == 125:
+		}
+		if ee.ExitCode() == 125 { // sandbox-init's own failure code
 			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
-		case ee.ExitCode() > 128:
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe died of signal %d%s", ee.ExitCode()-128, errTail)}
-		case goCrash(stderr.String()):
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: "the probe panicked" + errTail}
-		case ee.ExitCode() == report.ExitBadInput:
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonBadPolicy, Detail: "the probe rejected its input" + errTail}
-		case ee.ExitCode() != report.ExitNonConformant && ee.ExitCode() != report.ExitCouldNotRun:
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe exited %d%s", ee.ExitCode(), errTail)}
+		}
+		if err := runner.ExitProblem(target, ee.ExitCode(), stderr.String()); err != nil {
+			return nil, err
 		}
 		code = ee.ExitCode()
 	}
@@ -235,22 +229,6 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	}
 	res.Target = target
 	return []report.ProbeResult{res}, nil
-}
-
-// goCrash recognises a Go runtime crash, which also exits 2 like bad input.
-func goCrash(stderr string) bool {
-	return strings.Contains(stderr, "panic: ") || strings.Contains(stderr, "fatal error: ") || strings.Contains(stderr, "goroutine 1 [")
-}
-
-func tail(s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return ""
-	}
-	if len(s) > 600 {
-		s = "…" + s[len(s)-600:]
-	}
-	return "; stderr: " + strings.Join(strings.Fields(s), " ")
 }
 
 // limitedBuffer keeps at most max bytes and remembers that it overflowed.
