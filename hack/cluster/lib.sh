@@ -59,6 +59,8 @@ SERVICE_IP=10.96.0.1
 # routed destination pods may reach besides the node itself.
 LAB_CIDR4="${SANDPROBE_LAB_CIDR4:-10.99.0.0/16}"
 LAB_CIDR6="${SANDPROBE_LAB_CIDR6:-fd99::/48}"
+# The lab's resolver: the only DNS server pods are given.
+CLUSTER_DNS="${SANDPROBE_CLUSTER_DNS:-10.99.53.53}"
 NFT_TABLE=sandprobe_cluster                # nft table inet sandprobe_cluster
 IP_RULE_PREF=10990                         # ip rules pref 10990 and 10991
 

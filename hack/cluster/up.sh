@@ -417,9 +417,11 @@ containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
-# No DNS inside pods: an empty resolvConf gives them no nameserver, so they
-# never send queries to the host's (real-network) resolver.
+# Pods never see the host's (real-network) resolver: an empty resolvConf. Their
+# only nameserver is the lab's resolver (reachable once \`lab attach-cluster\`
+# links the pod network to the lab; until then the address is unroutable).
 resolvConf: ""
+clusterDNS: [$CLUSTER_DNS]
 clusterDomain: cluster.local
 podLogsDir: $POD_LOGS_DIR
 # Imported images cannot be pulled again: never garbage-collect them.

@@ -33,6 +33,17 @@ LAB_LINKS=(
 IF_ROUTER_SANDBOX=sp-r-sbx      # sandbox-facing interface in sp-router
 IF_SANDBOX=sp-sbx0              # the sandbox's only interface
 
+# `lab attach-cluster`: a second sandbox-facing link, from the root namespace
+# (where a test cluster's pod bridge lives) into sp-router. Pod traffic is
+# masqueraded onto ATTACH_HOST_IP4 on the way in, so the lab sees one more
+# sandbox address inside 10.99/16 and every rule applies to pods unchanged.
+IF_ROUTER_CLUSTER=sp-r-k8s      # in sp-router
+IF_HOST_CLUSTER=sp-k8s          # in the root namespace
+ATTACH_ROUTER_IP4=10.99.250.1
+ATTACH_HOST_IP4=10.99.250.2
+ATTACH_PREFIX=30
+ATTACH_NFT_TABLE="inet sp_lab_attach"   # in the root namespace
+
 ROUTER_SANDBOX_IP4=10.99.1.1
 ROUTER_SANDBOX_IP6=fd99:0:0:1::1
 SANDBOX_IP4=10.99.1.2
