@@ -11,12 +11,10 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -320,7 +318,7 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 	if err := runner.ExitProblem(a.target, st.ExitCode, stderr.String()); err != nil {
 		return res, err
 	}
-	if stdout.overflow {
+	if stdout.Overflow {
 		return res, a.cannot(runner.ReasonGarbled, "the probe printed more than %d bytes", maxStdout)
 	}
 	res, err = runner.ParseResult(a.target, stdout.Bytes(), nonce)
@@ -387,13 +385,13 @@ func (b *Backend) waitExit(ctx context.Context, id, rt string, wait client.Conta
 	}
 }
 
-func (b *Backend) logs(ctx context.Context, id string) (*limitedBuffer, *limitedBuffer, error) {
+func (b *Backend) logs(ctx context.Context, id string) (*runner.LimitedBuffer, *runner.LimitedBuffer, error) {
 	rc, err := b.Client.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rc.Close()
-	stdout, stderr := &limitedBuffer{max: maxStdout}, &limitedBuffer{max: maxStderr}
+	stdout, stderr := &runner.LimitedBuffer{Max: maxStdout}, &runner.LimitedBuffer{Max: maxStderr}
 	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil {
 		return nil, nil, fmt.Errorf("demultiplex: %w", err)
 	}
@@ -475,26 +473,5 @@ func shortNonce(n string) string {
 	return n
 }
 
-// limitedBuffer keeps at most max bytes and remembers that it overflowed.
-type limitedBuffer struct {
-	bytes.Buffer
-	max      int
-	overflow bool
-}
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	room := l.max - l.Len()
-	if len(p) > room {
-		l.overflow = true
-		if room > 0 {
-			l.Buffer.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return l.Buffer.Write(p)
-}
-
-var (
-	_ io.Writer      = (*limitedBuffer)(nil)
-	_ runner.Backend = (*Backend)(nil)
-)
+var _ runner.Backend = (*Backend)(nil)

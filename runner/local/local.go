@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -172,8 +171,8 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	runCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = maxOutput, 64<<10
+	var stdout, stderr runner.LimitedBuffer
+	stdout.Max, stderr.Max = maxOutput, 64<<10
 	cmd := exec.CommandContext(runCtx, bin, InitCommand)
 	cmd.Stdin = bytes.NewReader(spec.PolicyBytes)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -217,7 +216,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		}
 		code = ee.ExitCode()
 	}
-	if stdout.overflow {
+	if stdout.Overflow {
 		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxOutput)}
 	}
 	res, err := runner.ParseResult(target, stdout.Bytes(), spec.Nonce)
@@ -231,23 +230,4 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	return []report.ProbeResult{res}, nil
 }
 
-// limitedBuffer keeps at most max bytes and remembers that it overflowed.
-type limitedBuffer struct {
-	bytes.Buffer
-	max      int
-	overflow bool
-}
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	room := l.max - l.Len()
-	if len(p) > room {
-		l.overflow = true
-		if room > 0 {
-			l.Buffer.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return l.Buffer.Write(p)
-}
-
-var _ io.Writer = (*limitedBuffer)(nil)
