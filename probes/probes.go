@@ -39,6 +39,8 @@ type Env struct {
 	// verify-image so the probe can start it under the same constraints.
 	ImageCommand        []string
 	ImageCommandTimeout time.Duration
+	// PodInfoDir is the pod's downward-API volume (Kubernetes runners only).
+	PodInfoDir string
 	// Runtime is what the probe sees of its isolation runtime; Run fills it.
 	Runtime *report.RuntimeEvidence
 }
@@ -138,6 +140,10 @@ func Catalogue() []Check {
 			Proves:  "the sandbox runs under the isolation its runtime class declares (gVisor's kernel, a VM) and, where the runner knows the node's kernel, not on the node's own kernel",
 			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Runtime.ClassNames) > 0 }},
+		{ID: "pod.labels", Run: checkPodLabels,
+			Proves: "the probe pod carries the sandbox selector's labels (read back through the downward API), so the network policies that select sandboxes select it too",
+			Fix:    "give the probe pod (and every sandbox) the selector's labels: spec.selector.matchLabels",
+			Needs:  func(e *Env) bool { return e.PodInfoDir != "" }},
 		{ID: "image.entrypoint", Run: checkImageEntrypoint, Late: true,
 			Proves: "the image's own entrypoint and command start under the sandbox's constraints and do not fail within a short grace period",
 			Fix:    "make the entrypoint write only under the declared writable paths, as the declared uid, without capabilities",

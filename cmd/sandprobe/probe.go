@@ -18,7 +18,7 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	fs := a.flagSet("probe", "--policy FILE [--nonce N]")
 	var (
 		policyPath, nonce, only, termLog, out string
-		runtimeClass, imageCommand            string
+		runtimeClass, imageCommand, podInfo   string
 		imageCommandTimeout                   time.Duration
 		noNetwork                             bool
 		lf                                    logFlags
@@ -29,6 +29,7 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
 	fs.StringVar(&termLog, "termination-log", "", "also write a compact result here (default "+defaultTerminationLog+" when it exists)")
 	fs.StringVar(&out, "o", "json", "output on stdout: json or text")
+	fs.StringVar(&podInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
 	fs.StringVar(&runtimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
 	fs.StringVar(&imageCommand, "image-command", "", "the image's entrypoint and command as a JSON array: image.entrypoint starts it under the sandbox's constraints")
 	fs.DurationVar(&imageCommandTimeout, "image-command-timeout", probes.DefaultImageCommandTimeout, "how long the image's command runs before it counts as started")
@@ -44,7 +45,7 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 	if !ok {
 		return report.ExitBadInput
 	}
-	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ(), RuntimeClass: runtimeClass, ImageCommandTimeout: imageCommandTimeout}
+	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ(), RuntimeClass: runtimeClass, PodInfoDir: podInfo, ImageCommandTimeout: imageCommandTimeout}
 	if imageCommand != "" {
 		if err := json.Unmarshal([]byte(imageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
 			fmt.Fprintf(a.stderr, "sandprobe probe: --image-command: want a non-empty JSON array of strings, got %q\n", imageCommand)

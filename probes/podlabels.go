@@ -1,0 +1,70 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// checkPodLabels reads the pod's own labels from its downward-API volume and
+// proves the probe pod carries the sandbox selector's labels: a probe pod
+// that does not look like a sandbox to the network policies proves nothing
+// about them.
+func checkPodLabels(_ context.Context, env *Env) []report.Finding {
+	path := filepath.Join(env.PodInfoDir, "labels")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return []report.Finding{errorf("", "read the pod's labels from %s: %s", path, errnoName(err))}
+	}
+	have, err := parseDownwardLabels(string(raw))
+	if err != nil {
+		return []report.Finding{errorf("", "parse %s: %v", path, err)}
+	}
+	want := env.Policy.Spec.Selector.MatchLabels
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []report.Finding
+	for _, k := range keys {
+		exp := fmt.Sprintf("%s=%q", k, want[k])
+		v, ok := have[k]
+		switch {
+		case !ok:
+			out = append(out, fail(k, exp, "label missing: no network policy keyed on it selects this pod", "downward API "+path))
+		case v != want[k]:
+			out = append(out, fail(k, exp, fmt.Sprintf("%s=%q", k, v), "downward API "+path))
+		default:
+			out = append(out, pass(k, exp, exp, "downward API "+path))
+		}
+	}
+	return out
+}
+
+// parseDownwardLabels reads the downward API's `key="value"` lines.
+func parseDownwardLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("line %q is not key=\"value\"", line)
+		}
+		uq, err := strconv.Unquote(v)
+		if err != nil {
+			return nil, fmt.Errorf("line %q: value is not quoted: %w", line, err)
+		}
+		out[k] = uq
+	}
+	return out, nil
+}
