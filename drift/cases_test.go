@@ -144,6 +144,7 @@ func podCases() []podCase {
 		{"runtime-class-unset", []string{drift.PodRuntimeClass}, "", func(p *corev1.Pod) { p.Spec.RuntimeClassName = nil }},
 		{"sa-token", []string{drift.PodSAToken}, "", func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }},
 		{"sa-token-volume", []string{drift.PodSAToken}, "", func(p *corev1.Pod) {
+			p.Spec.ServiceAccountName = "agent" // the API requires one for a token projection
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}},
 			}}})

@@ -253,11 +253,16 @@ func (c *Collector) Summary(p *policy.Policy) {
 		if !c.checked[r.Kind()] || c.failed[r.ID] > 0 || !ruleApplies(p, r.ID) {
 			continue
 		}
-		out = append(out, report.Finding{
+		f := report.Finding{
 			Check: r.ID, Target: SummaryTarget, Status: report.Pass,
 			Actual:   fmt.Sprintf("no drift in %d sandboxes", c.Scanned),
 			Evidence: r.Proves,
-		})
+		}
+		if c.Scanned == 0 {
+			// Nothing was there to prove anything about: say so, not "pass".
+			f.Status, f.Actual = report.Skip, "no sandbox found"
+		}
+		out = append(out, f)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Check < out[j].Check })
 	c.Findings = append(c.Findings, out...)
