@@ -177,9 +177,7 @@ func Rules() []Rule {
 }
 
 // Target names for findings.
-func podTarget(ns, name string) string     { return "pod/" + ns + "/" + name }
-func sandboxTarget(ns, name string) string { return "sandbox/" + ns + "/" + name }
-func containerTarget(name string) string   { return "container/" + name }
+func containerTarget(name string) string { return "container/" + name }
 
 // SummaryTarget is the target of the passing summary findings: one per rule
 // that found no drift, so JUnit stays one suite however many objects pass.

@@ -9,6 +9,17 @@ echo "== probe: non-network checks in a local sandbox (goal: checks ≤ 50 ms) =
 go test ./runner/local -run '^$' -bench BenchmarkLocalProbe -benchtime 30x | grep -E '^Benchmark' || exit 1
 
 echo
+echo "== drift: the offline rule engine (goal ≥ 100,000 pods/s), against protobuf decoding of the same pods =="
+go test ./drift -run '^$' -bench '^(BenchmarkEngine|BenchmarkDecodeProtobuf)$' -benchtime 5x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== drift: 10,000 pods + 500 NetworkPolicies in a real kube-apiserver (goals: ≤ 5 s, ≤ 150 MB peak RSS) =="
+# kube-apiserver and etcd come from \$KUBEBUILDER_ASSETS or hack/k8s/build.sh's cache.
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./drift -run '^TestBenchDriftLive$' -count=1 -timeout 20m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== binary size (goal ≤ 30 MB) =="
 size=$(stat -c %s bin/sandprobe)
 awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", s / 1048576 }'
