@@ -353,7 +353,9 @@ func proxyEnv(p *policy.Policy) []corev1.EnvVar {
 }
 
 // ProxyVariables are the proxy variables, in both spellings tools read.
-func ProxyVariables() []string { return []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} }
+func ProxyVariables() []string {
+	return []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"}
+}
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
