@@ -63,6 +63,17 @@ func TestDriftExitCodes(t *testing.T) {
 	}
 }
 
+// TestDriftDockerUnreachable: an engine that cannot be reached is exit 3,
+// one line on stderr.
+func TestDriftDockerUnreachable(t *testing.T) {
+	sock := "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", fx+"docker-policy.yaml", "--docker", "--docker-host", sock, "--timeout", "10s")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 3 || len(lines) != 1 || !strings.Contains(stderr, "no-docker.sock") || !strings.Contains(stdout, "COULD NOT CHECK") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
 func TestDriftNeedsASource(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
