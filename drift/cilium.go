@@ -106,9 +106,6 @@ func newCiliumIndex() *ciliumIndex {
 	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{}}
 }
 
-// CiliumPolicies is how many Cilium policies the engine holds.
-func (e *Engine) CiliumPolicies() int { return e.cil.count }
-
 // AddCiliumPolicy adds a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy.
 func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 	var cp ciliumPolicy

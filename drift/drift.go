@@ -266,9 +266,6 @@ func (c *Collector) Summary(p *policy.Policy) {
 	c.Findings = append(c.Findings, out...)
 }
 
-// Failed returns how many failing findings a rule produced.
-func (c *Collector) Failed(rule string) int { return c.failed[rule] }
-
 // ruleApplies says whether the policy asks for a rule at all (a rule the
 // policy does not ask for gets no passing summary line either).
 func ruleApplies(p *policy.Policy, id string) bool {

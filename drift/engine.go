@@ -92,9 +92,6 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 	return e, nil
 }
 
-// Policy is the policy the engine checks against.
-func (e *Engine) Policy() *policy.Policy { return e.p }
-
 // SetEgressKnown says whether the cluster's network policies were loaded;
 // without them the egress rules are not applied to pods.
 func (e *Engine) SetEgressKnown(known bool) { e.egressKnown = known }
@@ -102,19 +99,11 @@ func (e *Engine) SetEgressKnown(known bool) { e.egressKnown = known }
 // EgressKnown reports whether egress rules are applied.
 func (e *Engine) EgressKnown() bool { return e.egressKnown }
 
-// SandboxNamespace reports whether ns is a declared sandbox namespace.
-func (e *Engine) SandboxNamespace(ns string) bool { return e.sandboxNS[ns] }
-
 // IsSandbox says whether a pod is one the policy governs: it carries the
 // selector's labels, or it lives in a sandbox namespace (where a pod without
 // the labels is itself drift).
 func (e *Engine) IsSandbox(ns string, podLabels map[string]string) bool {
 	return e.sandboxNS[ns] || e.selector.Matches(labels.Set(podLabels))
-}
-
-// Selected reports whether labels carry the policy selector.
-func (e *Engine) Selected(podLabels map[string]string) bool {
-	return e.selector.Matches(labels.Set(podLabels))
 }
 
 // CheckPod applies every pod rule and, when the cluster's network policies
