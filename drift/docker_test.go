@@ -311,6 +311,13 @@ func TestDockerLive(t *testing.T) {
 	h.importImage(t)
 	h.ensureNetwork(t, testNetwork, true)
 	h.ensureNetwork(t, openNetwork, false)
+	// A network with a route out must not outlive the test (its containers
+	// are only created, and removed before this runs).
+	t.Cleanup(func() {
+		cmd := exec.Command(h.cli, "network", "rm", openNetwork)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+h.host)
+		_ = cmd.Run() // best effort: a concurrent run may still use it
+	})
 
 	runID := fmt.Sprintf("%d", time.Now().UnixNano())
 	env := &dockerEnv{runLabel: "sandprobe.dev/drift-run=" + runID}
