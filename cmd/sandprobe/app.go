@@ -39,6 +39,8 @@ func commands() []command {
 		{"validate", "check a policy file and print every problem with its YAML path", (*app).cmdValidate},
 		{"install", "copy this static binary to DEST (the probe pod's init container carries it into the sandbox image)", (*app).cmdInstall},
 		{"checks", "list the check catalogue: id, what it proves, how to fix it", (*app).cmdChecks},
+		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", (*app).cmdDrift},
+		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", (*app).cmdRender},
 	}
 }
 
