@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -25,6 +26,11 @@ func (a *app) cmdChecks(_ context.Context, args []string) int {
 		for _, c := range cat {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.ID, c.Area(), yesNo(c.Network), c.Proves)
 		}
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "DRIFT RULE\tKIND\t\tPROVES")
+		for _, r := range drift.Rules() {
+			fmt.Fprintf(tw, "%s\t%s\t\t%s\n", r.ID, r.Kind(), r.Proves)
+		}
 		tw.Flush()
 	case "json":
 		type entry struct {
@@ -34,6 +40,9 @@ func (a *app) cmdChecks(_ context.Context, args []string) int {
 		var list []entry
 		for _, c := range cat {
 			list = append(list, entry{c.ID, c.Area(), c.Proves, c.Fix, c.Network})
+		}
+		for _, r := range drift.Rules() {
+			list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
 		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -70,6 +79,9 @@ func writeChecksMarkdown(w io.Writer, cat []probes.Check) {
 		}
 		fmt.Fprintf(w, "- **Sends traffic:** %s\n\n", net)
 	}
+	fmt.Fprintln(w, "## drift")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "The %d drift rules that compare live pods, Sandbox objects, NetworkPolicies, Cilium policies and Docker containers with the policy from outside are listed in [drift.md](drift.md).\n", len(drift.Rules()))
 }
 
 func yesNo(b bool) string {
