@@ -20,6 +20,9 @@ declare -A want=(
   [debootstrap]=/usr/sbin/debootstrap
   [git]=/usr/bin/git
   [procps]=/usr/bin/pgrep
+  [jq]=/usr/bin/jq
+  [util-linux]=/usr/bin/findmnt
+  [iptables]=/usr/sbin/iptables
 )
 missing=()
 for pkg in "${!want[@]}"; do
