@@ -90,6 +90,7 @@ func runtimeAdmissionPolicy(p *policy.Policy) (*admissionv1.ValidatingAdmissionP
 						Operations: []admissionv1.OperationType{admissionv1.Create},
 						Rule: admissionv1.Rule{
 							APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+							Scope: ptr(admissionv1.AllScopes), // the API server's default, spelt out so a re-apply changes nothing
 						},
 					},
 				}},
