@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/render"
@@ -174,6 +175,137 @@ func TestSystemNamespacePods(t *testing.T) {
 				t.Fatalf("admitted, want refused with %q", c.refused)
 			case c.refused != "" && !strings.Contains(err.Error(), c.refused):
 				t.Fatalf("refused with %v, want %q", err, c.refused)
+			}
+		})
+	}
+}
+
+// asRunner is a client that acts as the runner's ServiceAccount (the test's
+// admin impersonates it), so RBAC and the admission policies see the
+// runner's own requests.
+func asRunner(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	appliedBase(t)
+	cfg := rest.CopyConfig(cluster.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceAccountUser, Groups: serviceAccountGroups}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRunnerScope proves manifests/runner-guard.yaml with requests made as
+// the runner: it creates and deletes only what belongs to a run, and its
+// probe pods get neither its ServiceAccount nor a Secret; the same requests
+// by anyone else are not its business.
+func TestRunnerScope(t *testing.T) {
+	admin := appliedBase(t)
+	runnerClient := asRunner(t)
+	ctx := context.Background()
+	p, _, err := policy.LoadFile("policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "sandprobe.dev/run"
+	probe := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		pod := render.ProbePod(p, render.ProbePodOptions{Namespace: ownNamespace, PolicyConfigMap: "sandprobe-run-r1", Nonce: "n", Labels: map[string]string{run: "r1"}})
+		pod.Name = ""
+		pod.GenerateName = "probe-"
+		if mutate != nil {
+			mutate(pod)
+		}
+		return pod
+	}
+	configMap := func(name string, labels map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Data: map[string]string{"policy.yaml": "x"}}
+	}
+	// Objects to delete, made by the admin.
+	for _, cm := range []*corev1.ConfigMap{configMap("sandprobe-run-old", map[string]string{run: "old"}), configMap("someone-elses", nil)} {
+		if _, err := admin.CoreV1().ConfigMaps(ownNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	// The guard takes effect a moment after it is stored.
+	eventually(t, 30*time.Second, func() error {
+		_, err := runnerClient.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("guard-ready", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return fmt.Errorf("the runner guard does not refuse yet")
+		}
+		return nil
+	})
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	dryDelete := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+	cases := []struct {
+		name    string
+		do      func(kubernetes.Interface) error
+		refused string // "" admitted; else what the refusal says
+	}{
+		{name: "probe-pod", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(nil), dry)
+			return err
+		}},
+		{name: "pod-without-run-label", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) { delete(p.Labels, run) }), dry)
+			return err
+		}},
+		{name: "pod-as-the-runner-service-account", refused: "default ServiceAccount", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) { p.Spec.ServiceAccountName = "sandprobe" }), dry)
+			return err
+		}},
+		{name: "pod-mounting-a-secret", refused: "without Secrets", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "any"}}})
+			}), dry)
+			return err
+		}},
+		{name: "pod-projecting-a-secret", refused: "without Secrets", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "any"}}}}}}})
+			}), dry)
+			return err
+		}},
+		{name: "pod-in-another-namespace", refused: "forbidden", do: func(c kubernetes.Interface) error {
+			pod := probe(nil)
+			pod.Namespace = "default"
+			_, err := c.CoreV1().Pods("default").Create(ctx, pod, dry)
+			return err
+		}},
+		{name: "run-configmap", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("sandprobe-run-r1", map[string]string{run: "r1"}), dry)
+			return err
+		}},
+		{name: "configmap-without-run-label", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("sandprobe-policy-2", nil), dry)
+			return err
+		}},
+		{name: "delete-a-leftover-run-configmap", do: func(c kubernetes.Interface) error {
+			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "sandprobe-run-old", dryDelete)
+		}},
+		{name: "delete-the-policy-configmap", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
+			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "sandprobe-policy", dryDelete)
+		}},
+		{name: "delete-someone-elses-configmap", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
+			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "someone-elses", dryDelete)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.do(runnerClient)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("refused, want admitted: %v", err)
+			case c.refused != "" && err == nil:
+				t.Fatalf("admitted, want refused with %q", c.refused)
+			case c.refused != "" && !strings.Contains(err.Error(), c.refused):
+				t.Fatalf("refused with %v, want %q", err, c.refused)
+			}
+			// The guard is about the runner only: the admin may.
+			if c.refused != "" && c.refused != "forbidden" && !strings.HasPrefix(c.name, "delete") {
+				if err := c.do(admin); err != nil {
+					t.Errorf("the admin was refused too: %v", err)
+				}
 			}
 		})
 	}

@@ -166,6 +166,7 @@ func TestApplyBase(t *testing.T) {
 		"clusterrolebinding.rbac.authorization.k8s.io/sandprobe-reader", "configmap/sandprobe-policy",
 		"cronjob.batch/sandprobe", "validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
+		"validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-runner-scope",
 		"prometheusrule.monitoring.coreos.com/sandprobe",
 	} {
 		if !strings.Contains(cluster.applied, want+" ") {
