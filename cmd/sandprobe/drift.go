@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/probes"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// driftOptions are the flags of `sandprobe drift`.
+type driftOptions struct {
+	policyPath  string
+	kubeconfig  string
+	kubeContext string
+	docker      bool
+	dockerHost  string
+	files       stringList
+	inspect     stringList
+	pageSize    int64
+	timeout     time.Duration
+	out         outputs
+	lf          logFlags
+}
+
+func (a *app) cmdDrift(ctx context.Context, args []string) int {
+	fs := a.flagSet("drift", "--policy FILE [--kubeconfig PATH | --docker | -f FILE | --inspect FILE]…")
+	var o driftOptions
+	fs.StringVar(&o.policyPath, "policy", "", "the SandboxPolicy file")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "check this cluster (default $KUBECONFIG, or in-cluster config, when no other source is given)")
+	fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")
+	fs.BoolVar(&o.docker, "docker", false, "check the Docker engine's containers that carry the selector's labels")
+	fs.StringVar(&o.dockerHost, "docker-host", "", "the Docker engine (default $DOCKER_HOST, then unix:///var/run/docker.sock)")
+	fs.Var(&o.files, "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
+	fs.Var(&o.inspect, "inspect", "check containers in this `docker inspect` JSON file; repeatable")
+	fs.Int64Var(&o.pageSize, "page-size", 500, "list page size (objects per request)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
+	o.out.register(fs)
+	o.lf.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if err := o.out.check(); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+	logger, err := o.lf.logger(a.stderr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+	p, _, ok := a.loadPolicy(o.policyPath)
+	if !ok {
+		return report.ExitBadInput
+	}
+	kube := o.kubeconfig != "" || o.kubeContext != ""
+	if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
+		if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+			fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE or --inspect FILE")
+			return report.ExitBadInput
+		}
+		kube = true
+	}
+	engine, err := drift.NewEngine(p)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+
+	start := time.Now()
+	col := drift.NewCollector()
+	// Offline inputs first: a bad file is bad input (exit 2) and must be
+	// found before anything talks to a cluster.
+	if len(o.files) > 0 {
+		m, err := a.readManifests(o.files)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitBadInput
+		}
+		if err := drift.CheckManifests(engine, m, col); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitBadInput
+		}
+		if col.Scanned == 0 {
+			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod or Sandbox with labels %s%s)\n",
+				strings.Join(selectorPairs(p), ","), namespacesText(p))
+			return report.ExitBadInput
+		}
+	}
+	for _, path := range o.inspect {
+		data, err := readInput(a.stdin, path)
+		if err == nil {
+			err = drift.CheckInspectFile(engine, data, path, col)
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitBadInput
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var runErr error
+	if kube && runErr == nil {
+		runErr = a.driftKube(ctx, &o, engine, col, logger)
+	}
+	if o.docker && runErr == nil {
+		runErr = a.driftDocker(ctx, &o, engine, col)
+	}
+	if runErr != nil {
+		// One line a CronJob log or a terminal shows whole.
+		fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
+		col.AddError("drift", "list", runErr)
+	}
+	if col.Scanned == 0 && runErr == nil {
+		col.Note("no sandbox found: nothing carries the labels %s%s", strings.Join(selectorPairs(p), ","), namespacesText(p))
+	}
+	col.Summary(p)
+	run := report.Run{
+		Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
+		StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
+		Scanned: col.Scanned, Notes: col.Notes, Findings: col.Findings,
+	}
+	run.Phases = map[string]float64{"drift": run.Seconds}
+	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", len(col.Findings), "seconds", run.Seconds)
+	if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitCouldNotRun
+	}
+	return run.ExitCode()
+}
+
+func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector, logger *slog.Logger) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	// A handful of paged lists: client-side throttling would only add waits.
+	cfg.QPS, cfg.Burst = 50, 100
+	api, err := drift.NewKubeAPI(cfg)
+	if err != nil {
+		return err
+	}
+	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Logger: logger}
+	return scan.Run(ctx, col)
+}
+
+func (a *app) driftDocker(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector) error {
+	opts := []client.Opt{client.FromEnv}
+	if o.dockerHost != "" {
+		opts = append(opts, client.WithHost(o.dockerHost))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer cli.Close()
+	// The engine here may be older (API 1.41): negotiate before anything else,
+	// which also turns an unreachable daemon into one clear error.
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("reach docker engine %s: %w", cli.DaemonHost(), err)
+	}
+	return (&drift.DockerScan{API: cli, Engine: engine}).Run(ctx, col)
+}
+
+// readManifests reads every -f argument: files, directories (their .yaml,
+// .yml and .json files) and - for stdin.
+func (a *app) readManifests(paths []string) (*drift.Manifests, error) {
+	m := &drift.Manifests{}
+	for _, p := range paths {
+		if p == "-" {
+			if err := m.DecodeManifests(a.stdin, "stdin"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		files := []string{p}
+		if fi.IsDir() {
+			files = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				switch strings.ToLower(filepath.Ext(e.Name())) {
+				case ".yaml", ".yml", ".json":
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+			sort.Strings(files)
+		}
+		for _, f := range files {
+			if err := decodeFile(m, f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func decodeFile(m *drift.Manifests, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return m.DecodeManifests(f, path)
+}
+
+func readInput(stdin io.Reader, path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(path)
+}
+
+func selectorPairs(p *policy.Policy) []string {
+	var out []string
+	for k, v := range p.Spec.Selector.MatchLabels {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func namespacesText(p *policy.Policy) string {
+	if len(p.Spec.Namespaces) == 0 {
+		return ""
+	}
+	return " and nothing in namespaces " + strings.Join(p.Spec.Namespaces, ", ")
+}
+
+// oneLineErr flattens an error onto one line.
+func oneLineErr(err error) string {
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if errors.Is(err, context.DeadlineExceeded) {
+		s += " (raise --timeout)"
+	}
+	return s
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sandprobe/sandprobe/render"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+func (a *app) cmdRender(_ context.Context, args []string) int {
+	fs := a.flagSet("render", "--policy FILE [--format yaml|docker|docker-json]")
+	var (
+		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
+	)
+	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
+	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; docker: the docker run command line; docker-json: its argv as a JSON array")
+	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
+	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
+	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
+	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
+	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
+	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	p, raw, ok := a.loadPolicy(policyPath)
+	if !ok {
+		return report.ExitBadInput
+	}
+	switch format {
+	case "yaml":
+		opts := render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce}
+		if err := render.CheckPinned(p, opts); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
+			return report.ExitBadInput
+		}
+		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace)...); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+	case "docker", "docker-json":
+		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
+		if format == "docker" {
+			fmt.Fprintln(a.stdout, cmd.String())
+			break
+		}
+		enc := json.NewEncoder(a.stdout)
+		if err := enc.Encode(cmd.Argv()); err != nil {
+			return report.ExitCouldNotRun
+		}
+	default:
+		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, docker or docker-json, got %q\n", format)
+		return report.ExitBadInput
+	}
+	return report.ExitOK
+}

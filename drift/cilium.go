@@ -1,0 +1,472 @@
+package drift
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Cilium policy kinds, read with the dynamic client (the CRDs may be absent).
+const (
+	CiliumNetworkPolicyKind            = "CiliumNetworkPolicy"
+	CiliumClusterwideNetworkPolicyKind = "CiliumClusterwideNetworkPolicy"
+)
+
+// Cilium's own labels for a pod's namespace and service account, which
+// endpoint selectors may use.
+const (
+	ciliumNamespaceLabel      = "io.kubernetes.pod.namespace"
+	ciliumServiceAccountLabel = "io.cilium.k8s.policy.serviceaccount"
+)
+
+// ciliumPolicy is the part of a Cilium policy the rules read.
+type ciliumPolicy struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     *ciliumRule       `json:"spec,omitempty"`
+	Specs    []ciliumRule      `json:"specs,omitempty"`
+}
+
+type ciliumRule struct {
+	EndpointSelector *metav1.LabelSelector `json:"endpointSelector,omitempty"`
+	NodeSelector     *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	Egress           []ciliumEgress        `json:"egress,omitempty"`
+	EgressDeny       []map[string]any      `json:"egressDeny,omitempty"`
+	Description      string                `json:"description,omitempty"`
+}
+
+type ciliumEgress struct {
+	ToEndpoints []metav1.LabelSelector `json:"toEndpoints,omitempty"`
+	ToRequires  []metav1.LabelSelector `json:"toRequires,omitempty"`
+	ToNodes     []metav1.LabelSelector `json:"toNodes,omitempty"`
+	ToEntities  []string               `json:"toEntities,omitempty"`
+	ToCIDR      []string               `json:"toCIDR,omitempty"`
+	ToCIDRSet   []struct {
+		CIDR         string   `json:"cidr,omitempty"`
+		CIDRGroupRef string   `json:"cidrGroupRef,omitempty"`
+		Except       []string `json:"except,omitempty"`
+	} `json:"toCIDRSet,omitempty"`
+	ToFQDNs []struct {
+		MatchName    string `json:"matchName,omitempty"`
+		MatchPattern string `json:"matchPattern,omitempty"`
+	} `json:"toFQDNs,omitempty"`
+	ToServices []struct {
+		K8sService *struct {
+			ServiceName string `json:"serviceName,omitempty"`
+			Namespace   string `json:"namespace,omitempty"`
+		} `json:"k8sService,omitempty"`
+		K8sServiceSelector map[string]any `json:"k8sServiceSelector,omitempty"`
+	} `json:"toServices,omitempty"`
+	ToGroups []map[string]any `json:"toGroups,omitempty"`
+	ToPorts  []struct {
+		Ports []struct {
+			Port     string `json:"port,omitempty"`
+			EndPort  int32  `json:"endPort,omitempty"`
+			Protocol string `json:"protocol,omitempty"`
+		} `json:"ports,omitempty"`
+	} `json:"toPorts,omitempty"`
+}
+
+type ciliumIndex struct {
+	byNS    map[string][]*compiledCiliumRule
+	cluster []*compiledCiliumRule
+	count   int
+	// missingSeen holds the selections whose missing names were reported:
+	// one info finding per distinct set of policies, not one per pod.
+	missingSeen map[string]bool
+}
+
+type compiledCiliumRule struct {
+	id       string // "ciliumnetworkpolicy/ns/name" or "ciliumclusterwidenetworkpolicy/name"
+	selector labels.Selector
+	egress   bool
+	// findings are the rule's unexplained egress entries (pod-independent).
+	findings []ruleFinding
+	// fqdns are the names the rule allows, for declared-but-missing.
+	fqdns []fqdnAllow
+	// world is set when the rule allows every destination anyway.
+	world bool
+}
+
+type fqdnAllow struct {
+	rule  policy.HostRule
+	ports []portSpec
+}
+
+func newCiliumIndex() *ciliumIndex {
+	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{}}
+}
+
+// CiliumPolicies is how many Cilium policies the engine holds.
+func (e *Engine) CiliumPolicies() int { return e.cil.count }
+
+// AddCiliumPolicy adds a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy.
+func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
+	var cp ciliumPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cp); err != nil {
+		return fmt.Errorf("%s %s: %w", strings.ToLower(obj.GetKind()), objName(obj.GetNamespace(), obj.GetName()), err)
+	}
+	clusterwide := obj.GetKind() == CiliumClusterwideNetworkPolicyKind
+	id := "ciliumnetworkpolicy/" + cp.Metadata.Namespace + "/" + cp.Metadata.Name
+	if clusterwide {
+		id = "ciliumclusterwidenetworkpolicy/" + cp.Metadata.Name
+	}
+	rules := cp.Specs
+	if cp.Spec != nil {
+		rules = append([]ciliumRule{*cp.Spec}, rules...)
+	}
+	for i, r := range rules {
+		if r.EndpointSelector == nil {
+			continue // a host policy (nodeSelector) selects nodes, not pods
+		}
+		sel, err := metav1.LabelSelectorAsSelector(normalizeCiliumSelector(r.EndpointSelector))
+		if err != nil {
+			return fmt.Errorf("%s: endpointSelector: %w", id, err)
+		}
+		field := "spec"
+		if cp.Spec == nil || i > 0 {
+			field = fmt.Sprintf("specs[%d]", i-boolInt(cp.Spec != nil))
+		}
+		cr := &compiledCiliumRule{id: id, selector: sel, egress: len(r.Egress) > 0 || len(r.EgressDeny) > 0}
+		e.egress.ciliumFindings(cr, field, r.Egress)
+		ev := fmt.Sprintf("%s %s selects the pod (endpointSelector %s); Cilium policies add up with each other and with NetworkPolicies",
+			id, field, labelSelectorText(normalizeCiliumSelector(r.EndpointSelector), "every endpoint"))
+		for j := range cr.findings {
+			cr.findings[j].evidence = ev
+		}
+		if clusterwide {
+			e.cil.cluster = append(e.cil.cluster, cr)
+		} else {
+			e.cil.byNS[cp.Metadata.Namespace] = append(e.cil.byNS[cp.Metadata.Namespace], cr)
+		}
+	}
+	e.cil.count++
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func objName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// normalizeCiliumSelector drops Cilium's label source prefixes ("k8s:",
+// "any:") so the selector matches plain pod labels.
+func normalizeCiliumSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
+	out := &metav1.LabelSelector{}
+	if len(s.MatchLabels) > 0 {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[stripSource(k)] = v
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		r.Key = stripSource(r.Key)
+		out.MatchExpressions = append(out.MatchExpressions, r)
+	}
+	return out
+}
+
+func stripSource(k string) string {
+	if i := strings.IndexByte(k, ':'); i >= 0 {
+		return k[i+1:]
+	}
+	return k
+}
+
+// ciliumFindings judges every egress rule of one Cilium rule.
+func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, field string, egress []ciliumEgress) {
+	where := cr.id
+	for i, r := range egress {
+		ports := ciliumPorts(r)
+		rf := fmt.Sprintf("%s.egress[%d]", field, i)
+		add := func(check, sub, expected, actual, fix string) {
+			cr.findings = append(cr.findings, ruleFinding{check: check, subject: where + " " + sub, expected: expected, actual: actual, fix: fix})
+		}
+		hasPeer := len(r.ToEndpoints)+len(r.ToRequires)+len(r.ToNodes)+len(r.ToEntities)+len(r.ToCIDR)+len(r.ToCIDRSet)+len(r.ToFQDNs)+len(r.ToServices)+len(r.ToGroups) > 0
+		if !hasPeer {
+			if len(r.ToPorts) > 0 {
+				add(CiliumAnyDestination, rf, "a peer (toFQDNs, toEndpoints, toCIDR) for every allowed port",
+					"toPorts without a peer: every destination on "+portsText(ports),
+					fmt.Sprintf("add the allowed destinations to %s of %s", rf, where))
+			}
+			continue // an empty rule allows nothing: it only turns on default-deny
+		}
+		for j, ent := range r.ToEntities {
+			sub := fmt.Sprintf("%s.toEntities[%d]", rf, j)
+			switch strings.ToLower(ent) {
+			case "world", "world-ipv4", "world-ipv6", "all":
+				cr.world = true
+				add(CiliumWorld, sub, "only declared destinations", "toEntities "+ent+" on "+portsText(ports)+" — the whole internet",
+					fmt.Sprintf("remove %s from %s; policies add up, so this reopens egress whatever else denies", sub, where))
+			case "none":
+			default:
+				if !dnsOnly(ports) {
+					add(CiliumPeer, sub, m.peerExpected(), "toEntities "+ent+" on "+portsText(ports),
+						fmt.Sprintf("remove %s from %s, or limit it to port 53", sub, where))
+				}
+			}
+		}
+		cidrs := make([]struct{ cidr, sub, extra string }, 0, len(r.ToCIDR)+len(r.ToCIDRSet))
+		for j, c := range r.ToCIDR {
+			cidrs = append(cidrs, struct{ cidr, sub, extra string }{c, fmt.Sprintf("%s.toCIDR[%d]", rf, j), ""})
+		}
+		for j, c := range r.ToCIDRSet {
+			sub := fmt.Sprintf("%s.toCIDRSet[%d]", rf, j)
+			if c.CIDRGroupRef != "" {
+				add(CiliumCIDR, sub, "only declared addresses: "+m.ipsText(), "cidrGroupRef "+c.CIDRGroupRef+" (its addresses cannot be checked here)",
+					fmt.Sprintf("replace %s of %s with the declared addresses", sub, where))
+				continue
+			}
+			extra := ""
+			if len(c.Except) > 0 {
+				extra = " except " + strings.Join(c.Except, ", ")
+			}
+			cidrs = append(cidrs, struct{ cidr, sub, extra string }{c.CIDR, sub, extra})
+		}
+		for _, c := range cidrs {
+			pfx, err := parsePrefix(c.cidr)
+			actual := c.cidr + c.extra + " on " + portsText(ports)
+			switch {
+			case err != nil:
+				add(CiliumCIDR, c.sub, "a declared address", "unparsable CIDR "+c.cidr, fmt.Sprintf("remove %s from %s", c.sub, where))
+			case pfx.Bits() == 0:
+				cr.world = true
+				add(CiliumWorld, c.sub, "only declared destinations", actual+" — the whole internet",
+					fmt.Sprintf("remove %s from %s; policies add up, so this reopens egress whatever else denies", c.sub, where))
+			default:
+				if reason, known := m.explainPrefix(pfx, ports); reason == "" {
+					exp := "only declared addresses: " + m.ipsText()
+					if known {
+						exp = m.declaredPorts(pfx)
+					}
+					add(CiliumCIDR, c.sub, exp, actual, fmt.Sprintf("remove %s from %s, or declare the address in spec.egress.allow with a reason", c.sub, where))
+				}
+			}
+		}
+		for j, f := range r.ToFQDNs {
+			sub := fmt.Sprintf("%s.toFQDNs[%d]", rf, j)
+			text := "matchName " + f.MatchName
+			if f.MatchName == "" {
+				text = "matchPattern " + f.MatchPattern
+			}
+			live := fqdnRule(f.MatchName, f.MatchPattern)
+			cr.fqdns = append(cr.fqdns, fqdnAllow{rule: live, ports: ports})
+			if _, ok := m.explainHost(live, ports); ok {
+				continue
+			}
+			add(CiliumFQDNExtra, sub, "only declared names: "+m.hostsText(), text+" on "+portsText(ports),
+				fmt.Sprintf("remove %s from %s, or declare it in spec.egress.allow with a reason", sub, where))
+		}
+		peers := make([]string, 0)
+		for j, s := range r.ToEndpoints {
+			if m.endpointPeerExplained(&s, ports) {
+				continue
+			}
+			peers = append(peers, fmt.Sprintf("%s.toEndpoints[%d]", rf, j)+"\x00toEndpoints "+labelSelectorText(normalizeCiliumSelector(&s), "every endpoint"))
+		}
+		for j, s := range r.ToServices {
+			if dnsOnly(ports) || (s.K8sService != nil && m.proxy != nil && m.proxy.ns != "" && s.K8sService.Namespace == m.proxy.ns &&
+				strings.HasPrefix(m.proxy.host, s.K8sService.ServiceName+".") && onlyPort(ports, m.proxy.port)) {
+				continue
+			}
+			peers = append(peers, fmt.Sprintf("%s.toServices[%d]", rf, j)+"\x00toServices")
+		}
+		for j := range r.ToNodes {
+			if !dnsOnly(ports) {
+				peers = append(peers, fmt.Sprintf("%s.toNodes[%d]", rf, j)+"\x00toNodes (the nodes themselves)")
+			}
+		}
+		for j := range r.ToGroups {
+			peers = append(peers, fmt.Sprintf("%s.toGroups[%d]", rf, j)+"\x00toGroups (cloud provider groups cannot be checked here)")
+		}
+		for _, p := range peers {
+			sub, desc, _ := strings.Cut(p, "\x00")
+			add(CiliumPeer, sub, m.peerExpected(), desc+" on "+portsText(ports),
+				fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53) or the proxy", sub, where))
+		}
+	}
+}
+
+// endpointPeerExplained: cluster DNS on port 53, or the proxy's namespace
+// on the proxy port.
+func (m *egressModel) endpointPeerExplained(s *metav1.LabelSelector, ports []portSpec) bool {
+	if dnsOnly(ports) {
+		return true
+	}
+	if m.proxy == nil || m.proxy.ns == "" || !onlyPort(ports, m.proxy.port) {
+		return false
+	}
+	ns := normalizeCiliumSelector(s).MatchLabels[ciliumNamespaceLabel]
+	return ns == m.proxy.ns
+}
+
+func (m *egressModel) hostsText() string {
+	var parts []string
+	for _, h := range m.hosts {
+		parts = append(parts, h.rule.String())
+	}
+	return quoteList(parts)
+}
+
+// fqdnRule turns a toFQDNs entry into a host rule that matches at least
+// what Cilium matches, so "is it covered" errs towards drift. Cilium's "*"
+// inside a label ("api*.github.com") becomes "*.github.com".
+func fqdnRule(name, pattern string) policy.HostRule {
+	if name != "" {
+		return policy.HostRule{Host: policy.NormalizeHost(name)}
+	}
+	p := policy.NormalizeHost(pattern)
+	if p == "*" || p == "" {
+		return policy.HostRule{Host: "*"}
+	}
+	last := strings.LastIndexByte(p, '*')
+	if last < 0 {
+		return policy.HostRule{Host: p}
+	}
+	rest := p[last+1:]
+	if strings.HasPrefix(rest, ".") && len(rest) > 1 {
+		return policy.HostRule{Host: "*" + rest}
+	}
+	return policy.HostRule{Host: "*"}
+}
+
+func ciliumPorts(r ciliumEgress) []portSpec {
+	var out []portSpec
+	for _, tp := range r.ToPorts {
+		for _, p := range tp.Ports {
+			s := portSpec{proto: strings.ToUpper(p.Protocol), end: int(p.EndPort)}
+			if s.proto == "" {
+				s.proto = "ANY"
+			}
+			if n, err := strconv.Atoi(p.Port); err == nil {
+				s.port = n
+			} else if p.Port != "" {
+				s.named = p.Port
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkPod stamps the findings of every Cilium rule selecting the pod and
+// reports whether any of them restricts its egress.
+func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
+	if idx.count == 0 {
+		return false
+	}
+	set := make(labels.Set, len(pod.Labels)+2)
+	for k, v := range pod.Labels {
+		set[k] = v
+	}
+	set[ciliumNamespaceLabel] = pod.Namespace
+	set[ciliumServiceAccountLabel] = orDefault(pod.Spec.ServiceAccountName, "default")
+	var sel []*compiledCiliumRule
+	for _, r := range idx.byNS[pod.Namespace] {
+		if r.selector.Matches(set) {
+			sel = append(sel, r)
+		}
+	}
+	for _, r := range idx.cluster {
+		if r.selector.Matches(set) {
+			sel = append(sel, r)
+		}
+	}
+	restricted := false
+	for _, r := range sel {
+		if r.egress {
+			restricted = true
+		}
+		for _, rf := range r.findings {
+			c.out = append(c.out, rf.on(c.target, c.ns))
+		}
+	}
+	if restricted {
+		idx.missing(c, sel)
+	}
+	return restricted
+}
+
+// missing reports declared names that no selecting Cilium rule allows, once
+// per distinct selection. With a proxy, names go through the proxy and need
+// no toFQDNs rule.
+func (idx *ciliumIndex) missing(c *podCheck, sel []*compiledCiliumRule) {
+	m := c.e.egress
+	if m.proxy != nil || len(m.hosts) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(sel))
+	for _, r := range sel {
+		ids = append(ids, r.id)
+		if r.world {
+			return
+		}
+	}
+	sort.Strings(ids)
+	key := strings.Join(ids, "+")
+	if idx.missingSeen[key] {
+		return
+	}
+	idx.missingSeen[key] = true
+	for _, h := range m.hosts {
+		covered := false
+		for _, r := range sel {
+			for _, f := range r.fqdns {
+				if f.rule.Covers(policy.HostRule{Host: h.rule.Host, Port: f.rule.Port}) && portsInclude(f.ports, h.rule.Port) {
+					covered = true
+				}
+			}
+		}
+		if covered {
+			continue
+		}
+		c.out = append(c.out, report.Finding{
+			Check: CiliumFQDNMissing, Target: c.target, Namespace: c.ns, Subject: h.rule.String(), Status: report.Skip,
+			Expected: "allowed by a toFQDNs rule of the Cilium policies selecting the sandbox (" + h.reason + ")",
+			Actual:   "no selecting Cilium rule allows it: sandboxes cannot reach it",
+			Fix:      fmt.Sprintf("add toFQDNs {%s} with toPorts %d/TCP to %s, or drop the allowance", fqdnText(h.rule.Host), h.rule.Port, ids[0]),
+			Evidence: "selected by " + strings.Join(ids, ", ") + "; reported once for every pod these policies select",
+		})
+	}
+}
+
+func fqdnText(host string) string {
+	if strings.HasPrefix(host, "*") {
+		return "matchPattern: " + host
+	}
+	return "matchName: " + host
+}
+
+// portsInclude reports whether the live ports allow port over TCP.
+func portsInclude(ps []portSpec, port int) bool {
+	if len(ps) == 0 {
+		return true
+	}
+	for _, p := range ps {
+		if p.named != "" || (p.proto != "TCP" && p.proto != "ANY") {
+			continue
+		}
+		if p.port == 0 || p.port == port || (p.end >= port && p.port <= port) {
+			return true
+		}
+	}
+	return false
+}

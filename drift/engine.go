@@ -1,0 +1,230 @@
+package drift
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Engine applies the rules to one object at a time. Build it with
+// NewEngine, add every NetworkPolicy and Cilium policy first (the egress
+// rules need the union), then stream pods, Sandbox objects and containers
+// through it. An Engine is not safe for concurrent use.
+type Engine struct {
+	p        *policy.Policy
+	selector labels.Selector
+	// sandboxNS are the declared sandbox namespaces.
+	sandboxNS map[string]bool
+	classes   map[string]bool
+	caps      map[string]bool
+	limits    []declaredLimit
+	sizeLimit *resource.Quantity
+	patterns  []string // secret env name patterns, upper-cased
+	egress    *egressModel
+	pss       []pssCheck
+	net       *netpolIndex
+	cil       *ciliumIndex
+	// egressKnown says whether the network policies of the cluster are
+	// known: a live cluster always, files only when they hold any.
+	egressKnown bool
+}
+
+type declaredLimit struct {
+	name corev1.ResourceName
+	text string
+	q    resource.Quantity
+}
+
+// NewEngine compiles a validated, defaulted policy into rule inputs.
+func NewEngine(p *policy.Policy) (*Engine, error) {
+	s := &p.Spec
+	e := &Engine{
+		p:         p,
+		selector:  labels.SelectorFromSet(s.Selector.MatchLabels),
+		sandboxNS: map[string]bool{},
+		classes:   map[string]bool{},
+		caps:      map[string]bool{},
+		net:       newNetpolIndex(),
+		cil:       newCiliumIndex(),
+	}
+	for _, ns := range s.Namespaces {
+		e.sandboxNS[ns] = true
+	}
+	for _, c := range s.Runtime.ClassNames {
+		e.classes[c] = true
+	}
+	for _, c := range s.Capabilities {
+		e.caps[policy.NormalizeCapability(c)] = true
+	}
+	for _, name := range sortedKeys(s.Resources.Limits) {
+		q, err := resource.ParseQuantity(s.Resources.Limits[name])
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: spec.resources.limits.%s: %w", p.Metadata.Name, name, err)
+		}
+		e.limits = append(e.limits, declaredLimit{name: corev1.ResourceName(name), text: s.Resources.Limits[name], q: q})
+	}
+	if s.Filesystem.SizeLimit != "" {
+		q, err := resource.ParseQuantity(s.Filesystem.SizeLimit)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: spec.filesystem.sizeLimit: %w", p.Metadata.Name, err)
+		}
+		e.sizeLimit = &q
+	}
+	for _, pat := range s.Secrets.EnvNamePatterns {
+		e.patterns = append(e.patterns, strings.ToUpper(pat))
+	}
+	var err error
+	if e.egress, err = newEgressModel(p); err != nil {
+		return nil, err
+	}
+	if e.pss, err = restrictedChecks(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Policy is the policy the engine checks against.
+func (e *Engine) Policy() *policy.Policy { return e.p }
+
+// SetEgressKnown says whether the cluster's network policies were loaded;
+// without them the egress rules are not applied to pods.
+func (e *Engine) SetEgressKnown(known bool) { e.egressKnown = known }
+
+// EgressKnown reports whether egress rules are applied.
+func (e *Engine) EgressKnown() bool { return e.egressKnown }
+
+// SandboxNamespace reports whether ns is a declared sandbox namespace.
+func (e *Engine) SandboxNamespace(ns string) bool { return e.sandboxNS[ns] }
+
+// IsSandbox says whether a pod is one the policy governs: it carries the
+// selector's labels, or it lives in a sandbox namespace (where a pod without
+// the labels is itself drift).
+func (e *Engine) IsSandbox(ns string, podLabels map[string]string) bool {
+	return e.sandboxNS[ns] || e.selector.Matches(labels.Set(podLabels))
+}
+
+// Selected reports whether labels carry the policy selector.
+func (e *Engine) Selected(podLabels map[string]string) bool {
+	return e.selector.Matches(labels.Set(podLabels))
+}
+
+// CheckPod applies every pod rule and, when the cluster's network policies
+// are known, the egress rules. It returns nil for a conformant pod.
+func (e *Engine) CheckPod(pod *corev1.Pod) []report.Finding {
+	c := podCheck{
+		e:      e,
+		target: podTarget(pod.Namespace, podName(pod.Name, pod.GenerateName)),
+		ns:     pod.Namespace,
+		spec:   "spec",
+		meta:   "metadata",
+		om:     &pod.ObjectMeta,
+		ps:     &pod.Spec,
+	}
+	c.run()
+	if e.egressKnown {
+		e.checkEgress(&c, pod)
+	}
+	return c.out
+}
+
+func podName(name, generateName string) string {
+	if name == "" && generateName != "" {
+		return generateName + "*"
+	}
+	return name
+}
+
+// podCheck is one object going through the pod rules: a Pod, or the pod
+// template of a Sandbox (then spec is "spec.podTemplate.spec").
+type podCheck struct {
+	e      *Engine
+	target string
+	ns     string
+	spec   string // field path of the PodSpec
+	meta   string // field path of the pod metadata
+	// om carries the labels and annotations (of the pod, or of the template).
+	om  *metav1.ObjectMeta
+	ps  *corev1.PodSpec
+	out []report.Finding
+	// failed holds the rules that failed for this object (for the PSS
+	// de-duplication); allocated on the first failure only.
+	failed map[string]bool
+	where  string // provenance, computed on the first failure
+}
+
+// provenance says where the object comes from: its owner and node, so a
+// finding leads to the controller or template that has to change.
+func (c *podCheck) provenance() string {
+	kind, name := "pod", c.target[strings.IndexByte(c.target, '/')+1:]
+	if strings.HasPrefix(c.target, "sandbox/") {
+		kind = "sandbox pod template"
+	}
+	s := kind + " " + name
+	for _, o := range c.om.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			s += ", created by " + o.Kind + "/" + o.Name
+		}
+	}
+	if c.ps.NodeName != "" {
+		s += ", on node " + c.ps.NodeName
+	}
+	return s
+}
+
+func (c *podCheck) fail(rule, subject, expected, actual, fix, evidence string) {
+	if c.failed == nil {
+		c.failed = map[string]bool{}
+		c.where = c.provenance()
+	}
+	c.failed[rule] = true
+	if evidence == "" {
+		evidence = c.where
+	} else {
+		evidence = c.where + "; " + evidence
+	}
+	c.out = append(c.out, report.Finding{
+		Check: rule, Target: c.target, Namespace: c.ns, Subject: subject, Status: report.Fail,
+		Expected: expected, Actual: actual, Fix: fix, Evidence: evidence,
+	})
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// selectorText renders matchLabels as k=v,k=v in key order.
+func selectorText(m map[string]string) string {
+	var b strings.Builder
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + m[k])
+	}
+	return b.String()
+}
+
+func quoteList(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func containsFold(xs []string, want string) bool {
+	return slices.ContainsFunc(xs, func(x string) bool { return strings.EqualFold(x, want) })
+}

@@ -1,0 +1,159 @@
+package render
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+// DockerOptions tune the docker argv.
+type DockerOptions struct {
+	Name string // --name; default sandprobe-probe-<policy>
+	// Image is the container image; default spec.image.ref, then the probe image.
+	Image      string
+	ProbeImage string // default spec.probe.image, then DefaultProbeImage
+	// ProbeBinary is the host path of a static sandprobe binary, bind-mounted
+	// read-only when the container runs spec.image.ref (which lacks it).
+	ProbeBinary string
+	Nonce       string
+	// Command replaces `probe --policy - --nonce N`: the sandbox's own work.
+	Command []string
+}
+
+// DockerCommand is a `docker run` invocation, split so callers can turn it
+// into `docker create` or API calls.
+type DockerCommand struct {
+	Flags []string // everything between "run" and the image
+	Image string
+	Args  []string
+}
+
+// Argv is the full command line: docker run FLAGS IMAGE ARGS.
+func (d DockerCommand) Argv() []string {
+	out := append([]string{"docker", "run"}, d.Flags...)
+	out = append(out, d.Image)
+	return append(out, d.Args...)
+}
+
+// String is the argv quoted for a POSIX shell.
+func (d DockerCommand) String() string {
+	argv := d.Argv()
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		parts[i] = ShellQuote(a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// ShellQuote quotes a word for sh unless it is plainly safe.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@+%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Docker renders the policy as a `docker run`: the same constraints a
+// sandbox container runs under. The policy reaches the probe on stdin.
+func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
+	s := &p.Spec
+	if opts.Name == "" {
+		opts.Name = "sandprobe-probe-" + p.Metadata.Name
+	}
+	if opts.ProbeImage == "" {
+		opts.ProbeImage = s.Probe.Image
+	}
+	if opts.ProbeImage == "" {
+		opts.ProbeImage = DefaultProbeImage
+	}
+	entry := ""
+	if opts.Image == "" {
+		opts.Image = opts.ProbeImage
+		if s.Image.Ref != "" {
+			opts.Image = s.Image.Ref
+		}
+	}
+	var f []string
+	add := func(xs ...string) { f = append(f, xs...) }
+	add("--rm", "-i", "--name", opts.Name)
+	for _, k := range sortedKeys(s.Selector.MatchLabels) {
+		add("--label", k+"="+s.Selector.MatchLabels[k])
+	}
+	add("--label", LabelPolicy+"="+p.Metadata.Name)
+	if len(s.Runtime.ClassNames) > 0 {
+		add("--runtime", s.Runtime.ClassNames[0])
+	}
+	if s.Filesystem.ReadOnlyRoot {
+		add("--read-only")
+	}
+	add("--user", fmt.Sprintf("%d:%d", s.Identity.UID, s.Identity.GID))
+	for _, g := range s.Identity.SupplementalGroups {
+		add("--group-add", strconv.FormatInt(g, 10))
+	}
+	add("--cap-drop", "ALL")
+	for _, c := range s.Capabilities {
+		add("--cap-add", policy.NormalizeCapability(c))
+	}
+	if s.NoNewPrivs() {
+		add("--security-opt", "no-new-privileges")
+	}
+	if s.Resources.Pids > 0 {
+		add("--pids-limit", strconv.FormatInt(s.Resources.Pids, 10))
+	}
+	if v := s.Resources.Limits["memory"]; v != "" {
+		if n, err := policy.ParseQuantity(v); err == nil {
+			add("--memory", strconv.FormatInt(int64(n), 10))
+		}
+	}
+	if v := s.Resources.Limits["cpu"]; v != "" {
+		if n, err := policy.ParseQuantity(v); err == nil {
+			add("--cpus", strconv.FormatFloat(n, 'f', -1, 64))
+		}
+	}
+	network := s.Docker.Network
+	if network == "" {
+		network = "none"
+	}
+	add("--network", network)
+	var size string
+	if s.Filesystem.SizeLimit != "" {
+		if n, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
+			size = ",size=" + strconv.FormatInt(int64(n), 10)
+		}
+	}
+	for _, w := range s.Filesystem.Writable {
+		add("--tmpfs", w+":rw,mode=1777"+size)
+	}
+	if s.Egress.Proxy != "" {
+		for _, k := range ProxyVariables {
+			add("-e", k+"="+s.Egress.Proxy)
+		}
+	}
+	for _, c := range s.Credentials {
+		add("--mount", "type=bind,src="+c.Source+",dst="+c.MountPath+",readonly")
+	}
+	if opts.Image != opts.ProbeImage && len(opts.Command) == 0 {
+		// The sandbox image lacks sandprobe: bind the static binary in.
+		bin := opts.ProbeBinary
+		if bin == "" {
+			bin = "/usr/local/bin/sandprobe"
+		}
+		add("--mount", "type=bind,src="+bin+",dst="+ProbeBinary+",readonly")
+		entry = ProbeBinary
+	}
+	if entry != "" {
+		add("--entrypoint", entry)
+	}
+	args := opts.Command
+	if len(args) == 0 {
+		args = []string{"probe", "--policy", "-"}
+		if opts.Nonce != "" {
+			args = append(args, "--nonce", opts.Nonce)
+		}
+	}
+	return DockerCommand{Flags: f, Image: opts.Image, Args: args}
+}

@@ -1,0 +1,213 @@
+package render
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+// Cluster DNS as most distributions label it.
+var (
+	dnsNamespace = "kube-system"
+	dnsPodLabels = map[string]string{"k8s-app": "kube-dns"}
+)
+
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
+// Reasons of the rules render adds on its own.
+const (
+	reasonDNS   = "cluster DNS: resolve the proxy and the allowed names (whether arbitrary names resolve is tested by the probe)"
+	reasonProxy = "the declared egress proxy: every allowed connection goes through it"
+)
+
+// EgressPolicyName names the rendered NetworkPolicy and CiliumNetworkPolicy.
+func EgressPolicyName(p *policy.Policy) string { return "sandprobe-" + p.Metadata.Name + "-egress" }
+
+// Namespaces are where render puts the egress policies: the policy's
+// namespaces, or the one given.
+func Namespaces(p *policy.Policy, override string) []string {
+	if override != "" {
+		return []string{override}
+	}
+	if len(p.Spec.Namespaces) > 0 {
+		return p.Spec.Namespaces
+	}
+	return []string{"default"}
+}
+
+// NetworkPolicy renders the declared egress as a NetworkPolicy: cluster
+// DNS, the proxy, and every allowance given as an address. A NetworkPolicy
+// cannot name hosts, so name allowances without a proxy are listed in an
+// annotation and left to the CiliumNetworkPolicy.
+func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EgressPolicyName(p), Namespace: namespace,
+			Labels:      map[string]string{LabelManagedBy: "sandprobe", LabelPolicy: p.Metadata.Name},
+			Annotations: map[string]string{},
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: p.Spec.Selector.MatchLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{},
+		},
+	}
+	add := func(rule networkingv1.NetworkPolicyEgressRule, reason string) {
+		np.Annotations[AnnotationReasonPrefix+"egress."+strconv.Itoa(len(np.Spec.Egress))] = reason
+		np.Spec.Egress = append(np.Spec.Egress, rule)
+	}
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	add(networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: dnsNamespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: dnsPodLabels},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: ptrPort(53)}, {Protocol: &tcp, Port: ptrPort(53)}},
+	}, reasonDNS)
+	var unexpressed []string
+	if host, port, ns, ok := proxyTarget(p); ok {
+		switch ip, err := netip.ParseAddr(host); {
+		case err == nil:
+			add(ipRule(ip, port), reasonProxy)
+		case ns != "":
+			add(networkingv1.NetworkPolicyEgressRule{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: ns}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptrPort(port)}},
+			}, reasonProxy)
+		default:
+			unexpressed = append(unexpressed, fmt.Sprintf("proxy %s:%d", host, port))
+		}
+	}
+	for _, a := range p.Spec.Egress.Allow {
+		if ip, err := netip.ParseAddr(a.Host); err == nil {
+			add(ipRule(ip, a.Port), a.Reason)
+			continue
+		}
+		if p.Spec.Egress.Proxy == "" {
+			unexpressed = append(unexpressed, fmt.Sprintf("%s:%d", a.Host, a.Port))
+		}
+	}
+	if len(unexpressed) > 0 {
+		np.Annotations["sandprobe.dev/not-expressible"] = strings.Join(unexpressed, ", ") +
+			": a NetworkPolicy cannot match host names; the CiliumNetworkPolicy allows them"
+	}
+	return np
+}
+
+func ipRule(ip netip.Addr, port int) networkingv1.NetworkPolicyEgressRule {
+	tcp := corev1.ProtocolTCP
+	return networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptrPort(port)}},
+	}
+}
+
+func ptrPort(n int) *intstr.IntOrString {
+	v := intstr.FromInt32(int32(n))
+	return &v
+}
+
+// CiliumNetworkPolicy renders the declared egress for Cilium: DNS through
+// Cilium's DNS proxy limited to the names the sandbox may resolve, the
+// proxy, and — without a proxy — every name allowance as toFQDNs and every
+// address as toCIDR. Note Cilium's "*.example.com" matches one label; the
+// policy's matches any depth.
+func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
+	annotations := map[string]any{}
+	var egress []any
+	add := func(rule map[string]any, reason string) {
+		annotations[AnnotationReasonPrefix+"egress."+strconv.Itoa(len(egress))] = reason
+		egress = append(egress, rule)
+	}
+	toPorts := func(port int, proto string) []any {
+		return []any{map[string]any{"ports": []any{map[string]any{"port": strconv.Itoa(port), "protocol": proto}}}}
+	}
+
+	var dnsNames []any
+	host, port, ns, hasProxy := proxyTarget(p)
+	if p.Spec.Egress.DNS.ArbitraryNames == "allow" {
+		dnsNames = append(dnsNames, map[string]any{"matchPattern": "*"})
+	} else {
+		if hasProxy {
+			if _, err := netip.ParseAddr(host); err != nil {
+				// The resolver tries the search domains first: "host.*".
+				dnsNames = append(dnsNames, map[string]any{"matchName": host}, map[string]any{"matchPattern": host + ".*"})
+			}
+		}
+		for _, a := range p.Spec.Egress.Allow {
+			if _, err := netip.ParseAddr(a.Host); err == nil || hasProxy {
+				continue // with a proxy, only the proxy resolves the allowed names
+			}
+			dnsNames = append(dnsNames, fqdnSelector(a.Host))
+		}
+	}
+	dnsRule := map[string]any{
+		"toEndpoints": []any{map[string]any{"matchLabels": map[string]any{
+			"k8s:io.kubernetes.pod.namespace": dnsNamespace, "k8s:k8s-app": dnsPodLabels["k8s-app"],
+		}}},
+		"toPorts": []any{map[string]any{
+			"ports": []any{map[string]any{"port": "53", "protocol": "ANY"}},
+			"rules": map[string]any{"dns": dnsNames},
+		}},
+	}
+	if len(dnsNames) == 0 {
+		delete(dnsRule["toPorts"].([]any)[0].(map[string]any), "rules")
+	}
+	add(dnsRule, reasonDNS)
+	if hasProxy {
+		switch ip, err := netip.ParseAddr(host); {
+		case err == nil:
+			add(map[string]any{"toCIDR": []any{netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}, "toPorts": toPorts(port, "TCP")}, reasonProxy)
+		case ns != "":
+			add(map[string]any{
+				"toEndpoints": []any{map[string]any{"matchLabels": map[string]any{"k8s:io.kubernetes.pod.namespace": ns}}},
+				"toPorts":     toPorts(port, "TCP"),
+			}, reasonProxy)
+		default:
+			add(map[string]any{"toFQDNs": []any{map[string]any{"matchName": host}}, "toPorts": toPorts(port, "TCP")}, reasonProxy)
+		}
+	}
+	for _, a := range p.Spec.Egress.Allow {
+		if ip, err := netip.ParseAddr(a.Host); err == nil {
+			add(map[string]any{"toCIDR": []any{netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}, "toPorts": toPorts(a.Port, "TCP")}, a.Reason)
+			continue
+		}
+		if hasProxy {
+			continue // names go through the proxy; a direct rule would bypass it
+		}
+		add(map[string]any{"toFQDNs": []any{fqdnSelector(a.Host)}, "toPorts": toPorts(a.Port, "TCP")}, a.Reason)
+	}
+	labels := map[string]any{LabelManagedBy: "sandprobe", LabelPolicy: p.Metadata.Name}
+	sel := map[string]any{}
+	for k, v := range p.Spec.Selector.MatchLabels {
+		sel[k] = v
+	}
+	return map[string]any{
+		"apiVersion": "cilium.io/v2",
+		"kind":       "CiliumNetworkPolicy",
+		"metadata": map[string]any{
+			"name": EgressPolicyName(p), "namespace": namespace, "labels": labels, "annotations": annotations,
+		},
+		"spec": map[string]any{
+			"description":      "sandprobe: the declared egress of " + p.Metadata.Name + " sandboxes",
+			"endpointSelector": map[string]any{"matchLabels": sel},
+			"egress":           egress,
+		},
+	}
+}
+
+func fqdnSelector(host string) map[string]any {
+	if strings.HasPrefix(host, "*") {
+		return map[string]any{"matchPattern": host}
+	}
+	return map[string]any{"matchName": host}
+}
