@@ -36,12 +36,6 @@ type driftOptions struct {
 	lf          logFlags
 }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	fs := a.flagSet("drift", "--policy FILE [--kubeconfig PATH | --docker | -f FILE | --inspect FILE]…")
 	var o driftOptions
