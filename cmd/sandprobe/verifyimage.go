@@ -150,6 +150,12 @@ func (p *progress) done() {
 	p.clear()
 }
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
