@@ -209,6 +209,16 @@ run_job() {
 
 # junit_attr ATTR FILE: an attribute of <testsuites>.
 junit_attr() { sed -n "s/.*<testsuites [^>]*$1=\"\\([0-9]*\\)\".*/\\1/p" "$2" | head -n 1; }
+# junit_failures FILE: "suite / testcase: message" for each failure.
+junit_failures() {
+  python3 - "$1" <<'PY'
+import sys, xml.etree.ElementTree as ET
+for suite in ET.parse(sys.argv[1]).getroot().iter("testsuite"):
+    for case in suite.iter("testcase"):
+        for f in case.findall("failure"):
+            print(f"{suite.get('name')} / {case.get('name')}: {f.get('message')}")
+PY
+}
 # metric NAME FILE: the sum of a metric's samples.
 metric() { awk -v m="$1" 'index($0, m"{") == 1 || index($0, m" ") == 1 { s += $NF; n++ } END { if (n) print s + 0; else print "absent" }' "$2"; }
 
@@ -242,7 +252,7 @@ ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination 
 
 step "CNI regression" "the lab's nft rule '$flushed_rule' disappears (blocked.lab.test becomes reachable)"
 "$lab" rules | grep -E "^$flushed_rule " | quote || true
-"$lab" break flush-rule "$flushed_rule" >/dev/null
+"$lab" break flush-rule "$flushed_rule" >/dev/null 2>&1
 say "${red}deleted${reset} — nothing fails loudly: sandboxes keep working"
 
 step "regressed run" "the next Job catches it"
@@ -254,12 +264,12 @@ check_probe_pod sandprobe-regressed
 open=$(metric sandprobe_egress_unexpected_open "$out/sandprobe-regressed.prom")
 [[ $open != absent && $open -gt 0 ]] || fail "sandprobe_egress_unexpected_open is $open after the regression, want > 0"
 say "what answered (JUnit failures):"
-grep -o '<failure message="[^"]*"' "$out/sandprobe-regressed.xml" | sed 's/<failure message="//; s/"$//' | sed 's/&#34;/"/g; s/&gt;/>/g; s/&lt;/</g' | quote
+junit_failures "$out/sandprobe-regressed.xml" | quote
 grep -q 'blocked.lab.test' "$out/sandprobe-regressed.xml" || fail "the JUnit does not name blocked.lab.test"
 say "metrics that page (Pushgateway):"
 grep -E '^sandprobe_(egress_unexpected_open|check_success\{[^}]*egress[^}]*\} 0)' "$out/sandprobe-regressed.prom" | quote
 ok "${red}not conformant${reset}: exit 1, and the reports say which destination answered"
-"$lab" heal >/dev/null
+"$lab" heal >/dev/null 2>&1
 
 step "admission" "the admission policy refuses a sandbox pod without its runtime class"
 kc create namespace sandboxes >/dev/null
