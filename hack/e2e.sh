@@ -65,6 +65,7 @@ fail() {
 # Long-lived children (cluster components, lab daemons, the Pushgateway)
 # must not inherit the lock descriptors, or the locks would outlive us:
 # they are started with {cl}>&- {ll}>&-.
+t_lock=$(now)
 exec {cl}>/run/sandprobe-cluster.test-lock
 if ! flock -n "$cl"; then
   echo "e2e: waiting for the test cluster (another test holds /run/sandprobe-cluster.test-lock)"
@@ -76,6 +77,7 @@ if ! flock -n "$ll"; then
   flock "$ll"
 fi
 
+timings+=("$(printf '%6ss  %s' "$(secs "$t_lock")" "waiting for the cluster and lab locks")")
 pg_pid=''
 observer_pid=''
 cleanup() {
@@ -173,6 +175,28 @@ done
 [[ -n $vap_ready ]] || fail "the admission policy does not refuse sandbox pods"
 ok "namespace $ns (Pod Security: $(kc get ns "$ns" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')), RBAC, CronJob, policy, admission policy in force"
 
+step "a live sandbox" "what sandprobe render makes of the policy, in namespace sandboxes, for drift to compare"
+# The probe pod, NetworkPolicy and policy ConfigMap render prints are
+# drift-free by construction; the pod runs the cluster's built-in image
+# (/probe pause: waits for SIGTERM) instead of the probe, so it stays Running
+# like an agent would. No CiliumNetworkPolicy: the cluster has no Cilium.
+kc create namespace sandboxes >/dev/null
+"$bin" render --policy "$overlay/policy.yaml" --namespace sandboxes --name agent-1 | python3 -c '
+import re, sys
+docs = [d for d in sys.stdin.read().split("---\n") if d.strip() and "\nkind: CiliumNetworkPolicy\n" not in d]
+out = []
+for d in docs:
+    if "\nkind: Pod\n" in d:
+        d = re.sub(r"(?m)^(\s+image: ).*$", r"\1sandprobe.local/probe:1", d)
+        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
+        assert n == 1, "the rendered pod changed shape: " + d
+    out.append(d)
+print("---\n" + "---\n".join(out), end="")
+' > "$out/sandbox.yaml"
+kc apply -f "$out/sandbox.yaml" | quote
+kc -n sandboxes wait --for=condition=Ready pod/agent-1 --timeout=120s >/dev/null || fail "the sandbox pod did not become Ready"
+kc -n sandboxes get pod agent-1 -o jsonpath='{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  phase={.status.phase}{"\n"}' | quote
+
 # ---- the runs -----------------------------------------------------------------------------
 # run_job NAME: a Job from the CronJob, as the schedule would start it; waits
 # for it to end and leaves $out/NAME.{log,xml,prom,pods,exit}.
@@ -228,7 +252,7 @@ show_run() {
   if [[ -s $out/$job.pods ]]; then quote < "$out/$job.pods"; else say "  (none seen)"; fi
   say "runner exit code: $(cat "$out/$job.exit")"
   say "JUnit: tests=$(junit_attr tests "$out/$job.xml") failures=$(junit_attr failures "$out/$job.xml") errors=$(junit_attr errors "$out/$job.xml") skipped=$(junit_attr skipped "$out/$job.xml")"
-  say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
+  say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
 }
 
 # The probe pod must have run like a sandbox: the selector's label and the
@@ -248,7 +272,9 @@ check_probe_pod sandprobe-healthy
   || fail "the healthy run's JUnit has failures or errors ($out/sandprobe-healthy.xml)"
 [[ $(metric sandprobe_up "$out/sandprobe-healthy.prom") == 1 && $(metric sandprobe_egress_unexpected_open "$out/sandprobe-healthy.prom") == 0 ]] \
   || fail "the healthy run's metrics are not sandprobe_up 1, egress_unexpected_open 0 ($out/sandprobe-healthy.prom)"
-ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked"
+[[ $(metric sandprobe_sandboxes_scanned "$out/sandprobe-healthy.prom") -ge 1 ]] \
+  || fail "drift scanned no sandbox (sandprobe_sandboxes_scanned in $out/sandprobe-healthy.prom)"
+ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked, the live sandbox drift-free"
 
 step "CNI regression" "the lab's nft rule '$flushed_rule' disappears (blocked.lab.test becomes reachable)"
 "$lab" rules | grep -E "^$flushed_rule " | quote || true
@@ -272,7 +298,6 @@ ok "${red}not conformant${reset}: exit 1, and the reports say which destination 
 "$lab" heal >/dev/null 2>&1
 
 step "admission" "the admission policy refuses a sandbox pod without its runtime class"
-kc create namespace sandboxes >/dev/null
 # try NAME WANT [kubectl run flags...]: WANT is refused or admitted.
 try() {
   local name=$1 want=$2 msg; shift 2
