@@ -26,3 +26,7 @@ awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", 
 echo
 echo "== egress: 24 DROP targets + 4 allowed hosts, T = 1s (goals: probe ≤ 1.3 T, ≥ 15x faster than sequential curl) =="
 go test ./runner/local -run '^$' -bench BenchmarkEgressVsCurl -benchtime 2x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
+go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout 20m | grep -E '^(Benchmark|kube cycle)' || exit 1

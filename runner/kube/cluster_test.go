@@ -73,7 +73,7 @@ var clusterImages struct {
 
 // newClusterEnv takes the cluster (and its lock) for the test, imports the
 // images once per test binary and makes the namespace.
-func newClusterEnv(t *testing.T) *clusterEnv {
+func newClusterEnv(t testing.TB) *clusterEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("the real cluster takes minutes")
@@ -97,7 +97,7 @@ metadata:
 
 // importImages builds the probe image (the sandprobe binary, and the lab's
 // CA where the lab policy expects it) and one image per misbehaviour.
-func (e *clusterEnv) importImages(t *testing.T) error {
+func (e *clusterEnv) importImages(t testing.TB) error {
 	dir := t.TempDir()
 	misbehave := filepath.Join(dir, "misbehave")
 	build := exec.Command("go", "build", "-o", misbehave, "./runner/kube/testdata/misbehave")
@@ -121,7 +121,7 @@ func misbehaveImage(name string) string { return "sandprobe.local/misbehave-" + 
 
 // rootfs makes a minimal root: the mount points a container expects and
 // the given files (copied from the host) and texts.
-func rootfs(t *testing.T, files, texts map[string]string) string {
+func rootfs(t testing.TB, files, texts map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"dev", "proc", "sys", "etc", "tmp", "workspace"} {
@@ -151,7 +151,7 @@ func rootfs(t *testing.T, files, texts map[string]string) string {
 	return root
 }
 
-func (e *clusterEnv) apply(t *testing.T, manifest string) {
+func (e *clusterEnv) apply(t testing.TB, manifest string) {
 	t.Helper()
 	cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-f", "-")
 	cmd.Stdin = strings.NewReader(manifest)
@@ -160,7 +160,7 @@ func (e *clusterEnv) apply(t *testing.T, manifest string) {
 	}
 }
 
-func (e *clusterEnv) kubectlOut(t *testing.T, args ...string) string {
+func (e *clusterEnv) kubectlOut(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...).CombinedOutput()
 	if err != nil {
@@ -171,7 +171,7 @@ func (e *clusterEnv) kubectlOut(t *testing.T, args ...string) string {
 
 // probeObjects lists what runs left in the namespace: probe pods and
 // policy ConfigMaps.
-func (e *clusterEnv) probeObjects(t *testing.T) []string {
+func (e *clusterEnv) probeObjects(t testing.TB) []string {
 	out := e.kubectlOut(t, "-n", clusterNS, "get", "pods,configmaps", "-l", leftoverSelector(), "-o", "name")
 	return strings.Fields(out)
 }
@@ -195,7 +195,7 @@ func (r runResult) problems() map[string]string {
 	return out
 }
 
-func (e *clusterEnv) command(t *testing.T, policyDoc string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+func (e *clusterEnv) command(t testing.TB, policyDoc string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
@@ -211,7 +211,7 @@ func (e *clusterEnv) command(t *testing.T, policyDoc string, args ...string) (*e
 	return cmd, jsonFile, &stderr
 }
 
-func (e *clusterEnv) run(t *testing.T, policyDoc string, args ...string) runResult {
+func (e *clusterEnv) run(t testing.TB, policyDoc string, args ...string) runResult {
 	t.Helper()
 	cmd, jsonFile, out := e.command(t, policyDoc, args...)
 	start := time.Now()
@@ -328,7 +328,7 @@ spec:
 
 // labPolicy is the network lab's policy for a probe pod: every egress
 // target is a lab address the pods reach through `lab attach-cluster`.
-func labPolicy(t *testing.T, runtime string) string {
+func labPolicy(t testing.TB, runtime string) string {
 	b, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "fixtures", "lab-policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +351,7 @@ const labImageRef = "sandprobe.local/sandprobe:kube-test-lab"
 
 // labCluster connects the cluster's pods to the network lab and imports
 // the probe image with the lab's CA where the lab policy expects it.
-func (e *clusterEnv) labCluster(t *testing.T) {
+func (e *clusterEnv) labCluster(t testing.TB) {
 	t.Helper()
 	lab := testenv.Lab(t)
 	if out, err := exec.Command(lab, "attach-cluster").CombinedOutput(); err != nil {

@@ -302,7 +302,7 @@ func message(t *testing.T, res report.ProbeResult) string {
 	return string(b)
 }
 
-func loadPolicy(t *testing.T, doc string) (*policy.Policy, []byte) {
+func loadPolicy(t testing.TB, doc string) (*policy.Policy, []byte) {
 	t.Helper()
 	p, err := policy.Load([]byte(doc))
 	if err != nil {
