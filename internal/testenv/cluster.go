@@ -24,6 +24,13 @@ const (
 // The cluster stays up for the next test. A test that also needs the
 // network lab calls Cluster first, then Lab, so two tests never wait on
 // each other's lock.
+//
+// The lock's file descriptor is close-on-exec (os.OpenFile), so the
+// daemons up.sh starts do not inherit it. A shell that locks with
+// `exec 9>LOCK; flock 9` or `flock LOCK cmd` and starts the cluster must
+// keep the descriptor from them (`hack/cluster/up.sh 9>&-`, `flock -o`):
+// otherwise etcd, the kubelet and the rest hold the lock for as long as the
+// cluster runs and every other user waits forever.
 func Cluster(t testing.TB) string {
 	t.Helper()
 	RequireRoot(t)
