@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
-.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo bench lint docs clean
+.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo bench lint docs fixtures clean
 
 all: build
 
@@ -70,6 +70,12 @@ lint:
 
 docs: build
 	$(BIN) checks -o markdown > docs/checks.md
+	$(GO) test ./drift -run '^TestDocsRules$$' -update
+
+# Regenerates fixtures/drift from the case tables in drift/cases_test.go; the
+# docker inspect files need the test Docker engine (hack/docker/up.sh).
+fixtures:
+	$(GO) test ./drift -run '^(TestFixtures|TestDockerLive)$$' -update -count=1
 
 clean:
 	rm -rf bin out

@@ -106,9 +106,6 @@ func newCiliumIndex() *ciliumIndex {
 	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{}}
 }
 
-// CiliumPolicies is how many Cilium policies the engine holds.
-func (e *Engine) CiliumPolicies() int { return e.cil.count }
-
 // AddCiliumPolicy adds a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy.
 func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 	var cp ciliumPolicy
@@ -396,7 +393,7 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
 			restricted = true
 		}
 		for _, rf := range r.findings {
-			c.out = append(c.out, rf.on(c.target, c.ns))
+			c.out = append(c.out, rf.on(c.ensureTarget(), c.ns))
 		}
 	}
 	if restricted {
@@ -439,7 +436,7 @@ func (idx *ciliumIndex) missing(c *podCheck, sel []*compiledCiliumRule) {
 			continue
 		}
 		c.out = append(c.out, report.Finding{
-			Check: CiliumFQDNMissing, Target: c.target, Namespace: c.ns, Subject: h.rule.String(), Status: report.Skip,
+			Check: CiliumFQDNMissing, Target: c.ensureTarget(), Namespace: c.ns, Subject: h.rule.String(), Status: report.Skip,
 			Expected: "allowed by a toFQDNs rule of the Cilium policies selecting the sandbox (" + h.reason + ")",
 			Actual:   "no selecting Cilium rule allows it: sandboxes cannot reach it",
 			Fix:      fmt.Sprintf("add toFQDNs {%s} with toPorts %d/TCP to %s, or drop the allowance", fqdnText(h.rule.Host), h.rule.Port, ids[0]),

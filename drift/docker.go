@@ -83,15 +83,14 @@ func ParseDockerInspect(data []byte) ([]DockerContainer, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty docker inspect output")
 	}
+	var cs []DockerContainer
 	if data[0] == '{' {
 		var c DockerContainer
 		if err := json.Unmarshal(data, &c); err != nil {
 			return nil, fmt.Errorf("decode docker inspect object: %w", err)
 		}
-		return []DockerContainer{c}, nil
-	}
-	var cs []DockerContainer
-	if err := json.Unmarshal(data, &cs); err != nil {
+		cs = []DockerContainer{c}
+	} else if err := json.Unmarshal(data, &cs); err != nil {
 		return nil, fmt.Errorf("decode docker inspect list: %w", err)
 	}
 	for i, c := range cs {

@@ -280,7 +280,14 @@ func (h *dockerHarness) importImage(t *testing.T) {
 		}
 	}
 	tw.Close()
-	h.docker(t, buf.Bytes(), "import", "--change", `ENTRYPOINT ["/sandprobe"]`, "--change", "WORKDIR /workspace", "-", testImage)
+	id := h.docker(t, buf.Bytes(), "import", "--change", `ENTRYPOINT ["/sandprobe"]`, "--change", "WORKDIR /workspace", "-", testImage)
+	// Runs after the containers are removed (cleanups run last-in first-out);
+	// the next import re-tags, so this image would only dangle.
+	t.Cleanup(func() {
+		cmd := exec.Command(h.cli, "image", "rm", id)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+h.host)
+		_ = cmd.Run() // best effort: a concurrent run may still use it
+	})
 }
 
 func (h *dockerHarness) ensureNetwork(t *testing.T, name string, internal bool) {
@@ -304,6 +311,13 @@ func TestDockerLive(t *testing.T) {
 	h.importImage(t)
 	h.ensureNetwork(t, testNetwork, true)
 	h.ensureNetwork(t, openNetwork, false)
+	// A network with a route out must not outlive the test (its containers
+	// are only created, and removed before this runs).
+	t.Cleanup(func() {
+		cmd := exec.Command(h.cli, "network", "rm", openNetwork)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+h.host)
+		_ = cmd.Run() // best effort: a concurrent run may still use it
+	})
 
 	runID := fmt.Sprintf("%d", time.Now().UnixNano())
 	env := &dockerEnv{runLabel: "sandprobe.dev/drift-run=" + runID}

@@ -177,9 +177,7 @@ func Rules() []Rule {
 }
 
 // Target names for findings.
-func podTarget(ns, name string) string     { return "pod/" + ns + "/" + name }
-func sandboxTarget(ns, name string) string { return "sandbox/" + ns + "/" + name }
-func containerTarget(name string) string   { return "container/" + name }
+func containerTarget(name string) string { return "container/" + name }
 
 // SummaryTarget is the target of the passing summary findings: one per rule
 // that found no drift, so JUnit stays one suite however many objects pass.
@@ -267,9 +265,6 @@ func (c *Collector) Summary(p *policy.Policy) {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Check < out[j].Check })
 	c.Findings = append(c.Findings, out...)
 }
-
-// Failed returns how many failing findings a rule produced.
-func (c *Collector) Failed(rule string) int { return c.failed[rule] }
 
 // ruleApplies says whether the policy asks for a rule at all (a rule the
 // policy does not ask for gets no passing summary line either).

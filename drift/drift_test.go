@@ -430,3 +430,57 @@ func TestSummaryKeepsReportsSmall(t *testing.T) {
 		t.Fatalf("exit %d", run.ExitCode())
 	}
 }
+
+// TestSecretPatterns: the fast matcher agrees with path.Match.
+func TestSecretPatterns(t *testing.T) {
+	p := loadPolicy(t, "policy.yaml")
+	p.Spec.Secrets.EnvNamePatterns = []string{"*_KEY", "*_TOKEN", "*PASSWORD*", "AWS_*", "GH?TOKEN", "X*Y*Z"}
+	e, err := drift.NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"ANTHROPIC_API_KEY", true}, {"api_key", true}, {"KEY", false}, {"_KEY", true}, {"GITHUB_TOKEN", true},
+		{"DB_PASSWORD_FILE", true}, {"PASSWORD", true}, {"AWS_REGION", true}, {"GH_TOKEN", true}, {"GHXTOKEN", true},
+		{"XYZ", true}, {"XAYBZ", true}, {"XZY", false}, {"HOME", false}, {"PATH", false}, {"KEYS", false},
+	} {
+		pod := hardenedPod(p, "sandboxes", "x")
+		agent(pod).Env = []corev1.EnvVar{{Name: c.name, Value: "v"}}
+		got := len(e.CheckPod(pod)) == 1
+		if got != c.want {
+			t.Errorf("%s: secret %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDocsRules: docs/drift.md lists every rule, generated from the table.
+func TestDocsRules(t *testing.T) {
+	path := filepath.Join(repoRoot(), "docs", "drift.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "|---|---|---|\n", "<!-- /rules -->"
+	text := string(data)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
+	if i < 0 || j < i {
+		t.Fatal("docs/drift.md lacks the rules table markers")
+	}
+	var b strings.Builder
+	for _, r := range drift.Rules() {
+		b.WriteString("| `" + r.ID + "` | " + r.Proves + " | " + strings.ReplaceAll(r.Fix, "|", `\|`) + " |\n")
+	}
+	want := text[:i+len(begin)] + b.String() + text[j:]
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want != text {
+		t.Fatal("docs/drift.md rules table is stale: go test ./drift -run TestDocsRules -update")
+	}
+}

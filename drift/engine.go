@@ -28,7 +28,7 @@ type Engine struct {
 	caps      map[string]bool
 	limits    []declaredLimit
 	sizeLimit *resource.Quantity
-	patterns  []string // secret env name patterns, upper-cased
+	patterns  []glob // secret env name patterns
 	egress    *egressModel
 	pss       []pssCheck
 	net       *netpolIndex
@@ -80,7 +80,7 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 		e.sizeLimit = &q
 	}
 	for _, pat := range s.Secrets.EnvNamePatterns {
-		e.patterns = append(e.patterns, strings.ToUpper(pat))
+		e.patterns = append(e.patterns, compileGlob(pat))
 	}
 	var err error
 	if e.egress, err = newEgressModel(p); err != nil {
@@ -92,18 +92,12 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 	return e, nil
 }
 
-// Policy is the policy the engine checks against.
-func (e *Engine) Policy() *policy.Policy { return e.p }
-
 // SetEgressKnown says whether the cluster's network policies were loaded;
 // without them the egress rules are not applied to pods.
 func (e *Engine) SetEgressKnown(known bool) { e.egressKnown = known }
 
 // EgressKnown reports whether egress rules are applied.
 func (e *Engine) EgressKnown() bool { return e.egressKnown }
-
-// SandboxNamespace reports whether ns is a declared sandbox namespace.
-func (e *Engine) SandboxNamespace(ns string) bool { return e.sandboxNS[ns] }
 
 // IsSandbox says whether a pod is one the policy governs: it carries the
 // selector's labels, or it lives in a sandbox namespace (where a pod without
@@ -112,22 +106,19 @@ func (e *Engine) IsSandbox(ns string, podLabels map[string]string) bool {
 	return e.sandboxNS[ns] || e.selector.Matches(labels.Set(podLabels))
 }
 
-// Selected reports whether labels carry the policy selector.
-func (e *Engine) Selected(podLabels map[string]string) bool {
-	return e.selector.Matches(labels.Set(podLabels))
-}
-
 // CheckPod applies every pod rule and, when the cluster's network policies
 // are known, the egress rules. It returns nil for a conformant pod.
 func (e *Engine) CheckPod(pod *corev1.Pod) []report.Finding {
 	c := podCheck{
-		e:      e,
-		target: podTarget(pod.Namespace, podName(pod.Name, pod.GenerateName)),
-		ns:     pod.Namespace,
-		spec:   "spec",
-		meta:   "metadata",
-		om:     &pod.ObjectMeta,
-		ps:     &pod.Spec,
+		e:    e,
+		kind: "pod",
+		name: pod.Name,
+		gen:  pod.GenerateName,
+		ns:   pod.Namespace,
+		spec: "spec",
+		meta: "metadata",
+		om:   &pod.ObjectMeta,
+		ps:   &pod.Spec,
 	}
 	c.run()
 	if e.egressKnown {
@@ -146,11 +137,14 @@ func podName(name, generateName string) string {
 // podCheck is one object going through the pod rules: a Pod, or the pod
 // template of a Sandbox (then spec is "spec.podTemplate.spec").
 type podCheck struct {
-	e      *Engine
-	target string
-	ns     string
-	spec   string // field path of the PodSpec
-	meta   string // field path of the pod metadata
+	e *Engine
+	// kind ("pod" or "sandbox"), name and generateName make the target,
+	// which is built only when something fails.
+	kind, name, gen string
+	target          string
+	ns              string
+	spec            string // field path of the PodSpec
+	meta            string // field path of the pod metadata
 	// om carries the labels and annotations (of the pod, or of the template).
 	om  *metav1.ObjectMeta
 	ps  *corev1.PodSpec
@@ -161,14 +155,22 @@ type podCheck struct {
 	where  string // provenance, computed on the first failure
 }
 
+// ensureTarget builds the target name on first use.
+func (c *podCheck) ensureTarget() string {
+	if c.target == "" {
+		c.target = c.kind + "/" + c.ns + "/" + podName(c.name, c.gen)
+	}
+	return c.target
+}
+
 // provenance says where the object comes from: its owner and node, so a
 // finding leads to the controller or template that has to change.
 func (c *podCheck) provenance() string {
-	kind, name := "pod", c.target[strings.IndexByte(c.target, '/')+1:]
-	if strings.HasPrefix(c.target, "sandbox/") {
+	kind := c.kind
+	if kind == "sandbox" {
 		kind = "sandbox pod template"
 	}
-	s := kind + " " + name
+	s := kind + " " + c.ns + "/" + podName(c.name, c.gen)
 	for _, o := range c.om.OwnerReferences {
 		if o.Controller != nil && *o.Controller {
 			s += ", created by " + o.Kind + "/" + o.Name
@@ -185,6 +187,7 @@ func (c *podCheck) fail(rule, subject, expected, actual, fix, evidence string) {
 		c.failed = map[string]bool{}
 		c.where = c.provenance()
 	}
+	c.ensureTarget()
 	c.failed[rule] = true
 	if evidence == "" {
 		evidence = c.where

@@ -18,8 +18,9 @@ import (
 	"github.com/sandprobe/sandprobe/policy"
 )
 
-// defaultAssets is where hack/k8s/build.sh caches kube-apiserver and etcd.
-const defaultAssets = "/var/cache/sandprobe/k8s/v1.37.2/bin"
+// k8sVersion is the Kubernetes release hack/k8s/build.sh builds; its
+// binaries are cached under $SANDPROBE_CACHE/k8s/<version>/bin.
+const k8sVersion = "v1.37.2"
 
 // One real kube-apiserver with etcd per test binary, started on first use
 // (about 4 s) and stopped by TestMain. Pods are stored, never run: there is
@@ -41,11 +42,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// assetsDir finds kube-apiserver and etcd: $KUBEBUILDER_ASSETS, else the cache.
+// assetsDir finds kube-apiserver and etcd: $KUBEBUILDER_ASSETS, else the
+// build cache (SANDPROBE_CACHE, default /var/cache/sandprobe).
 func assetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		dir = defaultAssets
+		cache := os.Getenv("SANDPROBE_CACHE")
+		if cache == "" {
+			cache = "/var/cache/sandprobe"
+		}
+		dir = filepath.Join(cache, "k8s", k8sVersion, "bin")
 	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {

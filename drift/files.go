@@ -185,8 +185,8 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 		}
 	}
 	for _, p := range m.Pods {
-		if !e.IsSandbox(p.Namespace, p.Labels) {
-			continue
+		if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue // as live: a finished pod runs nothing
 		}
 		col.Add(e.CheckPod(p))
 	}

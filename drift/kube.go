@@ -176,6 +176,7 @@ func (k *KubeScan) loadNetworkPolicies(ctx context.Context) error {
 		if err != nil {
 			return "", fmt.Errorf("list networkpolicies in all namespaces: %w", err)
 		}
+		k.Logger.Debug("networkpolicies page", "policies", len(list.Items), "more", list.Continue != "")
 		for i := range list.Items {
 			if err := k.Engine.AddNetworkPolicy(&list.Items[i]); err != nil {
 				return "", err
@@ -232,6 +233,7 @@ func (k *KubeScan) scanPods(ctx context.Context, col *Collector) error {
 	namespaces := append([]string(nil), e.p.Spec.Namespaces...)
 	sort.Strings(namespaces)
 	each := func(list *corev1.PodList) {
+		k.Logger.Debug("pods page", "pods", len(list.Items), "more", list.Continue != "")
 		for i := range list.Items {
 			col.Add(e.CheckPod(&list.Items[i]))
 		}

@@ -138,7 +138,7 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 	sort.Slice(hits, func(i, j int) bool { return hits[i].name < hits[j].name })
 	for _, np := range hits {
 		for _, rf := range np.findings {
-			f := rf.on(c.target, c.ns)
+			f := rf.on(c.ensureTarget(), c.ns)
 			c.out = append(c.out, f)
 		}
 	}

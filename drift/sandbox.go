@@ -47,13 +47,14 @@ func (e *Engine) CheckSandbox(obj *unstructured.Unstructured) ([]report.Finding,
 		return nil, false, nil
 	}
 	c := podCheck{
-		e:      e,
-		target: sandboxTarget(sb.Metadata.Namespace, sb.Metadata.Name),
-		ns:     sb.Metadata.Namespace,
-		spec:   "spec.podTemplate.spec",
-		meta:   "spec.podTemplate.metadata",
-		om:     &metav1.ObjectMeta{Namespace: sb.Metadata.Namespace, Labels: tm.Labels, Annotations: tm.Annotations},
-		ps:     &sb.Spec.PodTemplate.Spec,
+		e:    e,
+		kind: "sandbox",
+		name: sb.Metadata.Name,
+		ns:   sb.Metadata.Namespace,
+		spec: "spec.podTemplate.spec",
+		meta: "spec.podTemplate.metadata",
+		om:   &metav1.ObjectMeta{Namespace: sb.Metadata.Namespace, Labels: tm.Labels, Annotations: tm.Annotations},
+		ps:   &sb.Spec.PodTemplate.Spec,
 	}
 	c.run()
 	return c.out, true, nil

@@ -19,6 +19,17 @@ echo "== metrics: Observe + exposition for 500 nodes × 24 findings, against the
 go test ./report -run '^$' -bench BenchmarkMetricsObserveAndWrite -benchtime 20x | grep -E '^Benchmark' || exit 1
 
 echo
+echo "== drift: the offline rule engine (goal ≥ 100,000 pods/s), against protobuf decoding of the same pods =="
+go test ./drift -run '^$' -bench '^(BenchmarkEngine|BenchmarkDecodeProtobuf)$' -benchtime 5x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== drift: 10,000 pods + 500 NetworkPolicies in a real kube-apiserver (goals: ≤ 5 s, ≤ 150 MB peak RSS) =="
+# kube-apiserver and etcd come from \$KUBEBUILDER_ASSETS or hack/k8s/build.sh's cache.
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./drift -run '^TestBenchDriftLive$' -count=1 -timeout 20m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== binary size (goal ≤ 30 MB) =="
 size=$(stat -c %s bin/sandprobe)
 awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", s / 1048576 }'
@@ -26,3 +37,7 @@ awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", 
 echo
 echo "== egress: 24 DROP targets + 4 allowed hosts, T = 1s (goals: probe ≤ 1.3 T, ≥ 15x faster than sequential curl) =="
 go test ./runner/local -run '^$' -bench BenchmarkEgressVsCurl -benchtime 2x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
+go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout 20m | grep -E '^(Benchmark|kube cycle)' || exit 1

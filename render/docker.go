@@ -129,7 +129,7 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 		add("--tmpfs", w+":rw,mode=1777"+size)
 	}
 	if s.Egress.Proxy != "" {
-		for _, k := range ProxyVariables {
+		for _, k := range ProxyVariables() {
 			add("-e", k+"="+s.Egress.Proxy)
 		}
 	}

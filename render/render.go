@@ -73,8 +73,9 @@ type ProbePodOptions struct {
 	InstallCommand []string
 }
 
-// DefaultInstallCommand is the init container's command when none is given.
-var DefaultInstallCommand = []string{ImageBinary, "install"}
+// DefaultInstallCommand is the init container's command when none is
+// given: the sandprobe image's binary copying itself (see ProbePodOptions).
+func DefaultInstallCommand() []string { return []string{ImageBinary, "install"} }
 
 // DefaultNamespace is where render puts namespaced objects.
 func DefaultNamespace(p *policy.Policy) string {
@@ -101,7 +102,7 @@ func (o ProbePodOptions) withDefaults(p *policy.Policy) ProbePodOptions {
 		o.PolicyConfigMap = "sandprobe-policy-" + p.Metadata.Name
 	}
 	if len(o.InstallCommand) == 0 {
-		o.InstallCommand = DefaultInstallCommand
+		o.InstallCommand = DefaultInstallCommand()
 	}
 	return o
 }
@@ -345,14 +346,16 @@ func proxyEnv(p *policy.Policy) []corev1.EnvVar {
 		return nil
 	}
 	var out []corev1.EnvVar
-	for _, k := range ProxyVariables {
+	for _, k := range ProxyVariables() {
 		out = append(out, corev1.EnvVar{Name: k, Value: px})
 	}
 	return out
 }
 
 // ProxyVariables are the proxy variables, in both spellings tools read.
-var ProxyVariables = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"}
+func ProxyVariables() []string {
+	return []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"}
+}
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 

@@ -38,6 +38,7 @@ func commands() []command {
 		{"probe", "the in-sandbox half: run the checks here and print the result as JSON", (*app).cmdProbe},
 		{"validate", "check a policy file and print every problem with its YAML path", (*app).cmdValidate},
 		{"checks", "list the check catalogue: id, what it proves, how to fix it", (*app).cmdChecks},
+		{"install", "copy this static binary to DEST (the probe pod's init container, for a probe in the sandbox's own image)", (*app).cmdInstall},
 		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", (*app).cmdDrift},
 		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", (*app).cmdRender},
 	}

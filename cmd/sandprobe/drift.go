@@ -74,8 +74,18 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 		}
 		kube = true
 	}
-	engine, err := drift.NewEngine(p)
-	if err != nil {
+	// Each source gets its own engine: files, a cluster and a Docker engine
+	// are different worlds, and one's network policies must not explain
+	// another's pods.
+	newEngine := func() *drift.Engine {
+		e, err := drift.NewEngine(p)
+		if err != nil {
+			// The policy validated; a failure here is a bug, not bad input.
+			panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
+		}
+		return e
+	}
+	if _, err := drift.NewEngine(p); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 		return report.ExitBadInput
 	}
@@ -90,7 +100,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitBadInput
 		}
-		if err := drift.CheckManifests(engine, m, col); err != nil {
+		if err := drift.CheckManifests(newEngine(), m, col); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitBadInput
 		}
@@ -103,7 +113,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	for _, path := range o.inspect {
 		data, err := readInput(a.stdin, path)
 		if err == nil {
-			err = drift.CheckInspectFile(engine, data, path, col)
+			err = drift.CheckInspectFile(newEngine(), data, path, col)
 		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
@@ -115,10 +125,10 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	defer cancel()
 	var runErr error
 	if kube && runErr == nil {
-		runErr = a.driftKube(ctx, &o, engine, col, logger)
+		runErr = a.driftKube(ctx, &o, newEngine(), col, logger)
 	}
 	if o.docker && runErr == nil {
-		runErr = a.driftDocker(ctx, &o, engine, col)
+		runErr = a.driftDocker(ctx, &o, newEngine(), col)
 	}
 	if runErr != nil {
 		// One line a CronJob log or a terminal shows whole.

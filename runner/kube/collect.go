@@ -68,6 +68,10 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 		doc = []byte(term.Message)
 	case logErr != nil:
 		return res, a.cannot(runner.ReasonLogsUnavailable, "cannot read the log of pod %s/%s (%s) and it left no termination message", a.ns, a.name, oneLine(logErr))
+	case strings.TrimSpace(stderr) != "":
+		// Something printed, but no result: a wrapper's chatter, a probe
+		// that never got to its verdict.
+		return res, a.cannot(runner.ReasonGarbled, "the probe's log holds no JSON result%s", runner.StderrTail(stderr))
 	}
 	res, err := runner.ParseResult(a.target, doc, a.r.spec.Nonce)
 	if err != nil {

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+const fx = "../../fixtures/"
+
+// TestDriftExitCodes: 0 no drift, 1 drift, 2 bad input — for files, inspect
+// output and stdin.
+func TestDriftExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: v1\nkind: Pod\nmetadata: [\n"), 0o644)
+	empty := filepath.Join(dir, "cm.yaml")
+	os.WriteFile(empty, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644)
+	notInspect := filepath.Join(dir, "x.json")
+	os.WriteFile(notInspect, []byte(`{"not": "a container"}`), 0o644)
+	hardened, _ := os.ReadFile(fx + "drift/hardened.yaml")
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		err   string
+	}{
+		{"hardened", "", []string{"-f", fx + "drift/hardened.yaml"}, 0, ""},
+		{"hardened from stdin", string(hardened), []string{"-f", "-"}, 0, ""},
+		{"lazy pods", "", []string{"-f", fx + "drift/pods.yaml"}, 1, ""},
+		{"a directory", "", []string{"-f", fx + "drift"}, 1, ""},
+		{"bastion", "", []string{"--policy", fx + "docker-policy.yaml", "--inspect", fx + "drift/docker/bastion.json"}, 1, ""},
+		{"rendered container", "", []string{"--policy", fx + "docker-policy.yaml", "--inspect", fx + "drift/docker/rendered.json"}, 0, ""},
+		{"malformed file", "", []string{"-f", bad}, 2, "bad.yaml: document 1"},
+		{"missing file", "", []string{"-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml"},
+		{"no sandbox in the files", "", []string{"-f", empty}, 2, "hold no sandbox"},
+		{"not docker inspect", "", []string{"--inspect", notInspect}, 2, "not a container"},
+		{"bad policy", "", []string{"--policy", "../../policy/testdata/invalid-negative-uid.yaml", "-f", fx + "drift/pods.yaml"}, 2, "uid"},
+		{"bad output", "", []string{"-f", fx + "drift/pods.yaml", "-o", "yaml"}, 2, "-o"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"drift"}, c.args...)
+			if !strings.Contains(strings.Join(c.args, " "), "--policy") {
+				args = append(args, "--policy", fx+"policy.yaml")
+			}
+			t.Setenv("KUBECONFIG", "")
+			t.Setenv("KUBERNETES_SERVICE_HOST", "")
+			code, stdout, stderr := runApp(t, c.stdin, args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, stdout, stderr)
+			}
+			if c.err != "" && !strings.Contains(stderr, c.err) {
+				t.Fatalf("stderr %q lacks %q", stderr, c.err)
+			}
+		})
+	}
+}
+
+// TestDriftDockerUnreachable: an engine that cannot be reached is exit 3,
+// one line on stderr.
+func TestDriftDockerUnreachable(t *testing.T) {
+	sock := "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", fx+"docker-policy.yaml", "--docker", "--docker-host", sock, "--timeout", "10s")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 3 || len(lines) != 1 || !strings.Contains(stderr, "no-docker.sock") || !strings.Contains(stdout, "COULD NOT CHECK") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+func TestDriftNeedsASource(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	code, _, stderr := runApp(t, "", "drift", "--policy", fx+"policy.yaml")
+	if code != 2 || !strings.Contains(stderr, "nothing to check") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestDriftJUnit: a testsuite per drifted object plus one summary suite;
+// failures carry "expected X, actual Y" and the fix.
+func TestDriftJUnit(t *testing.T) {
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", fx+"policy.yaml", "-f", fx+"drift/pods.yaml", "-o", "junit")
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Suites []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+					Body    string `xml:",chardata"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ pods int }
+	for _, s := range doc.Suites {
+		if strings.HasPrefix(s.Name, "pod/") {
+			m.pods++
+			for _, c := range s.Cases {
+				if c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "expected ") || !strings.Contains(c.Failure.Body, "fix:") {
+					t.Errorf("%s %s: %+v", s.Name, c.Name, c.Failure)
+				}
+			}
+		} else if s.Name != "drift" {
+			t.Errorf("unexpected suite %s", s.Name)
+		}
+	}
+	// Every lazy pod drifted; the hardened one has no suite.
+	if m.pods != 35 {
+		t.Errorf("%d pod suites, want 35 (one per drifted pod)", m.pods)
+	}
+}
+
+// TestRenderThenDrift: render's YAML, piped into drift, is clean — the same
+// path a user takes with `sandprobe render | sandprobe drift -f -`.
+func TestRenderThenDrift(t *testing.T) {
+	for _, c := range []struct{ policy, probeImage string }{
+		{"policy.yaml", "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		{"direct-policy.yaml", ""},
+		{"docker-policy.yaml", ""},
+		{"local-policy.yaml", ""},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			args := []string{"render", "--policy", fx + c.policy}
+			if c.probeImage != "" {
+				args = append(args, "--probe-image", c.probeImage)
+			}
+			code, yamlOut, stderr := runApp(t, "", args...)
+			if code != 0 {
+				t.Fatalf("render: exit %d: %s", code, stderr)
+			}
+			for _, kind := range []string{"kind: ConfigMap", "kind: Pod", "kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0"} {
+				if !strings.Contains(yamlOut, kind) {
+					t.Errorf("render output lacks %q", kind)
+				}
+			}
+			code, out, stderr := runApp(t, yamlOut, "drift", "--policy", fx+c.policy, "-f", "-", "-o", "json")
+			if code != 0 {
+				t.Fatalf("drift of render's output: exit %d\n%s\n%s", code, out, stderr)
+			}
+			var run report.Run
+			if err := json.Unmarshal([]byte(out), &run); err != nil || run.Scanned != 1 {
+				t.Fatalf("scanned %d: %v", run.Scanned, err)
+			}
+		})
+	}
+}
+
+func TestRenderFormats(t *testing.T) {
+	code, out, _ := runApp(t, "", "render", "--policy", fx+"docker-policy.yaml", "--format", "docker", "--nonce", "abc")
+	if code != 0 || !strings.HasPrefix(out, "docker run --rm -i ") || !strings.Contains(out, "--cap-drop ALL") ||
+		!strings.Contains(out, "--network sandprobe-drift-internal") || !strings.Contains(out, "--nonce abc") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	code, out, _ = runApp(t, "", "render", "--policy", fx+"docker-policy.yaml", "--format", "docker-json")
+	var argv []string
+	if code != 0 || json.Unmarshal([]byte(out), &argv) != nil || argv[0] != "docker" {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--policy", fx + "policy.yaml"}, "not pinned by digest"},
+		{[]string{"--policy", fx + "docker-policy.yaml", "--format", "helm"}, "--format"},
+		{[]string{}, "--policy is required"},
+	} {
+		code, _, stderr := runApp(t, "", append([]string{"render"}, c.args...)...)
+		if code != 2 || !strings.Contains(stderr, c.err) {
+			t.Errorf("%v: exit %d, stderr %q", c.args, code, stderr)
+		}
+	}
+}
