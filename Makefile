@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
-.PHONY: all build deps docker-env kube-env test unit rules fuzz demo bench lint docs fixtures clean
+.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo bench lint docs fixtures clean
 
 all: build
 
@@ -30,10 +30,19 @@ kube-env:
 
 # The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
 # that would skip for a missing environment (root, lab, Docker, apiserver)
-# into a failure.
+# into a failure. Then the fuzzers, then the end-to-end story on a real
+# cluster (make e2e).
 test: deps build docker-env kube-env
 	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) KUBEBUILDER_ASSETS=$$(hack/k8s/build.sh --print-assets) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
+	$(MAKE) e2e
+
+# The headline story on a real single-node cluster (hack/cluster) and the
+# network lab: kubectl apply -k, a Job from the CronJob green, one egress
+# rule flushed, the next Job exit 1, the admission policy refusing an
+# unisolated sandbox; everything torn down after (hack/e2e.sh).
+e2e: deps build kube-env
+	hack/e2e.sh
 
 unit:
 	$(GO) test -count=1 ./policy/... ./report/... ./runner ./manifests/...

@@ -18,6 +18,7 @@ go test ./runner/docker -run '^$' -bench BenchmarkVerifyImage -benchtime 3x | gr
 echo "== metrics: Observe + exposition for 500 nodes × 24 findings, against the JSON report of the same run =="
 go test ./report -run '^$' -bench BenchmarkMetricsObserveAndWrite -benchtime 20x | grep -E '^Benchmark' || exit 1
 
+echo
 echo "== drift: the offline rule engine (goal ≥ 100,000 pods/s), against protobuf decoding of the same pods =="
 go test ./drift -run '^$' -bench '^(BenchmarkEngine|BenchmarkDecodeProtobuf)$' -benchtime 5x | grep -E '^Benchmark' || exit 1
 
@@ -36,3 +37,7 @@ awk -v s="$size" 'BEGIN { printf "bin/sandprobe (static, stripped): %.1f MB\n", 
 echo
 echo "== egress: 24 DROP targets + 4 allowed hosts, T = 1s (goals: probe ≤ 1.3 T, ≥ 15x faster than sequential curl) =="
 go test ./runner/local -run '^$' -bench BenchmarkEgressVsCurl -benchtime 2x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
+go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout 20m | grep -E '^(Benchmark|kube cycle)' || exit 1

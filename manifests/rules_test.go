@@ -1,6 +1,9 @@
-// Package manifests holds sandprobe's Kubernetes manifests; its tests keep
-// the alert rules valid, unit-tested, documented and in step with both the
-// metrics sandprobe exposes and the PrometheusRule object.
+// Package manifests holds sandprobe's Kubernetes manifests (the kustomize
+// base); its tests apply the base to a real kube-apiserver and prove its
+// RBAC, admission policies and Pod Security, keep it in step with what
+// `sandprobe render` makes of the policy, and keep the alert rules valid,
+// unit-tested, documented and in step with both the metrics sandprobe
+// exposes and the PrometheusRule object.
 package manifests
 
 import (

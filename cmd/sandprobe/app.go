@@ -37,8 +37,8 @@ func commands() []command {
 		{"serve", "the run cycle on a cron schedule, with /metrics, /healthz and /report.json", (*app).cmdServe},
 		{"probe", "the in-sandbox half: run the checks here and print the result as JSON", (*app).cmdProbe},
 		{"validate", "check a policy file and print every problem with its YAML path", (*app).cmdValidate},
-		{"install", "copy this static binary to DEST (the probe pod's init container carries it into the sandbox image)", (*app).cmdInstall},
 		{"checks", "list the check catalogue: id, what it proves, how to fix it", (*app).cmdChecks},
+		{"install", "copy this static binary to DEST (the probe pod's init container, for a probe in the sandbox's own image)", (*app).cmdInstall},
 		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", (*app).cmdDrift},
 		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", (*app).cmdRender},
 	}

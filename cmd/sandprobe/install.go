@@ -10,56 +10,52 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
-// cmdInstall copies this static binary to a path. The probe pod's init
-// container runs it to carry sandprobe into the real sandbox image through an
-// emptyDir, without changing that image.
+// cmdInstall copies this executable to a path: the probe pod's init
+// container runs it from the sandprobe image to put the static binary into
+// an emptyDir the probe container (in the real sandbox image, which may have
+// no cp) mounts read-only.
 func (a *app) cmdInstall(_ context.Context, args []string) int {
 	fs := a.flagSet("install", "DEST")
-	if err := fs.Parse(args); err != nil {
-		return report.ExitBadInput
-	}
-	if fs.NArg() != 1 {
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		fs.Usage()
 		return report.ExitBadInput
 	}
-	dest := fs.Arg(0)
-	if err := installSelf(dest); err != nil {
+	if err := installSelf(fs.Arg(0)); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe install: %v\n", err)
 		return report.ExitCouldNotRun
 	}
 	return report.ExitOK
 }
 
-// installSelf copies the running executable to dest through a temporary file
-// in the same directory, so a reader never sees half a binary.
+// installSelf writes the running executable to dest atomically, mode 0555.
 func installSelf(dest string) error {
-	self, err := os.Executable()
+	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
-	src, err := os.Open(self)
+	src, err := os.Open(exe)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", self, err)
+		return fmt.Errorf("open %s: %w", exe, err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dest), ".sandprobe-install-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".sandprobe-*")
 	if err != nil {
-		return fmt.Errorf("install to %s: %w", dest, err)
+		return fmt.Errorf("create %s: %w", dest, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	if _, err := io.Copy(tmp, src); err != nil {
 		tmp.Close()
-		return fmt.Errorf("copy to %s: %w", dest, err)
+		return fmt.Errorf("copy %s to %s: %w", exe, dest, err)
 	}
 	if err := tmp.Chmod(0o555); err != nil {
 		tmp.Close()
-		return fmt.Errorf("chmod %s: %w", dest, err)
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("install to %s: %w", dest, err)
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), dest); err != nil {
-		return fmt.Errorf("install to %s: %w", dest, err)
+		return fmt.Errorf("install %s: %w", dest, err)
 	}
 	return nil
 }

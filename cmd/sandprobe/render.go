@@ -10,12 +10,12 @@ import (
 )
 
 func (a *app) cmdRender(_ context.Context, args []string) int {
-	fs := a.flagSet("render", "--policy FILE [--format yaml|docker|docker-json]")
+	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|docker|docker-json]")
 	var (
 		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
-	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; docker: the docker run command line; docker-json: its argv as a JSON array")
+	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; docker: the docker run command line; docker-json: its argv as a JSON array")
 	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
 	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
@@ -40,6 +40,8 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 			return report.ExitCouldNotRun
 		}
+	case "admission":
+		return a.renderAdmission(p, raw, namespace)
 	case "docker", "docker-json":
 		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
 		if format == "docker" {
@@ -51,7 +53,7 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 			return report.ExitCouldNotRun
 		}
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, docker or docker-json, got %q\n", format)
+		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, docker or docker-json, got %q\n", format)
 		return report.ExitBadInput
 	}
 	return report.ExitOK

@@ -17,7 +17,7 @@ import (
 )
 
 func (a *app) cmdRun(ctx context.Context, args []string) int {
-	fs := a.flagSet("run", "--policy FILE [--backend local] [flags]")
+	fs := a.flagSet("run", "--policy FILE [--backend local|docker|kube] [flags]")
 	var (
 		cf  cycleFlags
 		out outputs
@@ -58,16 +58,18 @@ type cycleFlags struct {
 	deadline                             time.Duration
 	noNetwork                            bool
 	docker                               dockerFlags
+	kube                                 kubeFlags
 }
 
 func (cf *cycleFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.policyPath, "policy", "", "the SandboxPolicy file")
-	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local or docker")
+	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local, docker or kube")
 	fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
 	fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
 	cf.docker.register(fs)
+	cf.kube.register(fs)
 }
 
 // build loads the policy and constructs the backend, printing any problem;
@@ -94,8 +96,21 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 			return nil, false
 		}
 		be, closeBackend = dbe, closeFn
+	case "kube":
+		kc, closeFn, err := cf.kube.backend(a, cf, logger)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, oneLineErr(err))
+			return nil, false
+		}
+		be, closeBackend = kc.backend, closeFn
+		cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: kc}
+		cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
+		if cmd == "serve" {
+			cyc.say = func(msg string) { logger.Error(msg) }
+		}
+		return cyc, true
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local or docker, got %q\n", cmd, cf.backend)
+		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local, docker or kube, got %q\n", cmd, cf.backend)
 		return nil, false
 	}
 	return &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork}, true
@@ -110,13 +125,31 @@ type cycle struct {
 	close       func() // releases the backend's clients
 	deadline    time.Duration
 	noNetwork   bool
+	// kube, for the kube backend, checks the cluster answers first and adds
+	// the drift phase; say prints its one-line errors.
+	kube *kubeCycle
+	say  func(msg string)
 }
 
 // run performs one cycle with a fresh nonce, so no result of an earlier
 // cycle can pass for this one.
 func (c *cycle) run(ctx context.Context) report.Run {
 	spec := runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork}
-	return probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
+	if c.kube == nil {
+		return probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
+	}
+	start := time.Now()
+	if err := c.kube.reach(ctx); err != nil {
+		c.say(err.Error())
+		return c.kube.unreachable(c.policy, err, start)
+	}
+	run := probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
+	if c.kube.flags.drift && ctx.Err() == nil {
+		// After the probe, whose pods are gone by then: they carry the
+		// sandbox labels and would count as sandboxes.
+		c.kube.driftPhase(ctx, c.policy, &run)
+	}
+	return run
 }
 
 // probeCycle runs one probe through a backend and assembles the run. A

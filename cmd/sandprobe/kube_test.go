@@ -1,0 +1,80 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// writeKubeconfig writes a kubeconfig for a server address.
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunKubeUnreachable: the CronJob's run against a cluster that does not
+// answer exits 3 with one line on stderr naming the address, and still
+// writes its reports: a JUnit error and sandprobe_up 0.
+func TestRunKubeUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	dir := t.TempDir()
+	junit, metrics := filepath.Join(dir, "junit.xml"), filepath.Join(dir, "metrics.prom")
+	code, _, stderr := runApp(t, "", "run", "--backend", "kube", "--kubeconfig", writeKubeconfig(t, "https://"+addr),
+		"--policy", "../../fixtures/policy.yaml", "--junit", junit, "--metrics-file", metrics)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3; stderr %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "cannot reach the cluster at https://"+addr) {
+		t.Errorf("stderr should be one line naming the cluster, got %q", stderr)
+	}
+	j, _ := os.ReadFile(junit)
+	if !strings.Contains(string(j), "<error") || !strings.Contains(string(j), "launch-failed") {
+		t.Errorf("junit has no launch-failed error:\n%s", j)
+	}
+	m, _ := os.ReadFile(metrics)
+	if !strings.Contains(string(m), "sandprobe_up 0") {
+		t.Errorf("metrics lack sandprobe_up 0:\n%s", m)
+	}
+}
+
+// TestRunKubeBadInput: flags and kubeconfigs that cannot work are bad input
+// (exit 2), said in one line, before anything talks to a cluster.
+func TestRunKubeBadInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pull policy", []string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{"missing kubeconfig", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
+		{"grace", []string{"--unschedulable-grace", "0s"}, "--unschedulable-grace"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"run", "--backend", "kube", "--policy", "../../fixtures/policy.yaml"}, c.args...)
+			code, _, stderr := runApp(t, "", args...)
+			if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line naming %s", code, stderr, c.want)
+			}
+		})
+	}
+}

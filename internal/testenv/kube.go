@@ -1,0 +1,75 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// DefaultKubeAssets is where hack/k8s/build.sh caches kube-apiserver, etcd,
+// kubectl and the kubelet.
+const DefaultKubeAssets = "/var/cache/sandprobe/k8s/v1.37.2/bin"
+
+// KubeAssets finds the Kubernetes binaries: $KUBEBUILDER_ASSETS, else the
+// cache. Missing ones are Missing.
+func KubeAssets(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = DefaultKubeAssets
+	}
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			Missing(t, fmt.Sprintf("%s not in %s (set KUBEBUILDER_ASSETS or run hack/k8s/build.sh)", b, dir))
+		}
+	}
+	return dir
+}
+
+var apiServer struct {
+	mu  sync.Mutex
+	env *envtest.Environment
+	cfg *rest.Config
+	err error
+}
+
+// APIServer returns a config for a real kube-apiserver with etcd (envtest),
+// started on first use (about 4 s) and shared by the test binary: pods are
+// stored, never run, since there is no kubelet, scheduler or controller.
+// A package that uses it stops it from TestMain with StopAPIServer.
+func APIServer(t testing.TB) *rest.Config {
+	t.Helper()
+	dir := KubeAssets(t)
+	apiServer.mu.Lock()
+	defer apiServer.mu.Unlock()
+	if apiServer.env == nil && apiServer.err == nil {
+		env := &envtest.Environment{BinaryAssetsDirectory: dir}
+		apiServer.cfg, apiServer.err = env.Start()
+		if apiServer.err == nil {
+			apiServer.env = env
+		}
+	}
+	if apiServer.err != nil {
+		t.Fatalf("start kube-apiserver and etcd from %s: %v", dir, apiServer.err)
+	}
+	cfg := rest.CopyConfig(apiServer.cfg)
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
+}
+
+// StopAPIServer stops the shared API server, if one was started.
+func StopAPIServer() {
+	apiServer.mu.Lock()
+	defer apiServer.mu.Unlock()
+	if apiServer.env != nil {
+		if err := apiServer.env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop kube-apiserver: %v\n", err)
+		}
+		apiServer.env = nil
+	}
+}

@@ -1,0 +1,208 @@
+package manifests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+)
+
+// defaultAssets is where hack/k8s/build.sh caches kube-apiserver, etcd and kubectl.
+const defaultAssets = "/var/cache/sandprobe/k8s/v1.37.2/bin"
+
+// The base applied to one real kube-apiserver (RBAC authorizer, the default
+// admission chain with Pod Security, RuntimeClass and
+// ValidatingAdmissionPolicy) with `kubectl apply -k`, once per test binary.
+// There is no kubelet: pods are admitted and stored, never run.
+var cluster struct {
+	once      sync.Once
+	env       *envtest.Environment
+	cfg       *rest.Config
+	client    kubernetes.Interface
+	applied   string // kubectl apply's output
+	err       error
+	kubectl   string
+	kubeconfg string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cluster.env != nil {
+		if err := cluster.env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop kube-apiserver: %v\n", err)
+		}
+		os.RemoveAll(filepath.Dir(cluster.kubeconfg))
+	}
+	os.Exit(code)
+}
+
+// assetsDir finds kube-apiserver, etcd and kubectl: $KUBEBUILDER_ASSETS, else the cache.
+func assetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = defaultAssets
+	}
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s not in %s (set KUBEBUILDER_ASSETS or run hack/k8s/build.sh)", b, dir)
+		}
+	}
+	return dir, nil
+}
+
+// kubectl returns the kubectl that comes with the test binaries.
+func kubectl(t testing.TB) string {
+	t.Helper()
+	dir, err := assetsDir()
+	if err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	return filepath.Join(dir, "kubectl")
+}
+
+// kustomize builds a kustomization with kubectl's built-in kustomize.
+func kustomize(t testing.TB, dir string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(kubectl(t), "kustomize", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
+	}
+	return out
+}
+
+// appliedBase returns a client for an API server on which `kubectl apply -k
+// manifests/` has succeeded.
+func appliedBase(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	dir, err := assetsDir()
+	if err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	cluster.once.Do(func() { cluster.err = startAndApply(dir) })
+	if cluster.err != nil {
+		t.Fatal(cluster.err)
+	}
+	return cluster.client
+}
+
+func startAndApply(dir string) error {
+	cluster.kubectl = filepath.Join(dir, "kubectl")
+	cluster.env = &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		// The base carries a PrometheusRule; the Prometheus Operator's CRD
+		// stand-in lets it apply as a whole, as on hack/e2e's cluster.
+		CRDDirectoryPaths:     []string{"../hack/e2e/crds"},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := cluster.env.Start()
+	if err != nil {
+		cluster.env = nil
+		return fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err)
+	}
+	cluster.cfg = cfg
+	if cluster.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "sandprobe-manifests-")
+	if err != nil {
+		return err
+	}
+	cluster.kubeconfg = filepath.Join(tmp, "kubeconfig")
+	if err := writeKubeconfig(cfg, cluster.kubeconfg); err != nil {
+		return err
+	}
+	// RuntimeClass objects must exist before pods naming them are admitted.
+	if out, err := kubectlRun("apply", "-f", "testdata/runtimeclasses.yaml"); err != nil {
+		return fmt.Errorf("apply runtime classes: %v\n%s", err, out)
+	}
+	out, err := kubectlRun("apply", "-k", ".")
+	cluster.applied = out
+	if err != nil {
+		return fmt.Errorf("kubectl apply -k manifests/: %v\n%s", err, out)
+	}
+	return nil
+}
+
+func kubectlRun(args ...string) (string, error) {
+	cmd := exec.Command(cluster.kubectl, append([]string{"--kubeconfig", cluster.kubeconfg}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// TestApplyBase: `kubectl apply -k manifests/` creates every object of the
+// base, and the API server has no Pod Security warning for the CronJob's pod
+// template (the namespace enforces "restricted").
+func TestApplyBase(t *testing.T) {
+	appliedBase(t)
+	for _, want := range []string{
+		"namespace/sandprobe-system", "serviceaccount/sandprobe", "role.rbac.authorization.k8s.io/sandprobe-runner",
+		"clusterrole.rbac.authorization.k8s.io/sandprobe-reader", "rolebinding.rbac.authorization.k8s.io/sandprobe-runner",
+		"clusterrolebinding.rbac.authorization.k8s.io/sandprobe-reader", "configmap/sandprobe-policy",
+		"cronjob.batch/sandprobe", "validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
+		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
+		"validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-runner-scope",
+		"prometheusrule.monitoring.coreos.com/sandprobe",
+	} {
+		if !strings.Contains(cluster.applied, want+" ") {
+			t.Errorf("kubectl apply -k did not report %s:\n%s", want, cluster.applied)
+		}
+	}
+	if strings.Contains(strings.ToLower(cluster.applied), "warning") {
+		t.Errorf("kubectl apply -k warned (Pod Security?):\n%s", cluster.applied)
+	}
+	// Applying again changes nothing: the base is stable under apply.
+	out, err := kubectlRun("apply", "-k", ".")
+	if err != nil {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasSuffix(line, " unchanged") {
+			t.Errorf("second apply changed something: %q", line)
+		}
+	}
+}
+
+// eventually retries f until it returns nil or the time is up: admission
+// policies take effect a moment after they are created.
+func eventually(t testing.TB, within time.Duration, f func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("after %s: %v", within, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,463 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sourcegraph/conc"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// The real layer: hack/cluster's single-node cluster (kube-apiserver,
+// scheduler, controller-manager, kubelet, containerd with runc and gVisor),
+// driven through the sandprobe binary exactly as the CronJob runs it.
+// Every failure is provoked for real by an image that misbehaves in its own
+// way (testdata/misbehave installed as /sandprobe).
+
+// clusterNS is the tests' namespace: Pod Security "restricted" is
+// enforced, so every probe pod also proves it passes the standard.
+const clusterNS = "sandprobe-kube-test"
+
+const probeImageRef = "sandprobe.local/sandprobe:kube-test"
+
+// clusterPolicy is a runc sandbox without network checks, for the failure
+// cases: fast, and independent of the network lab.
+const clusterPolicy = `apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: kube-test}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  runtime: {classNames: [runc], isolation: {runc: none}}
+  identity: {uid: 65532, gid: 65532, fsGroup: 65532}
+  filesystem: {readOnlyRoot: true, writable: [/workspace, /tmp], emptyAtStart: [/workspace]}
+  capabilities: []
+  noNewPrivileges: true
+  seccomp: RuntimeDefault
+  serviceAccountToken: absent
+  resources: {limits: {memory: 64Mi, ephemeral-storage: 64Mi}}
+  probe: {deadline: 60s}
+`
+
+// Each misbehaving image, by what /misbehave.mode says.
+var misbehaviours = map[string]string{
+	"exit42":    "exit 42",
+	"segv":      "segv",
+	"sleep":     "sleep 1h",
+	"eat":       "eat",
+	"stale":     "stale",
+	"garbled":   "print hello from a wrapper script",
+	"truncated": `print {"schema":"sandprobe.dev/probe-result/v1","nonce":"`,
+}
+
+type clusterEnv struct {
+	kubeconfig, bin, kubectl string
+}
+
+var clusterImages struct {
+	once sync.Once
+	err  error
+}
+
+// newClusterEnv takes the cluster (and its lock) for the test, imports the
+// images once per test binary and makes the namespace.
+func newClusterEnv(t testing.TB) *clusterEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the real cluster takes minutes")
+	}
+	kubeconfig := testenv.Cluster(t)
+	e := &clusterEnv{kubeconfig: kubeconfig, bin: testenv.Binary(t), kubectl: filepath.Join(testenv.KubeAssets(t), "kubectl")}
+	clusterImages.once.Do(func() { clusterImages.err = e.importImages(t) })
+	if clusterImages.err != nil {
+		t.Fatal(clusterImages.err)
+	}
+	e.apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %s
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/enforce-version: latest
+`, clusterNS))
+	return e
+}
+
+// importImages builds the probe image (the sandprobe binary, and the lab's
+// CA where the lab policy expects it) and one image per misbehaviour.
+func (e *clusterEnv) importImages(t testing.TB) error {
+	dir := t.TempDir()
+	misbehave := filepath.Join(dir, "misbehave")
+	build := exec.Command("go", "build", "-o", misbehave, "./runner/kube/testdata/misbehave")
+	build.Dir = testenv.ModuleRoot(t)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build misbehave: %v\n%s", err, out)
+	}
+	testenv.ClusterImage(t, probeImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin}, nil))
+	for name, mode := range misbehaviours {
+		files := map[string]string{"/sandprobe": misbehave}
+		if name == "stale" {
+			files["/sandprobe.real"] = e.bin
+		}
+		testenv.ClusterImage(t, misbehaveImage(name), rootfs(t, files, map[string]string{"/misbehave.mode": mode}))
+	}
+	return nil
+}
+
+func misbehaveImage(name string) string { return "sandprobe.local/misbehave-" + name + ":kube-test" }
+
+// rootfs makes a minimal root: the mount points a container expects and
+// the given files (copied from the host) and texts.
+func rootfs(t testing.TB, files, texts map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"dev", "proc", "sys", "etc", "tmp", "workspace"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(root, "tmp"), 0o1777)
+	for _, f := range []string{"etc/hosts", "etc/resolv.conf", "etc/hostname"} {
+		os.WriteFile(filepath.Join(root, f), nil, 0o644)
+	}
+	for dest, src := range files {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(root, filepath.Dir(dest)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, dest), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dest, text := range texts {
+		if err := os.WriteFile(filepath.Join(root, dest), []byte(text+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func (e *clusterEnv) apply(t testing.TB, manifest string) {
+	t.Helper()
+	cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+func (e *clusterEnv) kubectlOut(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// probeObjects lists what runs left in the namespace: probe pods and
+// policy ConfigMaps.
+func (e *clusterEnv) probeObjects(t testing.TB) []string {
+	out := e.kubectlOut(t, "-n", clusterNS, "get", "pods,configmaps", "-l", leftoverSelector(), "-o", "name")
+	return strings.Fields(out)
+}
+
+// runResult is one `sandprobe run --backend kube` as the CronJob runs it.
+type runResult struct {
+	code    int
+	report  report.Run
+	stderr  string
+	seconds float64
+}
+
+// problems are the could-not-run findings of the run: reason → detail.
+func (r runResult) problems() map[string]string {
+	out := map[string]string{}
+	for _, f := range r.report.Findings {
+		if f.Check == "probe.run" {
+			out[f.Subject] = f.Actual
+		}
+	}
+	return out
+}
+
+func (e *clusterEnv) command(t testing.TB, policyDoc string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(policyDoc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jsonFile := filepath.Join(dir, "report.json")
+	argv := append([]string{"run", "--backend", "kube", "--kubeconfig", e.kubeconfig, "--namespace", clusterNS, "--policy", pol,
+		"--probe-image", probeImageRef, "--image-pull-policy", "Never", "--drift=false", "--json", jsonFile, "-o", "text"}, args...)
+	cmd := exec.Command(e.bin, argv...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	return cmd, jsonFile, &stderr
+}
+
+func (e *clusterEnv) run(t testing.TB, policyDoc string, args ...string) runResult {
+	t.Helper()
+	cmd, jsonFile, out := e.command(t, policyDoc, args...)
+	start := time.Now()
+	err := cmd.Run()
+	r := runResult{stderr: out.String(), seconds: time.Since(start).Seconds()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatalf("no JSON report (exit %d): %v\n%s", r.code, err, r.stderr)
+	}
+	if err := json.Unmarshal(b, &r.report); err != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+	return r
+}
+
+// TestClusterFailClosed provokes every could-not-run for real and sees
+// exit 3 with that reason and nothing left behind.
+func TestClusterFailClosed(t *testing.T) {
+	e := newClusterEnv(t)
+	unschedulable := strings.Replace(clusterPolicy, "  probe: {deadline: 60s}\n", "  placement: {nodeSelector: {pool: nobody-has-this}}\n  probe: {deadline: 60s}\n", 1)
+	cases := []struct {
+		name   string
+		policy string
+		args   []string
+		reason string
+		detail string
+	}{
+		{"image that does not exist", clusterPolicy, []string{"--probe-image", "sandprobe.local/no-such-image:1"}, runner.ReasonImagePull, "ErrImageNeverPull"},
+		{"no node matches", unschedulable, []string{"--unschedulable-grace", "3s"}, runner.ReasonUnschedulable, "didn't match"},
+		{"exit 42", clusterPolicy, []string{"--probe-image", misbehaveImage("exit42")}, runner.ReasonCrashed, "exited 42"},
+		{"SIGSEGV", clusterPolicy, []string{"--probe-image", misbehaveImage("segv")}, runner.ReasonCrashed, "signal 11"},
+		{"sleeps past its deadline", clusterPolicy, []string{"--probe-image", misbehaveImage("sleep"), "--deadline", "8s"}, runner.ReasonDeadline, "did not finish within 8s"},
+		{"out of memory", clusterPolicy, []string{"--probe-image", misbehaveImage("eat")}, runner.ReasonOOM, "64Mi"},
+		{"stale result", clusterPolicy, []string{"--probe-image", misbehaveImage("stale"), "--no-network"}, runner.ReasonWrongNonce, "5ta1e5ta1e5ta1e5ta1e5ta1"},
+		{"garbled", clusterPolicy, []string{"--probe-image", misbehaveImage("garbled")}, runner.ReasonGarbled, "hello from a wrapper script"},
+		{"truncated", clusterPolicy, []string{"--probe-image", misbehaveImage("truncated")}, runner.ReasonTruncated, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.run(t, c.policy, c.args...)
+			probs := r.problems()
+			t.Logf("exit %d in %.1fs: %v", r.code, r.seconds, probs)
+			if r.code != report.ExitCouldNotRun {
+				t.Errorf("exit %d, want 3\n%s", r.code, r.stderr)
+			}
+			if d, ok := probs[c.reason]; !ok || !strings.Contains(d, c.detail) || len(probs) != 1 {
+				t.Errorf("problems %v, want only %s containing %q", probs, c.reason, c.detail)
+			}
+			if left := e.probeObjects(t); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+// TestClusterAdmissionRefused: a ValidatingAdmissionPolicy refusing
+// sandbox pods without runtime class kata refuses the probe pod: exit 3,
+// admission-refused with the policy's message.
+func TestClusterAdmissionRefused(t *testing.T) {
+	e := newClusterEnv(t)
+	const name = "sandprobe-kube-test-runtime"
+	e.apply(t, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+  - expression: "!has(object.metadata.labels) || !('sandbox' in object.metadata.labels) || (has(object.spec.runtimeClassName) && object.spec.runtimeClassName in ['kata'])"
+    message: sandbox pods must run under runtime class kata
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
+`, name, clusterNS))
+	t.Cleanup(func() {
+		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name, "--ignore-not-found").Run()
+	})
+	// The API server picks the policy up within a second or two.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.run(t, clusterPolicy, "--no-network")
+		probs := r.problems()
+		if d, ok := probs[runner.ReasonAdmission]; ok {
+			if r.code != report.ExitCouldNotRun || !strings.Contains(d, "sandbox pods must run under runtime class kata") {
+				t.Errorf("exit %d, %s", r.code, d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never refused: exit %d %v", r.code, probs)
+		}
+		time.Sleep(time.Second)
+	}
+	if left := e.probeObjects(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// labPolicy is the network lab's policy for a probe pod: every egress
+// target is a lab address the pods reach through `lab attach-cluster`.
+func labPolicy(t testing.TB, runtime string) string {
+	b, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "fixtures", "lab-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for old, repl := range map[string]string{
+		// The probe image is the bare binary: no shell to run as a tool.
+		`  image: {tools: [{name: sh, args: [-c, "exit 0"]}]}`: "  image: {}",
+		"  selector: {matchLabels: {sandbox: \"true\"}}":       "  selector: {matchLabels: {sandbox: \"true\"}}\n  runtime: " + runtime + "\n  resources: {limits: {memory: 256Mi}}\n  probe: {deadline: 90s}",
+	} {
+		if !strings.Contains(doc, old) {
+			t.Fatalf("fixtures/lab-policy.yaml has no %q", old)
+		}
+		doc = strings.Replace(doc, old, repl, 1)
+	}
+	return doc
+}
+
+const labImageRef = "sandprobe.local/sandprobe:kube-test-lab"
+
+// labCluster connects the cluster's pods to the network lab and imports
+// the probe image with the lab's CA where the lab policy expects it.
+func (e *clusterEnv) labCluster(t testing.TB) {
+	t.Helper()
+	lab := testenv.Lab(t)
+	if out, err := exec.Command(lab, "attach-cluster").CombinedOutput(); err != nil {
+		t.Fatalf("lab attach-cluster: %v\n%s", err, out)
+	}
+	ca := filepath.Join(testenv.LabDir(), "ca.pem")
+	testenv.ClusterImage(t, labImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, ca: ca}, nil))
+}
+
+// TestClusterHealthy: a conformant sandbox passes end to end — egress
+// through the lab, identity, filesystem, capabilities, no token — under
+// runc (declared as runc) and under gVisor (declared as gvisor, with the
+// runner's host-kernel cross-check passing); and a class called gvisor
+// that really runs runc is caught by the cross-check.
+func TestClusterHealthy(t *testing.T) {
+	e := newClusterEnv(t)
+	e.labCluster(t)
+	e.apply(t, `apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor-but-runc}
+handler: runc
+`)
+	cases := []struct {
+		name, runtime string
+		code          int
+		hostKernel    report.Status
+	}{
+		{"runc", "{classNames: [runc], isolation: {runc: none}}", report.ExitOK, ""},
+		{"gvisor", "{classNames: [gvisor]}", report.ExitOK, report.Pass},
+		{"gvisor class running runc", "{classNames: [gvisor-but-runc], isolation: {gvisor-but-runc: gvisor}}", report.ExitNonConformant, report.Fail},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.run(t, labPolicy(t, c.runtime), "--probe-image", labImageRef)
+			t.Logf("exit %d in %.1fs", r.code, r.seconds)
+			if r.code != c.code {
+				var bad []string
+				for _, f := range r.report.Findings {
+					if f.Status != report.Pass && f.Status != report.Skip {
+						bad = append(bad, fmt.Sprintf("%s %s: %s (%s)", f.Name(), f.Status, f.Actual, f.Evidence))
+					}
+				}
+				t.Errorf("exit %d, want %d:\n%s\n%s", r.code, c.code, strings.Join(bad, "\n"), r.stderr)
+			}
+			var hk *report.Finding
+			for i, f := range r.report.Findings {
+				if f.Subject == runner.HostKernelSubject {
+					hk = &r.report.Findings[i]
+				}
+				if !strings.HasPrefix(f.Target, "node/") {
+					t.Errorf("finding %s targets %q, want node/NAME", f.Name(), f.Target)
+				}
+			}
+			switch {
+			case c.hostKernel == "" && hk != nil:
+				t.Errorf("host-kernel check for a runtime that isolates nothing: %+v", hk)
+			case c.hostKernel != "" && (hk == nil || hk.Status != c.hostKernel):
+				t.Errorf("host-kernel check %+v, want %s", hk, c.hostKernel)
+			}
+			if left := e.probeObjects(t); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+// TestClusterSIGKILL kills the runner with SIGKILL at random points of 20
+// runs (before the pod exists, while it is pending, running, being
+// collected or deleted). What a killed runner leaves ends by itself (the
+// kubelet's activeDeadlineSeconds), and the next run's sweep deletes it
+// once past its deadline: afterwards no probe pod or ConfigMap remains.
+func TestClusterSIGKILL(t *testing.T) {
+	e := newClusterEnv(t)
+	const deadline = 15 * time.Second
+	var kills []string
+	for i := range 20 {
+		cmd, _, _ := e.command(t, clusterPolicy, "--no-network", "--deadline", deadline.String())
+		delay := time.Duration(rand.Int64N(int64(6 * time.Second)))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		var wg conc.WaitGroup
+		wg.Go(func() { cmd.Wait(); close(exited) })
+		select {
+		case <-exited:
+			kills = append(kills, fmt.Sprintf("run %d ended before its kill at %s", i, delay.Round(time.Millisecond)))
+		case <-time.After(delay):
+			cmd.Process.Kill()
+			wg.Wait()
+			kills = append(kills, fmt.Sprintf("run %d killed at %s", i, delay.Round(time.Millisecond)))
+		}
+	}
+	last := time.Now()
+	left := e.probeObjects(t)
+	t.Logf("%s\nleft by the killed runners: %d objects %v", strings.Join(kills, "\n"), len(left), left)
+	// Past every leftover's deadline plus the sweep's margin, the next run
+	// sweeps them all and leaves nothing of its own.
+	wait := time.Until(last.Add(deadline + DefaultSweepAfter + 5*time.Second))
+	t.Logf("waiting %s for the leftovers to expire", wait.Round(time.Second))
+	time.Sleep(wait)
+	r := e.run(t, clusterPolicy, "--no-network")
+	if r.code != report.ExitOK {
+		t.Errorf("the sweeping run exited %d: %v\n%s", r.code, r.problems(), r.stderr)
+	}
+	if left := e.probeObjects(t); len(left) > 0 {
+		t.Errorf("after the sweep: %v", left)
+	}
+}

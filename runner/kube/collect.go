@@ -1,0 +1,213 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sandprobe/sandprobe/render"
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// collect turns an ended pod into a trusted result or the reason there is
+// none. The result comes from the log; when the log cannot be read (no
+// kubelet connection, a node without an address), from the termination
+// message, which holds the compact form of the same result.
+func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
+	var res report.ProbeResult
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), collectTimeout)
+	defer cancel()
+	if a.node == "" && p.Spec.NodeName != "" {
+		a.target = "node/" + p.Spec.NodeName
+	}
+	if err := a.podProblem(p); err != nil {
+		return res, err
+	}
+	st := containerStatus(p.Status.ContainerStatuses, render.ProbeContainer)
+	if st == nil || st.State.Terminated == nil {
+		return res, a.cannot(runner.ReasonLaunch, "pod %s/%s %s without its probe container having run: %s", a.ns, a.name, p.Status.Phase, both(p.Status.Reason, p.Status.Message))
+	}
+	term := st.State.Terminated
+	a.times.containerStarted = term.StartedAt.Time
+	switch term.Reason {
+	case "OOMKilled":
+		return res, a.cannot(runner.ReasonOOM, "the probe container was killed for exceeding its memory limit %s (exit %d)", memoryLimit(p), term.ExitCode)
+	case "ContainerCannotRun", "StartError":
+		return res, a.cannot(runner.ReasonLaunch, "the runtime could not start the probe container: %s: %s", term.Reason, term.Message)
+	}
+
+	out, stderr, logErr := a.logs(ctx)
+	if logErr != nil {
+		a.b.log().Debug("probe log unavailable; using the termination message", "pod", a.ns+"/"+a.name, "err", logErr)
+		// With TerminationMessageFallbackToLogsOnError a probe that died
+		// before writing its result leaves the tail of its output here.
+		if !looksJSON(term.Message) {
+			stderr = term.Message
+		}
+	}
+	if err := runner.ExitProblem(a.target, int(term.ExitCode), stderr); err != nil {
+		return res, err
+	}
+	var doc []byte
+	switch {
+	case out.overflow:
+		return res, a.cannot(runner.ReasonGarbled, "the probe printed more than %d bytes", maxStdout)
+	case len(out.docs) > 1:
+		return res, a.cannot(runner.ReasonGarbled, "the probe's log holds %d JSON documents, want exactly one result", len(out.docs))
+	case len(out.docs) == 1:
+		doc = out.docs[0]
+	case strings.TrimSpace(term.Message) != "":
+		doc = []byte(term.Message)
+	case logErr != nil:
+		return res, a.cannot(runner.ReasonLogsUnavailable, "cannot read the log of pod %s/%s (%s) and it left no termination message", a.ns, a.name, oneLine(logErr))
+	case strings.TrimSpace(stderr) != "":
+		// Something printed, but no result: a wrapper's chatter, a probe
+		// that never got to its verdict.
+		return res, a.cannot(runner.ReasonGarbled, "the probe's log holds no JSON result%s", runner.StderrTail(stderr))
+	}
+	res, err := runner.ParseResult(a.target, doc, a.r.spec.Nonce)
+	if err != nil {
+		return res, err
+	}
+	if err := runner.CheckExit(a.target, int(term.ExitCode), res); err != nil {
+		return res, err
+	}
+	res.Target = a.target
+	a.kernelCheck(ctx, p, &res)
+	return res, nil
+}
+
+// podProblem names a pod that ended without its probe having run to the
+// end: the kubelet's deadline, an eviction, a failed init container.
+func (a *attempt) podProblem(p *corev1.Pod) error {
+	switch p.Status.Reason {
+	case "DeadlineExceeded":
+		return a.cannot(runner.ReasonDeadline, "the kubelet killed probe pod %s/%s at its activeDeadlineSeconds (%s): %s", a.ns, a.name, a.r.deadline, p.Status.Message)
+	case "Evicted":
+		return a.cannot(runner.ReasonCrashed, "the kubelet evicted probe pod %s/%s: %s", a.ns, a.name, p.Status.Message)
+	}
+	for _, st := range p.Status.InitContainerStatuses {
+		t := st.State.Terminated
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		if t.Reason == "OOMKilled" {
+			return a.cannot(runner.ReasonOOM, "init container %s was killed for exceeding its memory limit %s", st.Name, memoryLimit(p))
+		}
+		return a.cannot(runner.ReasonCrashed, "init container %s (copies the probe into the sandbox image) exited %d: %s", st.Name, t.ExitCode, both(t.Reason, t.Message))
+	}
+	return nil
+}
+
+// probeOutput is the probe's stdout as recovered from the log.
+type probeOutput struct {
+	docs     [][]byte // lines that hold a JSON document: the result
+	overflow bool
+}
+
+// logs reads the probe container's log. The API interleaves stdout and
+// stderr, so lines that start with "{" are the result (the probe prints
+// it as one line) and the rest is stderr: log lines, a panic.
+func (a *attempt) logs(ctx context.Context) (probeOutput, string, error) {
+	var out probeOutput
+	limit := int64(maxLog)
+	rc, err := a.b.API.PodLogs(ctx, a.ns, a.name, &corev1.PodLogOptions{Container: render.ProbeContainer, LimitBytes: &limit})
+	if err != nil {
+		return out, "", fmt.Errorf("read the log of pod %s/%s: %w", a.ns, a.name, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxLog+1))
+	if err != nil {
+		return out, "", fmt.Errorf("read the log of pod %s/%s: %w", a.ns, a.name, err)
+	}
+	var stderr strings.Builder
+	stdoutBytes := 0
+	for line := range bytes.Lines(data) {
+		t := bytes.TrimSpace(line)
+		if len(t) == 0 {
+			continue
+		}
+		if t[0] == '{' {
+			out.docs = append(out.docs, t)
+			stdoutBytes += len(t)
+			continue
+		}
+		stderr.Write(line)
+	}
+	out.overflow = stdoutBytes > maxStdout || len(data) > maxLog
+	return out, stderr.String(), nil
+}
+
+// kernelCheck adds the runner's half of runtime.isolation: the node's
+// kernel from outside against the probe's from inside.
+func (a *attempt) kernelCheck(ctx context.Context, p *corev1.Pod, res *report.ProbeResult) {
+	class := ""
+	if p.Spec.RuntimeClassName != nil {
+		class = *p.Spec.RuntimeClassName
+	}
+	pol := a.r.spec.Policy
+	node, err := a.b.API.GetNode(ctx, p.Spec.NodeName)
+	if err != nil {
+		// Applies at all? Ask with a stand-in kernel.
+		if _, ok := runner.HostKernelCheck(pol, class, "?", *res); ok {
+			res.Findings = append(res.Findings, report.Finding{
+				Check: "runtime.isolation", Subject: runner.HostKernelSubject, Status: report.Error,
+				Expected: "the node's kernel release, to compare with the probe's",
+				Actual:   fmt.Sprintf("cannot read node %s: %s", p.Spec.NodeName, oneLine(err)),
+				Fix:      "grant the runner's service account get on nodes",
+			})
+		}
+		return
+	}
+	if f, ok := runner.HostKernelCheck(pol, class, node.Status.NodeInfo.KernelVersion, *res); ok {
+		res.Findings = append(res.Findings, f)
+	}
+}
+
+func containerStatus(ss []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+	for i := range ss {
+		if ss[i].Name == name {
+			return &ss[i]
+		}
+	}
+	return nil
+}
+
+func memoryLimit(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return q.String()
+		}
+	}
+	return "(none set)"
+}
+
+func looksJSON(s string) bool {
+	return strings.HasPrefix(strings.TrimSpace(s), "{")
+}
+
+func metaOf(o runtime.Object) (metav1.Object, error) { return meta.Accessor(o) }
+
+// oneLine flattens an error onto one line for details and logs.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// both joins two optional texts.
+func both(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ": " + b
+}

@@ -1,0 +1,324 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/sandprobe/sandprobe/render"
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+// flakyAPI ends or breaks the backend's first watches the ways a real API
+// server does: the watch request refused with 410 Gone (the version was
+// compacted away), an ERROR event saying the version expired, and a watch
+// the server simply closes (its timeout).
+type flakyAPI struct {
+	API
+	mu             sync.Mutex
+	watches, lists int
+}
+
+func (f *flakyAPI) WatchPods(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	f.watches++
+	n := f.watches
+	f.mu.Unlock()
+	if !strings.HasPrefix(opts.FieldSelector, "metadata.name=sandprobe-") || opts.TimeoutSeconds == nil {
+		return f.API.WatchPods(ctx, ns, opts) // waitGone's watches stay healthy
+	}
+	switch n {
+	case 1:
+		return nil, apierrors.NewResourceExpired("too old resource version: 1 (42)")
+	case 2:
+		fw := watch.NewFakeWithChanSize(1, false)
+		fw.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+		fw.Stop()
+		return fw, nil
+	case 3:
+		return watch.NewEmptyWatch(), nil
+	}
+	return f.API.WatchPods(ctx, ns, opts)
+}
+
+func (f *flakyAPI) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	f.mu.Lock()
+	f.lists++
+	f.mu.Unlock()
+	return f.API.ListPods(ctx, ns, opts)
+}
+
+// TestWatchResumes: expired and closed watches are resumed (from a fresh
+// list after a 410) and the run still ends only at the pod's real end.
+func TestWatchResumes(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", "6.1.0-test", nil)
+	f.kubelet(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		// Slow enough that each broken watch happens while the pod is alive.
+		step := func() { time.Sleep(700 * time.Millisecond) }
+		step()
+		k.bind(ctx, pod, "node-a")
+		step()
+		k.waiting(ctx, pod, "ContainerCreating", "")
+		step()
+		k.running(ctx, pod)
+		step()
+		k.exit(ctx, pod, 0, "Completed", message(t, probeResult(pod, "4.4.0")))
+	})
+	flaky := &flakyAPI{API: f.api}
+	b := f.backend()
+	b.API = flaky
+	results, err := b.Run(context.Background(), specFor(t, gvisorPolicy))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if len(results) != 1 || report.Count(results[0].Findings).Pass == 0 {
+		t.Fatalf("results: %+v", results)
+	}
+	flaky.mu.Lock()
+	defer flaky.mu.Unlock()
+	if flaky.watches < 4 {
+		t.Errorf("%d watches, want at least 4 (three broken, one that sees the end)", flaky.watches)
+	}
+	// The sweep lists once; each 410 makes the backend list the pod afresh.
+	if flaky.lists < 3 {
+		t.Errorf("%d lists, want a fresh list after each expired watch", flaky.lists)
+	}
+	if left := f.leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestPerNode: one pod per node that can host sandboxes — labelled for
+// the pool, not cordoned, every taint tolerated — each pinned to its node
+// through the scheduler and reported as node/NAME with that node's kernel
+// cross-check; a node whose pod fails is named in its own could-not-run
+// while the others still report.
+func TestPerNode(t *testing.T) {
+	f := newFixture(t)
+	pool := map[string]string{"pool": "sandbox"}
+	f.node("pn-a", "6.1.0-a", pool)
+	f.node("pn-b", "6.1.0-b", pool)
+	f.node("pn-c", "6.1.0-c", map[string]string{"pool": "other"})
+	f.node("pn-d", "6.1.0-d", pool, corev1.Taint{Key: "dedicated", Value: "sandbox", Effect: corev1.TaintEffectNoSchedule})
+	f.node("pn-e", "6.1.0-e", pool, corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	f.node("pn-f", "6.1.0-f", pool, corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule})
+	var mu sync.Mutex
+	pinned := map[string]string{}
+	k := f.kubelet(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		node := k.bind(ctx, pod, "nowhere")
+		mu.Lock()
+		pinned[node] = pod.Annotations[AnnotationTarget]
+		mu.Unlock()
+		k.waiting(ctx, pod, "ContainerCreating", "")
+		if node == "pn-b" {
+			k.waiting(ctx, pod, "ErrImageNeverPull", "not present")
+			return
+		}
+		k.running(ctx, pod)
+		kernel := "4.4.0"
+		if node == "pn-d" {
+			kernel = "6.1.0-d" // runc under a gVisor class: the node's own kernel
+		}
+		res := probeResult(pod, kernel)
+		k.exit(ctx, pod, 0, "Completed", message(t, res))
+	})
+	_ = k
+	b := f.backend()
+	b.PerNode = true
+	var lines []string
+	var lmu sync.Mutex
+	b.Progress = func(msg string) { lmu.Lock(); lines = append(lines, msg); lmu.Unlock() }
+	results, err := b.Run(context.Background(), specFor(t, gvisorPolicy))
+	var targets []string
+	for _, r := range results {
+		targets = append(targets, r.Target)
+	}
+	if want := []string{"node/pn-a", "node/pn-d", "node/pn-f"}; !slices.Equal(targets, want) {
+		t.Errorf("results for %v, want %v", targets, want)
+	}
+	probs := runner.Problems("kube", err)
+	if len(probs) != 1 || probs[0].Target != "node/pn-b" || probs[0].Reason != runner.ReasonImagePull {
+		t.Errorf("problems %+v, want one image-pull-failed on node/pn-b", probs)
+	}
+	mu.Lock()
+	for node, target := range pinned {
+		if target != "node/"+node {
+			t.Errorf("pod for %s landed on %s", target, node)
+		}
+	}
+	if len(pinned) != 4 {
+		t.Errorf("pods on %v, want pn-a, pn-b, pn-d, pn-f", pinned)
+	}
+	mu.Unlock()
+	for _, r := range results {
+		f := r.Findings[slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Subject == runner.HostKernelSubject })]
+		want := report.Pass
+		if r.Target == "node/pn-d" {
+			want = report.Fail
+		}
+		if f.Status != want || !strings.Contains(f.Evidence, "6.1.0-"+strings.TrimPrefix(r.Target, "node/pn-")) {
+			t.Errorf("%s: host-kernel %s (%s), want %s against its own node's kernel", r.Target, f.Status, f.Evidence, want)
+		}
+	}
+	lmu.Lock()
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "4 probe pods:") }) {
+		t.Errorf("no fan-out progress line in %q", lines)
+	}
+	lmu.Unlock()
+	if left := f.leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestPerNodeNoNode: a pool no node belongs to is a could-not-run that says
+// why each candidate was refused.
+func TestPerNodeNoNode(t *testing.T) {
+	f := newFixture(t)
+	b := f.backend()
+	b.PerNode = true
+	spec := specFor(t, strings.Replace(gvisorPolicy, "pool: sandbox", "pool: nobody-has-this", 1))
+	_, err := b.Run(context.Background(), spec)
+	var cnr *runner.CouldNotRun
+	if !errors.As(err, &cnr) || cnr.Reason != runner.ReasonUnschedulable || !strings.Contains(cnr.Detail, "pool=nobody-has-this") {
+		t.Fatalf("err = %v, want unschedulable naming the labels", err)
+	}
+	if left := f.leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestSweep: probe pods and ConfigMaps of a killed runner are deleted once
+// past their deadline plus SweepAfter, and not before (their runner may
+// still be at work); other pods in the namespace are never touched; and
+// every Run sweeps first.
+func TestSweep(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", "6.1.0-test", nil)
+	k := f.kubelet(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		if pod.Labels[LabelRun] == "" {
+			return // not a probe pod
+		}
+		if strings.Contains(pod.Name, "-killed") {
+			k.bind(ctx, pod, "node-a")
+			k.running(ctx, pod) // its runner is gone: it runs until swept
+			return
+		}
+		runThen(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+			k.exit(ctx, pod, 0, "Completed", message(t, probeResult(pod, "4.4.0")))
+		})(ctx, k, pod)
+	})
+	_ = k
+	ctx := context.Background()
+	b := f.backend()
+	spec := specFor(t, gvisorPolicy)
+	// What a killed runner leaves: its ConfigMap and running pods.
+	killed := &run{id: "killed0001", spec: spec, deadline: 20 * time.Second, configMap: "sandprobe-run-killed0001"}
+	cm := render.PolicyConfigMap(spec.Policy, spec.PolicyBytes, render.ProbePodOptions{Namespace: f.ns, PolicyConfigMap: killed.configMap})
+	cm.Labels[LabelRun] = killed.id
+	cm.Annotations = map[string]string{AnnotationDeadline: "20s"}
+	if _, err := f.cs.CoreV1().ConfigMaps(f.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"", "node-a"} {
+		pod := b.probePod(killed, node)
+		pod.Name += "-killed"
+		if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "not-a-probe", Labels: map[string]string{"sandbox": "true"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // let the kubelet start them
+
+	// Young: their runner may be alive.
+	if err := b.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.leftovers(); len(left) != 4 {
+		t.Fatalf("a sweep within the deadline removed something: %v left", left)
+	}
+	// An hour later they are leftovers; a run sweeps them and then works.
+	b.Now = func() time.Time { return time.Now().Add(time.Hour) }
+	results, err := b.Run(ctx, spec)
+	if err != nil || len(results) != 1 {
+		t.Fatalf("run after the sweep: %v %+v", err, results)
+	}
+	if left := f.leftovers(); !slices.Equal(left, []string{"pod/not-a-probe"}) {
+		t.Errorf("after the sweep: %v, want only pod/not-a-probe", left)
+	}
+}
+
+// TestCancelCleansUp: ctrl-C or SIGTERM while the probe runs ends the run
+// at once with the interruption, and the pod and ConfigMap are still
+// deleted (with a fresh context).
+func TestCancelCleansUp(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", "6.1.0-test", nil)
+	running := make(chan struct{})
+	f.kubelet(runThen(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		close(running)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	b := f.backend()
+	b.Progress = func(msg string) {
+		if strings.Contains(msg, "running on") {
+			cancel()
+		}
+	}
+	start := time.Now()
+	_, err := b.Run(ctx, specFor(t, gvisorPolicy))
+	<-running
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the cancellation", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if left := f.leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestUnreachable: a cluster that does not answer is one could-not-run
+// naming the address, within seconds.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	api, err := NewAPI(&rest.Config{Host: "https://" + addr, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{API: api}
+	start := time.Now()
+	_, err = b.Run(context.Background(), specFor(t, gvisorPolicy))
+	var cnr *runner.CouldNotRun
+	if !errors.As(err, &cnr) || cnr.Reason != runner.ReasonLaunch || !strings.Contains(cnr.Detail, addr) || strings.Contains(cnr.Detail, "\n") {
+		t.Fatalf("err = %v, want one line of launch-failed naming %s", err, addr)
+	}
+	if cnr.Target != "namespace/sandprobe-system" {
+		t.Errorf("target %s", cnr.Target)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s", took)
+	}
+}

@@ -1,0 +1,86 @@
+// Command misbehave stands in for the sandprobe binary in the real-cluster
+// tests of runner/kube: installed as /sandprobe in an image, it ignores the
+// probe's arguments and does what /misbehave.mode in the image says, so
+// each way a probe can fail is provoked for real in a real pod.
+//
+//	exit N      exit with code N
+//	segv        die of a real SIGSEGV (a fault with the default action)
+//	sleep D     sleep for duration D, then exit 0
+//	eat         allocate and touch memory until the OOM killer ends it
+//	print TEXT  print TEXT on stdout, exit 0
+//	stale       run the real probe (/sandprobe.real) with a stale nonce
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+func main() {
+	raw, err := os.ReadFile("/misbehave.mode")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "misbehave:", err)
+		os.Exit(2)
+	}
+	mode, arg, _ := strings.Cut(strings.TrimSpace(string(raw)), " ")
+	fmt.Fprintf(os.Stderr, "misbehave: %s %s\n", mode, arg)
+	switch mode {
+	case "exit":
+		n, _ := strconv.Atoi(arg)
+		os.Exit(n)
+	case "segv":
+		segv()
+	case "sleep":
+		d, _ := time.ParseDuration(arg)
+		time.Sleep(d)
+	case "eat":
+		eat()
+	case "print":
+		fmt.Println(arg)
+	case "stale":
+		stale()
+	}
+}
+
+// segv restores the default action for SIGSEGV (the Go runtime turns
+// faults into panics) and faults. A fault is forced even on a PID 1, which
+// ignores signals sent to it, so the process really dies of signal 11.
+func segv() {
+	var act [4]uint64 // sa_handler = SIG_DFL, flags, restorer, mask
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGSEGV), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+		fmt.Fprintln(os.Stderr, "misbehave: rt_sigaction:", e)
+		os.Exit(2)
+	}
+	p := (*int)(unsafe.Pointer(uintptr(8)))
+	*p = 42
+}
+
+func eat() {
+	var keep [][]byte
+	for {
+		b := make([]byte, 8<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		keep = append(keep, b)
+	}
+}
+
+// stale runs the real probe with its arguments, but echoing an old nonce:
+// a complete, genuine result that belongs to another run.
+func stale() {
+	args := append([]string{"/sandprobe.real"}, os.Args[1:]...)
+	for i := range args {
+		if args[i] == "--nonce" && i+1 < len(args) {
+			args[i+1] = "5ta1e5ta1e5ta1e5ta1e5ta1"
+		}
+	}
+	err := syscall.Exec(args[0], args, os.Environ())
+	fmt.Fprintln(os.Stderr, "misbehave: exec:", err)
+	os.Exit(2)
+}
