@@ -473,5 +473,4 @@ func shortNonce(n string) string {
 	return n
 }
 
-
 var _ runner.Backend = (*Backend)(nil)

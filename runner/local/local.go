@@ -229,5 +229,3 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	res.Target = target
 	return []report.ProbeResult{res}, nil
 }
-
-
