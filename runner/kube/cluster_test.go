@@ -461,3 +461,25 @@ func TestClusterSIGKILL(t *testing.T) {
 		t.Errorf("after the sweep: %v", left)
 	}
 }
+
+// TestClusterCycleWithDrift: the CronJob's cycle is probe then drift, one
+// report: both phases timed, the sandboxes counted, no could-not-run.
+func TestClusterCycleWithDrift(t *testing.T) {
+	e := newClusterEnv(t)
+	r := e.run(t, clusterPolicy, "--no-network", "--drift=true")
+	t.Logf("exit %d in %.1fs, phases %v, scanned %d, notes %v", r.code, r.seconds, r.report.Phases, r.report.Scanned, r.report.Notes)
+	if _, ok := r.report.Phases["probe"]; !ok {
+		t.Errorf("no probe phase: %v", r.report.Phases)
+	}
+	if _, ok := r.report.Phases["drift"]; !ok {
+		t.Errorf("no drift phase: %v", r.report.Phases)
+	}
+	for _, f := range r.report.Findings {
+		if f.Check == "probe.run" || f.Check == "drift.run" {
+			t.Errorf("could not run: %s %s: %s", f.Check, f.Subject, f.Actual)
+		}
+	}
+	if r.code == report.ExitCouldNotRun {
+		t.Errorf("exit 3:\n%s", r.stderr)
+	}
+}
