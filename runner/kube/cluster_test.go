@@ -333,7 +333,16 @@ func labPolicy(t testing.TB, runtime string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
+	// The cluster's pod network is IPv4 only: an IPv6 target is unreachable
+	// from a pod (ENETUNREACH), which a target pinned to "timeout" would
+	// read as a changed rule.
+	var lines []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "fd99:") {
+			lines = append(lines, line)
+		}
+	}
+	doc := strings.Join(lines, "\n")
 	for old, repl := range map[string]string{
 		// The probe image is the bare binary: no shell to run as a tool.
 		`  image: {tools: [{name: sh, args: [-c, "exit 0"]}]}`: "  image: {}",
