@@ -435,10 +435,23 @@ handler: runc
 func TestClusterSIGKILL(t *testing.T) {
 	e := newClusterEnv(t)
 	const deadline = 15 * time.Second
+	// Whole runs, unkilled, set the range the kills are drawn from: the
+	// faster of two (the first after a cold start is slow), less a margin.
+	var span time.Duration
+	for range 2 {
+		calib := e.run(t, clusterPolicy, "--no-network")
+		if calib.code != report.ExitOK {
+			t.Fatalf("calibration run exited %d: %v", calib.code, calib.problems())
+		}
+		if d := time.Duration(calib.seconds * 0.9 * float64(time.Second)); span == 0 || d < span {
+			span = d
+		}
+	}
 	var kills []string
+	killed := 0
 	for i := range 20 {
 		cmd, _, _ := e.command(t, clusterPolicy, "--no-network", "--deadline", deadline.String())
-		delay := time.Duration(rand.Int64N(int64(6 * time.Second)))
+		delay := time.Duration(rand.Int64N(int64(span)))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -451,12 +464,16 @@ func TestClusterSIGKILL(t *testing.T) {
 		case <-time.After(delay):
 			cmd.Process.Kill()
 			wg.Wait()
+			killed++
 			kills = append(kills, fmt.Sprintf("run %d killed at %s", i, delay.Round(time.Millisecond)))
 		}
 	}
+	if killed < 15 {
+		t.Errorf("only %d of 20 runs were killed before they ended (kills drawn from [0, %s))", killed, span.Round(time.Millisecond))
+	}
 	last := time.Now()
 	left := e.probeObjects(t)
-	t.Logf("%s\nleft by the killed runners: %d objects %v", strings.Join(kills, "\n"), len(left), left)
+	t.Logf("kills drawn from [0, %s); %s\nleft by the killed runners: %d objects %v", span.Round(time.Millisecond), strings.Join(kills, "\n"), len(left), left)
 	// Past every leftover's deadline plus the sweep's margin, the next run
 	// sweeps them all and leaves nothing of its own.
 	wait := time.Until(last.Add(deadline + DefaultSweepAfter + 5*time.Second))
