@@ -82,6 +82,7 @@ func (b *Backend) probeOne(ctx context.Context, r *run, node string) (report.Pro
 	a.times.finished = time.Now()
 	r.track.set(a.ns+"/"+a.name, "collecting the result")
 	res, err := a.collect(final)
+	a.times.collected = time.Now()
 	a.times.result = res
 	return res, err
 }
