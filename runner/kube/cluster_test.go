@@ -509,3 +509,23 @@ func TestClusterCycleWithDrift(t *testing.T) {
 		t.Errorf("exit 3:\n%s", r.stderr)
 	}
 }
+
+// TestClusterSandboxImage: when the policy names the real sandbox image,
+// the probe runs inside it: the init container copies the static binary out
+// of the probe image (`sandprobe install`) into an emptyDir mounted
+// read-only, under the same constraints. The sandbox image here holds no
+// sandprobe and no shell.
+func TestClusterSandboxImage(t *testing.T) {
+	e := newClusterEnv(t)
+	const sandboxImage = "sandprobe.local/sandbox-base:kube-test"
+	testenv.ClusterImage(t, sandboxImage, rootfs(t, nil, map[string]string{"/etc/os-release": "ID=sandbox-base"}))
+	doc := strings.Replace(clusterPolicy, "  probe: {deadline: 60s}\n", "  image: {ref: "+sandboxImage+"}\n  probe: {deadline: 60s}\n", 1)
+	r := e.run(t, doc, "--no-network")
+	t.Logf("exit %d in %.1fs", r.code, r.seconds)
+	if r.code != report.ExitOK {
+		t.Errorf("exit %d, want 0: %v\n%s", r.code, r.problems(), r.stderr)
+	}
+	if left := e.probeObjects(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
