@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -93,10 +95,15 @@ func (kc *kubeCycle) reach(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	_, err := kc.backend.API.ListPods(ctx, kc.flags.namespace, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return fmt.Errorf("cannot reach the cluster at %s: %s", kc.host, oneLineErr(err))
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &status):
+		// It answered, but not as asked: credentials or RBAC.
+		return fmt.Errorf("the cluster at %s refused to list pods in %s: %s", kc.host, kc.flags.namespace, oneLineErr(err))
 	}
-	return nil
+	return fmt.Errorf("cannot reach the cluster at %s: %s", kc.host, oneLineErr(err))
 }
 
 // driftPhase compares the live cluster with the policy and adds the

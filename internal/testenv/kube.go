@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // DefaultKubeAssets is where hack/k8s/build.sh caches kube-apiserver, etcd,
@@ -48,6 +50,9 @@ func APIServer(t testing.TB) *rest.Config {
 	apiServer.mu.Lock()
 	defer apiServer.mu.Unlock()
 	if apiServer.env == nil && apiServer.err == nil {
+		// envtest logs through controller-runtime, which otherwise warns
+		// with a stack trace that no logger was set.
+		ctrllog.SetLogger(logr.Discard())
 		env := &envtest.Environment{BinaryAssetsDirectory: dir}
 		apiServer.cfg, apiServer.err = env.Start()
 		if apiServer.err == nil {

@@ -105,7 +105,7 @@ type Backend struct {
 
 // podTimes is when one probe pod went through its stages, for benchmarks.
 type podTimes struct {
-	created, started, finished, deleted time.Time
+	created, finished, collected, deleted time.Time
 	// containerStarted is the kubelet's startedAt (second precision).
 	containerStarted time.Time
 	result           report.ProbeResult

@@ -3,9 +3,7 @@ package kube
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -82,6 +80,7 @@ func (b *Backend) probeOne(ctx context.Context, r *run, node string) (report.Pro
 	a.times.finished = time.Now()
 	r.track.set(a.ns+"/"+a.name, "collecting the result")
 	res, err := a.collect(final)
+	a.times.collected = time.Now()
 	a.times.result = res
 	return res, err
 }
@@ -138,12 +137,17 @@ func (a *attempt) wait() (*corev1.Pod, error) {
 			}
 			continue
 		}
+		began := time.Now()
 		relist, err := a.follow(w, tick)
 		w.Stop()
 		if err != nil {
 			return a.pod, err
 		}
 		if a.runCtx.Err() != nil {
+			return a.ended()
+		}
+		if time.Since(began) < 100*time.Millisecond && !a.sleep(200*time.Millisecond) {
+			// A server that ends every watch at once is not spun on.
 			return a.ended()
 		}
 		if relist {
@@ -186,13 +190,9 @@ func (a *attempt) follow(w watch.Interface, tick *time.Ticker) (bool, error) {
 			case watch.Deleted:
 				return false, a.cannot(runner.ReasonNoResult, "probe pod %s/%s was deleted by someone else before it finished (%s)", a.ns, a.name, describe(a.pod))
 			case watch.Error:
-				st := apierrors.FromObject(ev.Object)
-				var se apierrors.APIStatus
-				if errors.As(st, &se) && (se.Status().Code == http.StatusGone || apierrors.IsResourceExpired(st)) {
-					a.b.log().Debug("watch expired; listing again", "pod", a.ns+"/"+a.name, "err", st)
-					return true, nil
-				}
-				a.b.log().Debug("watch error; listing again", "pod", a.ns+"/"+a.name, "err", st)
+				// Mostly 410 (the version was compacted away); whatever
+				// it is, a fresh list is the safe place to resume from.
+				a.b.log().Debug("watch error; listing again", "pod", a.ns+"/"+a.name, "err", apierrors.FromObject(ev.Object))
 				return true, nil
 			}
 		}
