@@ -229,7 +229,8 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}}
 	}
-	args := []string{"probe", "--policy", PolicyDir + "/" + PolicyKey}
+	// --pod-info: the probe proves it carries the sandbox labels (pod.labels).
+	args := []string{"probe", "--policy", PolicyDir + "/" + PolicyKey, "--pod-info", PodInfoDir}
 	if opts.Nonce != "" {
 		args = append(args, "--nonce", opts.Nonce)
 	}
