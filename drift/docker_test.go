@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -328,7 +327,7 @@ func TestDockerLive(t *testing.T) {
 	}
 
 	// The rendered argv, from the CLI as a user would get it.
-	code, out, stderr := execBin(t, testenv.Binary(t), "render", "--policy", filepath.Join(repoRoot(), "fixtures", "docker-policy.yaml"),
+	code, out, stderr := testenv.Exec(t, testenv.Binary(t), "render", "--policy", filepath.Join(repoRoot(), "fixtures", "docker-policy.yaml"),
 		"--format", "docker-json", "--image", testImage, "--probe-image", testImage, "--name", "X")
 	if code != 0 {
 		t.Fatalf("render: exit %d: %s", code, stderr)
@@ -412,21 +411,4 @@ func TestDockerLive(t *testing.T) {
 			assertDockerFindings(t, oc, off.Findings)
 		})
 	}
-}
-
-func execBin(t *testing.T, bin string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errb.String()
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	t.Fatal(err)
-	return -1, "", ""
 }

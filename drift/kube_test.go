@@ -254,7 +254,7 @@ func TestKubeLive(t *testing.T) {
 			t.Run(c.set, func(t *testing.T) {
 				// The sets were stored above; reuse their policy variants.
 				_, path := variantPolicy(t, c.policy, c.set)
-				code, stdout, stderr := execBin(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", path, "-o", "json", "--page-size", "7")
+				code, stdout, stderr := testenv.Exec(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", path, "-o", "json", "--page-size", "7")
 				if code != c.code {
 					t.Fatalf("exit %d, want %d\n%s\n%s", code, c.code, stdout, stderr)
 				}
@@ -285,7 +285,7 @@ func TestKubeUnreachable(t *testing.T) {
 	// Port 1 on loopback: nothing listens, the connection is refused at once.
 	kubeconfig := writeKubeconfig(t, &rest.Config{Host: "https://127.0.0.1:1"})
 	junit := filepath.Join(t.TempDir(), "drift.xml")
-	code, stdout, stderr := execBin(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", filepath.Join(repoRoot(), "fixtures", "policy.yaml"), "--junit", junit, "--timeout", "20s")
+	code, stdout, stderr := testenv.Exec(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", filepath.Join(repoRoot(), "fixtures", "policy.yaml"), "--junit", junit, "--timeout", "20s")
 	if code != report.ExitCouldNotRun {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, stdout, stderr)
 	}

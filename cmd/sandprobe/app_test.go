@@ -129,5 +129,5 @@ func TestRunWritesReportsAtomically(t *testing.T) {
 // runAppBin runs the real binary (the local backend re-executes itself).
 func runAppBin(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	return execBin(t, testenv.Binary(t), args...)
+	return testenv.Exec(t, testenv.Binary(t), args...)
 }

@@ -6,6 +6,8 @@
 package testenv
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,4 +122,23 @@ func Lab(t testing.TB) string {
 		t.Fatalf("lab heal: %v\n%s", err, out)
 	}
 	return script
+}
+
+// Exec runs a binary and returns its exit code, stdout and stderr; a binary
+// that cannot be started at all fails the test.
+func Exec(t testing.TB, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatal(err)
+	return -1, "", ""
 }
