@@ -279,7 +279,7 @@ func TestFailClosed(t *testing.T) {
 			if cnr.Reason != c.reason || !strings.Contains(cnr.Detail, c.detail) {
 				t.Errorf("got %s: %s\nwant %s containing %q", cnr.Reason, cnr.Detail, c.reason, c.detail)
 			}
-			if !strings.HasPrefix(cnr.Target, "node/") && !strings.HasPrefix(cnr.Target, "pod/") {
+			if !strings.HasPrefix(cnr.Target, "node/") && !strings.HasPrefix(cnr.Target, "namespace/") {
 				t.Errorf("target %q names neither the node nor the pod", cnr.Target)
 			}
 			if took := time.Since(start); took > 15*time.Second {

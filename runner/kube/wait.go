@@ -50,7 +50,10 @@ func (b *Backend) probeOne(ctx context.Context, r *run, node string) (report.Pro
 	defer cancel()
 	pod := b.probePod(r, node)
 	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: node}
-	a.target = "pod/" + a.ns + "/" + a.name
+	// Until the pod has a node, the run is named by its namespace, not the
+	// pod: a pod name is new every run and would make a new metric series
+	// each time (the details name the pod).
+	a.target = "namespace/" + a.ns
 	if node != "" {
 		a.target = "node/" + node
 	}
