@@ -11,35 +11,29 @@ import (
 )
 
 func checkUID(_ context.Context, env *Env) []report.Finding {
-	want := env.Policy.Spec.Identity.UID
-	uid, euid := os.Getuid(), os.Geteuid()
-	exp := fmt.Sprintf("uid %d", want)
-	act := fmt.Sprintf("uid %d", uid)
-	if euid != uid {
-		act += fmt.Sprintf(" (effective %d)", euid)
-	}
-	if int64(uid) != want || int64(euid) != want {
-		f := fail("", exp, act, "getuid/geteuid")
-		if uid == 0 || euid == 0 {
-			f.Actual += ": root inside the sandbox"
-		}
-		return []report.Finding{f}
-	}
-	return []report.Finding{pass("", exp, act, "getuid/geteuid")}
+	return checkID("uid", env.Policy.Spec.Identity.UID, os.Getuid(), os.Geteuid(), "getuid/geteuid")
 }
 
 func checkGID(_ context.Context, env *Env) []report.Finding {
-	want := env.Policy.Spec.Identity.GID
-	gid, egid := os.Getgid(), os.Getegid()
-	exp := fmt.Sprintf("gid %d", want)
-	act := fmt.Sprintf("gid %d", gid)
-	if egid != gid {
-		act += fmt.Sprintf(" (effective %d)", egid)
+	return checkID("gid", env.Policy.Spec.Identity.GID, os.Getgid(), os.Getegid(), "getgid/getegid")
+}
+
+// checkID compares a real and an effective id with the declared one; an id
+// of 0 is called out, since that is root inside the sandbox.
+func checkID(kind string, want int64, real, eff int, evidence string) []report.Finding {
+	exp := fmt.Sprintf("%s %d", kind, want)
+	act := fmt.Sprintf("%s %d", kind, real)
+	if eff != real {
+		act += fmt.Sprintf(" (effective %d)", eff)
 	}
-	if int64(gid) != want || int64(egid) != want {
-		return []report.Finding{fail("", exp, act, "getgid/getegid")}
+	if int64(real) == want && int64(eff) == want {
+		return []report.Finding{pass("", exp, act, evidence)}
 	}
-	return []report.Finding{pass("", exp, act, "getgid/getegid")}
+	f := fail("", exp, act, evidence)
+	if kind == "uid" && (real == 0 || eff == 0) {
+		f.Actual += ": root inside the sandbox"
+	}
+	return []report.Finding{f}
 }
 
 func checkGroups(_ context.Context, env *Env) []report.Finding {
