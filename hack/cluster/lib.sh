@@ -39,6 +39,15 @@ RUNTIME_BIN="$RUNTIME_ROOT/usr/bin"
 CNI_BIN_DIR="$RUNTIME_ROOT/usr/lib/cni"
 IMAGES_CACHE="$CACHE/k8s/images"
 
+# cluster_source_hash: what the scripts and images that make the cluster hash
+# to. up.sh records it in $CLUSTER_DIR/source-hash, so a test from another
+# checkout (another version of the cluster) can tell the running cluster is
+# not its own and rebuild it (internal/testenv.Cluster).
+cluster_source_hash() {
+  (cd "$cluster_lib_dir" && find . -type f ! -name '*.md' ! -name smoke.sh ! -name check-isolation.sh -print0 |
+    LC_ALL=C sort -z | xargs -0 cat) | sha256sum | cut -c1-16
+}
+
 # ---- network --------------------------------------------------------------------
 NODE_NAME=sandprobe-node
 # The node's address lives on its own interface (a veth pair kept in the host

@@ -7,11 +7,14 @@
 #   hack/cluster/up.sh        # then: export KUBECONFIG=/run/sandprobe-cluster/admin.kubeconfig
 #   hack/cluster/down.sh      # undo everything
 #
+#   hack/cluster/up.sh --print-source-hash   # what this checkout's cluster hashes to
+#
 # Needs root. Builds the Kubernetes binaries first if they are not cached
 # (hack/k8s/build.sh, ~15 min cold); with warm caches bring-up takes seconds.
 # A half-present previous cluster is torn down first (down.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [[ ${1:-} == --print-source-hash ]]; then cluster_source_hash; exit 0; fi
 require_root
 
 t_start=$(now_ns)
@@ -484,6 +487,7 @@ vap_served() {
 }
 wait_for "ValidatingAdmissionPolicy API" 30 vap_served || die "ValidatingAdmissionPolicy API is not served"
 
+cluster_source_hash >"$CLUSTER_DIR/source-hash"
 log "cluster up in $(ms_since "$t_start") ms"
 printf '  %s\n' "${timings[@]}" >&2
 echo "KUBECONFIG=$KUBECONFIG_ADMIN"

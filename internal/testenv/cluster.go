@@ -21,7 +21,8 @@ const (
 // it takes an exclusive lock on ClusterLock for the rest of the test (one
 // user at a time on this machine, in any package or process), brings the
 // cluster up when it does not answer, and returns the admin kubeconfig.
-// The cluster stays up for the next test. A test that also needs the
+// The cluster stays up for the next test. A cluster that another checkout
+// brought up (its hack/cluster differs from this one's) is rebuilt. A test that also needs the
 // network lab calls Cluster first, then Lab, so two tests never wait on
 // each other's lock.
 //
@@ -54,7 +55,8 @@ func Cluster(t testing.TB) string {
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		lock.Close()
 	})
-	if clusterReady(assets) {
+	stamp := filepath.Join(filepath.Dir(ClusterKubeconfig), "source-hash")
+	if clusterReady(assets) && sameSource(stamp, "bash", up, "--print-source-hash") {
 		return ClusterKubeconfig
 	}
 	t.Logf("bringing the test cluster up (hack/cluster/up.sh)")

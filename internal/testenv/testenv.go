@@ -113,7 +113,7 @@ func Lab(t testing.TB) string {
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		lock.Close()
 	})
-	if out, err := exec.Command(script, "status").CombinedOutput(); err != nil || !strings.Contains(string(out), "lab: up") {
+	if out, err := exec.Command(script, "status").CombinedOutput(); err != nil || !strings.Contains(string(out), "lab: up") || !sameSource(filepath.Join(LabDir(), "source-hash"), script, "source-hash") {
 		if out, err := exec.Command(script, "up").CombinedOutput(); err != nil {
 			t.Fatalf("lab up: %v\n%s", err, out)
 		}
@@ -122,6 +122,19 @@ func Lab(t testing.TB) string {
 		t.Fatalf("lab heal: %v\n%s", err, out)
 	}
 	return script
+}
+
+// sameSource tells whether what is up was built from this checkout: the
+// hash that `up` recorded in stampFile equals what hashCmd prints now.
+// Several checkouts (branches) on one machine share one lab and one
+// cluster; a test must never judge its code against another version's.
+func sameSource(stampFile string, hashCmd ...string) bool {
+	want, err := os.ReadFile(stampFile)
+	if err != nil {
+		return false
+	}
+	got, err := exec.Command(hashCmd[0], hashCmd[1:]...).Output()
+	return err == nil && strings.TrimSpace(string(got)) == strings.TrimSpace(string(want))
 }
 
 // Exec runs a binary and returns its exit code, stdout and stderr; a binary
