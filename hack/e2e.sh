@@ -155,6 +155,9 @@ ok "ready"
 
 # ---- the install ---------------------------------------------------------------------
 step "kubectl apply -k $overlay" "manifests/ with the lab's policy and the imported image"
+# The sandbox namespace exists before sandprobe is installed, as on a real
+# cluster: the runner's rights there (components/sandbox-namespaces) go into it.
+kc create namespace sandboxes >/dev/null
 # The base carries a PrometheusRule: the Prometheus Operator's CRD stands in.
 kc apply -f hack/e2e/crds/ >/dev/null
 kc wait --for=condition=Established crd/prometheusrules.monitoring.coreos.com --timeout=30s >/dev/null
@@ -162,8 +165,10 @@ kc apply -k "$overlay" 2>&1 | tee "$out/apply.txt" | quote
 grep -qi warning "$out/apply.txt" && fail "kubectl apply warned (Pod Security?)"
 # The probe pods use the namespace's default ServiceAccount (with no token);
 # the controller-manager creates it a moment after the namespace.
-for _ in $(seq 100); do kc -n "$ns" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
-kc -n "$ns" get serviceaccount default >/dev/null || fail "no default ServiceAccount in $ns"
+for n in "$ns" sandboxes; do
+  for _ in $(seq 100); do kc -n "$n" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
+  kc -n "$n" get serviceaccount default >/dev/null || fail "no default ServiceAccount in $n"
+done
 # An admission policy takes effect a moment after it is stored.
 vap_ready=''
 for _ in $(seq 100); do
@@ -180,7 +185,6 @@ step "a live sandbox" "what sandprobe render makes of the policy, in namespace s
 # drift-free by construction; the pod runs the cluster's built-in image
 # (/probe pause: waits for SIGTERM) instead of the probe, so it stays Running
 # like an agent would. No CiliumNetworkPolicy: the cluster has no Cilium.
-kc create namespace sandboxes >/dev/null
 "$bin" render --policy "$overlay/policy.yaml" --namespace sandboxes --name agent-1 | python3 -c '
 import re, sys
 docs = [d for d in sys.stdin.read().split("---\n") if d.strip() and "\nkind: CiliumNetworkPolicy\n" not in d]
@@ -203,11 +207,12 @@ kc -n sandboxes get pod agent-1 -o jsonpath='{.metadata.name}  labels: sandbox={
 run_job() {
   local job=$1 state='' code
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
-  # Watch for the probe pod the runner starts (it deletes it when done).
+  # Watch for the probe pod the runner starts, in the sandbox namespace (it
+  # deletes it when done).
   (
     while :; do
-      kc -n "$ns" get pods -l app.kubernetes.io/name=sandprobe-probe -o \
-        jsonpath='{range .items[*]}{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  uid={.spec.securityContext.runAsUser}  phase={.status.phase}{"\n"}{end}' 2>/dev/null
+      kc get pods -A -l app.kubernetes.io/name=sandprobe-probe,sandprobe.dev/run -o \
+        jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  uid={.spec.securityContext.runAsUser}  phase={.status.phase}{"\n"}{end}' 2>/dev/null
       sleep 0.3
     done
   ) > "$out/$job.pods.raw" &
@@ -255,12 +260,12 @@ show_run() {
   say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
 }
 
-# The probe pod must have run like a sandbox: the selector's label and the
-# policy's runtime class.
+# The probe pod must have run like a sandbox: in the sandbox namespace, with
+# the selector's label and the policy's runtime class.
 check_probe_pod() {
   local job=$1
-  grep -q 'labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
-    || fail "no probe pod with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
+  grep -q '^sandboxes/.*  labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
+    || fail "no probe pod in namespace sandboxes with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
 }
 
 step "healthy run" "a Job from the CronJob (kubectl create job --from=cronjob/sandprobe) probes like a sandbox"

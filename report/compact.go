@@ -1,9 +1,70 @@
 package report
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 )
+
+// GzipPrefix marks a termination message that holds the whole result,
+// gzip-compressed and base64-encoded, instead of its compact JSON form.
+const GzipPrefix = "sandprobe/gzip+base64:"
+
+// maxDecoded bounds what a compressed termination message may expand to.
+const maxDecoded = 4 << 20
+
+// TerminationMessage is what the probe leaves in its termination message:
+// the whole result, compressed behind GzipPrefix, when that fits in limit
+// bytes (a full result of some 60 findings is ~17 KB of JSON and ~3.5 KB so
+// encoded), else the compact form. In a sandbox namespace the runner reads
+// nothing else: it has no right to read the logs of pods there, which would
+// be every sandbox's log too.
+func (p ProbeResult) TerminationMessage(limit int) ([]byte, error) {
+	full, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(full)
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	if len(GzipPrefix)+base64.StdEncoding.EncodedLen(gz.Len()) <= limit {
+		return []byte(GzipPrefix + base64.StdEncoding.EncodeToString(gz.Bytes())), nil
+	}
+	return p.CompactJSON(limit)
+}
+
+// DecodeTerminationMessage returns the JSON document a termination message
+// holds: a compressed whole result, decoded, or the message itself. ok is
+// false when it was compressed but cannot be decoded.
+func DecodeTerminationMessage(msg string) (doc []byte, compressed bool, err error) {
+	enc, ok := strings.CutPrefix(strings.TrimSpace(msg), GzipPrefix)
+	if !ok {
+		return []byte(msg), false, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	if len(out) > maxDecoded {
+		return nil, true, fmt.Errorf("the compressed result expands past %d bytes", maxDecoded)
+	}
+	return out, true, nil
+}
 
 // CompactJSON shortens a probe result to fit limit bytes of JSON (a Kubernetes
 // termination message holds 4 KiB). It keeps every non-passing finding,

@@ -10,12 +10,12 @@ import (
 )
 
 func (a *app) cmdRender(_ context.Context, args []string) int {
-	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|docker|docker-json]")
+	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|rbac|docker|docker-json]")
 	var (
 		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
-	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; docker: the docker run command line; docker-json: its argv as a JSON array")
+	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; rbac: the runner's Role and RoleBinding in each sandbox namespace; docker: the docker run command line; docker-json: its argv as a JSON array")
 	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
 	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
@@ -42,6 +42,8 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 		}
 	case "admission":
 		return a.renderAdmission(p, raw, namespace)
+	case "rbac":
+		return a.renderRBAC(p, namespace)
 	case "docker", "docker-json":
 		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
 		if format == "docker" {
@@ -53,7 +55,7 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 			return report.ExitCouldNotRun
 		}
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, docker or docker-json, got %q\n", format)
+		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, rbac, docker or docker-json, got %q\n", format)
 		return report.ExitBadInput
 	}
 	return report.ExitOK
