@@ -31,10 +31,10 @@ func TestPlanEgress(t *testing.T) {
       hosts: [blocked.example.com, {target: "drop.example.com:80", expect: timeout}]
       ips: [10.0.0.0/8]
 `)
-	plan, notes := planEgress(p.Spec.Egress)
+	plan, notes := PlanEgress(p.Spec.Egress)
 	got := map[string]bool{}
 	for _, a := range plan {
-		got[a.check+" "+a.subject] = true
+		got[a.Check+" "+a.Subject] = true
 	}
 	for _, want := range []string{
 		"egress.allowed api.example.com:443 via proxy",
@@ -57,7 +57,7 @@ func TestPlanEgress(t *testing.T) {
 		t.Errorf("a wildcard without probe name should be one skip note, got %+v", notes)
 	}
 	for _, a := range plan {
-		if a.subject == "drop.example.com:80" && (a.expect != "timeout" || a.scheme != "http") {
+		if a.Subject == "drop.example.com:80" && (a.Expect != "timeout" || a.Scheme != "http") {
 			t.Errorf("pinned target lost its expect or scheme: %+v", a)
 		}
 	}
@@ -69,16 +69,16 @@ func TestClassifyRealErrors(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	_, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-	if class, _ := classify(err); class != policy.VerdictRefused {
-		t.Errorf("closed port: %s", class)
+	if o := classify(err); o.class != policy.VerdictRefused || o.errno != "ECONNREFUSED" || o.stoppedBy != report.StoppedByNetwork {
+		t.Errorf("closed port: %+v", o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
 	var d net.Dialer
 	_, err = d.DialContext(ctx, "tcp", "127.0.0.1:1")
-	if class, _ := classify(err); class != policy.VerdictTimeout {
-		t.Errorf("deadline: %s (%v)", class, err)
+	if o := classify(err); o.class != policy.VerdictTimeout {
+		t.Errorf("deadline: %s (%v)", o.class, err)
 	}
 	for _, c := range []struct {
 		err  error
@@ -90,7 +90,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		{&errProxyDenied{status: "403 Filtered"}, policy.VerdictProxyDenied},
 		{io.EOF, policy.VerdictError},
 	} {
-		if got, _ := classify(c.err); got != c.want {
+		if got := classify(c.err).class; got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
 	}
@@ -164,18 +164,19 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := policy.Egress{Proxy: proxyURL, CAFile: c.caFile}
-			client, err := newNetClient(e)
+			client, err := NewNetClient(e)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p, _ := strconv.Atoi(port)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			r := client.try(ctx, attempt{check: checkAllowed, host: c.host, port: p, scheme: "https", viaProxy: true})
+			r := client.try(ctx, Attempt{Check: checkAllowed, Host: c.host, Port: p, Scheme: "https", ViaProxy: true})
+			r.Evidence.Attempted = true
 			if r.Class != c.wantClass {
 				t.Fatalf("class %s (%s), want %s", r.Class, r.Detail, c.wantClass)
 			}
-			f := judge(attempt{check: checkAllowed, host: c.host, port: p, viaProxy: true}, r, e)
+			f := judge(Attempt{Check: checkAllowed, Host: c.host, Port: p, ViaProxy: true}, r, e)
 			if (f.Status == report.Pass) != (c.wantClass == policy.VerdictAnswered) || (f.Status == report.Fail && f.Fix == "") {
 				t.Errorf("finding %+v", f)
 			}
@@ -184,15 +185,16 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 }
 
 func TestJudgePinnedClass(t *testing.T) {
-	a := attempt{check: checkMustFail, subject: "10.0.0.1:443", expect: policy.VerdictTimeout}
-	if f := judge(a, attemptResult{Class: policy.VerdictTimeout}, policy.Egress{}); f.Status != report.Pass {
+	a := Attempt{Check: checkMustFail, Subject: "10.0.0.1:443", Expect: policy.VerdictTimeout}
+	made := report.Attempt{Attempted: true}
+	if f := judge(a, Result{Class: policy.VerdictTimeout, Evidence: made}, policy.Egress{}); f.Status != report.Pass {
 		t.Errorf("matching class: %s", f.Status)
 	}
-	f := judge(a, attemptResult{Class: policy.VerdictRefused, Detail: "ECONNREFUSED"}, policy.Egress{})
+	f := judge(a, Result{Class: policy.VerdictRefused, Detail: "ECONNREFUSED", Evidence: made}, policy.Egress{})
 	if f.Status != report.Fail || !strings.Contains(f.Actual, "refused instead of timeout") || f.Fix == "" {
 		t.Errorf("pinned timeout answered by a reset: %+v", f)
 	}
-	f = judge(a, attemptResult{Class: policy.VerdictAnswered, Detail: "connected"}, policy.Egress{})
+	f = judge(a, Result{Class: policy.VerdictAnswered, Detail: "connected", Evidence: made}, policy.Egress{})
 	if f.Status != report.Fail || f.Class != policy.VerdictAnswered {
 		t.Errorf("answered: %+v", f)
 	}
