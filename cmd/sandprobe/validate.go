@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -23,5 +24,8 @@ func (a *app) cmdValidate(_ context.Context, args []string) int {
 	fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s), %d writable paths, %d tools\n",
 		file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), s.Egress.Metadata.Address,
 		len(s.Filesystem.Writable), len(s.Image.Tools))
+	for _, w := range append(p.Warnings(), probes.EgressWarnings(p)...) {
+		fmt.Fprintf(a.stdout, "%s: warning: %s\n", file, w)
+	}
 	return report.ExitOK
 }
