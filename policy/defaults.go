@@ -84,6 +84,9 @@ func (p *Policy) Default() {
 	if e.DNS.ArbitraryNames == "" {
 		e.DNS.ArbitraryNames = "deny"
 	}
+	if e.Proxy != "" && len(e.ProxyDenyStatus) == 0 {
+		e.ProxyDenyStatus = append([]int(nil), DefaultProxyDenyStatus...)
+	}
 	for i := range e.Allow {
 		a := &e.Allow[i]
 		if r, err := ParseHostRule(a.Host); err == nil {

@@ -196,6 +196,10 @@ type Egress struct {
 	Timeout  Duration       `json:"timeout,omitzero"`
 	// Concurrency bounds how many attempts run at once.
 	Concurrency int `json:"concurrency,omitempty" validate:"gte=0,lte=1024"`
+	// ProxyDenyStatus are the HTTP statuses by which the proxy refuses a
+	// destination (default 403 and 407). Through the proxy only these pass:
+	// a 5xx means the proxy let the destination through.
+	ProxyDenyStatus []int `json:"proxyDenyStatus,omitempty" validate:"dive,gte=400,lte=599"`
 }
 
 // Allowance is one allowed destination; every allowance carries a reason.
@@ -207,6 +211,10 @@ type Allowance struct {
 	// Probe is the concrete name the probe tries for a wildcard allowance
 	// ("*.github.com" cannot be dialled; "api.github.com" can).
 	Probe string `json:"probe,omitempty"`
+	// Addresses are the allowed host's addresses, for sandboxes whose
+	// resolver does not answer the name (only the proxy resolves it): the
+	// proxy-bypass check dials them directly.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // MustFail lists destinations that must not be reachable.

@@ -304,6 +304,7 @@ func (e *Egress) validate(c *collector) {
 			}
 		}
 	}
+	e.validateProof(c)
 	checkTargets("hosts", e.MustFail.Hosts, false)
 	checkTargets("ips", e.MustFail.IPs, true)
 	if _, err := netip.ParseAddr(e.Metadata.Address); err != nil {

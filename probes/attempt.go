@@ -33,6 +33,9 @@ type Attempt struct {
 	// AllAddrs dials every address the name resolves to: a must-fail name is
 	// only closed if each of its A and AAAA addresses is.
 	AllAddrs bool
+	// Addresses are known without DNS (the policy lists them): dialled
+	// besides what the name resolves to, and alone when it does not.
+	Addresses []string
 }
 
 // MustAnswer reports whether the attempt has to get through (an allowance).
@@ -48,6 +51,9 @@ type Result struct {
 	// Interrupted is an attempt that ended with the run (the probe was
 	// stopped), not on its own: whatever class it got, nothing was stopped.
 	Interrupted bool
+	// Unresolved is a dial whose name did not resolve and whose addresses
+	// are not known otherwise: no address was dialled.
+	Unresolved bool
 }
 
 // Took is how long the attempt waited for its outcome.
@@ -146,4 +152,18 @@ func notAttempted(why string, at, timeout time.Duration) Result {
 		Detail:   fmt.Sprintf("not attempted: %s (+%s)", why, at.Round(time.Millisecond)),
 		Evidence: report.Attempt{Attempted: false, Started: at.Seconds(), Timeout: timeout.Seconds()},
 	}
+}
+
+// EgressWarnings are what `validate` says about the egress run: a probe
+// deadline too short for the run's bound leaves attempts unmade.
+func EgressWarnings(p *policy.Policy) []string {
+	plan, _ := PlanEgress(p.Spec.Egress)
+	o := OptionsFor(p.Spec.Egress)
+	bound := o.Bound(len(plan))
+	need := bound + boundGrace(bound)
+	if d := p.Spec.Probe.Deadline.Duration; d > 0 && need > d {
+		return []string{fmt.Sprintf("spec.probe.deadline: %s is shorter than the egress run can take (%d attempts, %d at a time, %s each: up to %s), so the probe would be killed before its verdicts: raise it, or spec.egress.concurrency",
+			d, len(plan), o.width(), o.Timeout, need)}
+	}
+	return nil
 }

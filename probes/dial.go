@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,12 +30,14 @@ type NetClient struct {
 	resolver *net.Resolver
 	proxy    *url.URL
 	roots    *x509.CertPool
+	// denyStatus are the statuses by which the proxy refuses a destination.
+	denyStatus []int
 }
 
 // NewNetClient builds the client the policy's egress section describes: its
 // proxy and the CA bundle it trusts besides the system roots.
 func NewNetClient(e policy.Egress) (*NetClient, error) {
-	c := &NetClient{resolver: &net.Resolver{PreferGo: true}}
+	c := &NetClient{resolver: &net.Resolver{PreferGo: true}, denyStatus: e.ProxyDenyStatuses()}
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
 		if err != nil {
@@ -59,16 +62,36 @@ func NewNetClient(e policy.Egress) (*NetClient, error) {
 	return c, nil
 }
 
-// errProxyDenied is a proxy refusing a destination (CONNECT 403, 407, …).
+// useDNSServer makes the client ask one DNS server for every name instead
+// of resolv.conf's.
+func (c *NetClient) useDNSServer(server string) {
+	c.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
+}
+
+// errProxyDenied is a proxy refusing a destination with its deny status
+// (403, 407 or what spec.egress.proxyDenyStatus declares).
 type errProxyDenied struct{ status string }
 
 func (e *errProxyDenied) Error() string { return "the proxy refused: " + e.status }
 
-// errProxyUpstream is a proxy that accepted the request but could not reach
-// the destination (5xx): the destination did not answer.
+// errProxyUpstream is a proxy that accepted the destination — its
+// allow-list let it through — but could not reach it (5xx).
 type errProxyUpstream struct{ status string }
 
-func (e *errProxyUpstream) Error() string { return "the proxy could not reach it: " + e.status }
+func (e *errProxyUpstream) Error() string {
+	return "the proxy let it through but could not reach it: " + e.status
+}
+
+// errProxyOther is a proxy answer that is neither a tunnel, nor its deny,
+// nor an upstream failure (400, 404, 405 …): it proves nothing either way.
+type errProxyOther struct{ status string }
+
+func (e *errProxyOther) Error() string {
+	return "the proxy answered " + e.status + ", which is not its declared deny status"
+}
 
 // lookup resolves a name to every address (A and AAAA).
 func (c *NetClient) lookup(ctx context.Context, host string) ([]string, error) {
@@ -125,19 +148,22 @@ func (c *NetClient) viaProxy(ctx context.Context, host string, port int, scheme 
 		return nil, "", fmt.Errorf("read proxy answer: %w", err)
 	}
 	status := fmt.Sprintf("%s %s → %s", method, target, resp.Status)
+	conn.SetDeadline(time.Time{})
 	switch {
-	case method == "CONNECT" && resp.StatusCode == http.StatusOK:
-		conn.SetDeadline(time.Time{})
-		return conn, status, nil
-	case method == "GET" && resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusProxyAuthRequired && resp.StatusCode < 500:
-		conn.Close()
-		return nil, status, nil // the origin answered through the proxy
-	case resp.StatusCode == http.StatusForbidden, resp.StatusCode == http.StatusProxyAuthRequired, resp.StatusCode == http.StatusMethodNotAllowed:
+	case slices.Contains(c.denyStatus, resp.StatusCode):
 		conn.Close()
 		return nil, status, &errProxyDenied{status: resp.Status}
+	case method == "CONNECT" && resp.StatusCode == http.StatusOK:
+		return conn, status, nil
+	case resp.StatusCode >= 500:
+		conn.Close()
+		return nil, status, &errProxyUpstream{status: resp.Status}
+	case method == "GET":
+		conn.Close()
+		return nil, status, nil // the origin answered through the proxy
 	}
 	conn.Close()
-	return nil, status, &errProxyUpstream{status: resp.Status}
+	return nil, status, &errProxyOther{status: resp.Status}
 }
 
 // handshake completes TLS with the name and reports the version and issuer.
@@ -203,7 +229,11 @@ func classify(err error) outcome {
 	}
 	var pu *errProxyUpstream
 	if errors.As(err, &pu) {
-		return outcome{class: policy.VerdictError, detail: err.Error(), stoppedBy: report.StoppedByUpstream, status: pu.status}
+		return outcome{class: policy.VerdictProxyForwarded, detail: err.Error(), stoppedBy: report.StoppedByUpstream, status: pu.status}
+	}
+	var po *errProxyOther
+	if errors.As(err, &po) {
+		return outcome{class: policy.VerdictError, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: po.status}
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {

@@ -87,7 +87,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 				Fix:    "add probe: <a real name under the pattern> to this allowance"})
 			continue
 		}
-		concrete = append(concrete, policy.Allowance{Host: name, Port: a.Port, Scheme: a.Scheme})
+		concrete = append(concrete, policy.Allowance{Host: name, Port: a.Port, Scheme: a.Scheme, Addresses: a.Addresses})
 		sub := hostPort(name, a.Port)
 		if proxy {
 			sub += " via proxy"
@@ -121,7 +121,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 	mustFail(checkMetadata, policy.Target{Target: e.Metadata.Address, Port: e.Metadata.Port})
 	if proxy {
 		for _, a := range concrete {
-			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true})
+			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true, Addresses: a.Addresses})
 		}
 	}
 	if e.DNS.ArbitraryNames == "deny" {
@@ -160,6 +160,9 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 	e := env.Policy.Spec.Egress
 	out := map[string][]report.Finding{}
 	client, err := NewNetClient(e)
+	if err == nil && env.dnsServer != "" {
+		client.useDNSServer(env.dnsServer)
+	}
 	if err != nil {
 		for _, c := range []string{checkAllowed, checkMustFail, checkMetadata} {
 			out[c] = []report.Finding{{Check: c, Status: report.Error, Actual: err.Error(), Fix: "make spec.egress.caFile readable inside the sandbox"}}
@@ -182,11 +185,22 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 		}
 	}
 	deadNetwork := allowedTried > 0 && allowedOK == 0
+	// Allowances exist, but none can be dialled: nothing shows the network
+	// works, so a failure proves no more than on a dead network.
+	noControl := allowedTried == 0 && len(e.Allow) > 0
 	for i, a := range plan {
 		f := judge(a, results[i], e)
-		if deadNetwork && !a.MustAnswer() && f.Status == report.Pass {
-			f.Status = report.Inconclusive
-			f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
+		if !a.MustAnswer() && f.Status == report.Pass {
+			switch {
+			case deadNetwork:
+				f.Status = report.Inconclusive
+				f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
+				f.Fix = "make the allowed hosts reachable (see egress.allowed); until then no deny is proven"
+			case noControl:
+				f.Status = report.Inconclusive
+				f.Actual = fmt.Sprintf("%s, but no allowed target could be probed (every allowance is a wildcard without probe:): nothing shows the network works", f.Actual)
+				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
+			}
 		}
 		out[a.Check] = append(out[a.Check], f)
 	}
@@ -207,7 +221,22 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 	}
 	addrs, err := c.lookup(ctx, a.Host)
 	if err != nil {
-		return failed(classify(err))
+		dns := classify(err)
+		if len(a.Addresses) == 0 {
+			r := failed(dns)
+			r.Unresolved = true
+			return r
+		}
+		// The name does not resolve here, but its addresses are known:
+		// the path to them is what must be closed.
+		r := c.dialAll(ctx, a, a.Addresses)
+		r.Detail = dns.detail + "; the declared addresses: " + r.Detail
+		return r
+	}
+	for _, k := range a.Addresses {
+		if !slices.Contains(addrs, k) {
+			addrs = append(addrs, k)
+		}
 	}
 	return c.dialAll(ctx, a, addrs)
 }
@@ -339,27 +368,59 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 		return f
 	}
 	f.Expected = "no answer (any failure)"
-	if a.Expect != "" {
+	switch {
+	case a.Expect != "":
 		f.Expected = "fails with " + a.Expect
-	}
-	switch a.Check {
-	case checkDNSExfil:
+	case a.ViaProxy:
+		f.Expected = "the proxy refuses it (" + statusList(e.ProxyDenyStatuses()) + ")"
+	case a.Check == checkDNSExfil:
 		f.Expected = "a random name under " + strings.TrimPrefix(a.Subject, "*.") + " does not resolve"
+	}
+	inconclusive := func(actual, fix string) report.Finding {
+		f.Status, f.Actual, f.Fix = report.Inconclusive, actual, fix
+		return f
 	}
 	switch {
 	case answered:
 		f.Status = report.Fail
 		f.Actual = "answered: " + r.Detail
 		f.Fix = openFix(a, e)
+	case r.Class == policy.VerdictProxyForwarded:
+		f.Status = report.Fail
+		f.Actual = "the proxy let it through (" + ev.ProxyStatus + "): its allow-list does not deny it, only the upstream failed"
+		f.Fix = fmt.Sprintf("restore the proxy's deny for %s: its allow-list accepts it, so it answers as soon as the destination is up", a.Host)
 	case a.Expect != "" && r.Class != a.Expect:
 		f.Status = report.Fail
 		f.Actual = r.Class + " instead of " + a.Expect + ": the blocking behaviour changed"
 		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.Subject)
+	case a.Expect != "":
+		f.Status, f.Actual = report.Pass, r.Class
+	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:
+		// Only the proxy's own refusal shows its allow-list denies the destination.
+		return inconclusive(fmt.Sprintf("%s (%s): the proxy never refused it, so its allow-list is untested", r.Class, r.Detail),
+			"make the proxy reachable from the sandbox (spec.egress.proxy), or declare the status it denies with in spec.egress.proxyDenyStatus")
+	case a.Check == checkProxyBypass && r.Unresolved:
+		return inconclusive(fmt.Sprintf("%s: no address of %s was dialled, so nothing shows a direct path is closed", r.Class, a.Host),
+			fmt.Sprintf("list %s's addresses in its allowance (addresses: [...]) so the probe can dial them directly", a.Host))
+	case r.Class == policy.VerdictError || r.Class == policy.VerdictDNSTimeout:
+		return inconclusive(fmt.Sprintf("%s (%s): a failure that cannot be told apart from the probe's own", r.Class, r.Detail),
+			"read the evidence; if this is how the path is meant to fail, pin it with expect: "+r.Class)
 	default:
 		f.Status = report.Pass
 		f.Actual = r.Class
+		if ev.StoppedBy != "" {
+			f.Actual += " (stopped by the " + ev.StoppedBy + ")"
+		}
 	}
 	return f
+}
+
+func statusList(sts []int) string {
+	parts := make([]string, len(sts))
+	for i, s := range sts {
+		parts[i] = strconv.Itoa(s)
+	}
+	return strings.Join(parts, " or ")
 }
 
 func allowedFix(a Attempt, r Result) string {

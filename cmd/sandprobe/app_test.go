@@ -66,6 +66,25 @@ func TestValidateGoodPolicies(t *testing.T) {
 	}
 }
 
+// TestValidateWarnings: a valid policy that cannot prove its verdicts says
+// so (exit 0: it is valid, but a run would be inconclusive or cut short).
+func TestValidateWarnings(t *testing.T) {
+	head := "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  identity: {uid: 65532, gid: 65532}\n"
+	cases := []struct{ name, egress, want string }{
+		{"only wildcard allowances", `  egress: {allow: [{host: "*.github.com", reason: git}], mustFail: {ips: [192.0.2.1]}}`, "warning: spec.egress.allow: no concrete allowed target to probe"},
+		{"deadline shorter than the egress bound", `  egress: {allow: [{host: api.example.com, reason: x}], mustFail: {ips: [192.0.2.1, 192.0.2.2, 192.0.2.3]}, concurrency: 1, timeout: 30s}
+  probe: {deadline: 1m}`, "warning: spec.probe.deadline: 1m0s is shorter than the egress run can take"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runApp(t, head+c.egress+"\n", "validate", "-f", "-")
+			if code != 0 || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
+
 // TestValidateEffective: every policy we ship prints with every default
 // filled in and leaves no weakening implicit; the output is itself a valid
 // policy meaning the same; a weakening a policy does not write fails it.

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -59,6 +60,10 @@ func (a *app) cmdValidate(_ context.Context, args []string) int {
 			if !written.Has(w.Path) {
 				fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
 			}
+		}
+		// What a valid policy still cannot prove.
+		for _, w := range append(p.Warnings(), probes.EgressWarnings(p)...) {
+			fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
 		}
 		return report.ExitOK
 	}
