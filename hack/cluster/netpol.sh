@@ -8,6 +8,7 @@
 #   hack/cluster/netpol.sh status      running or not, its chains and ipsets
 #   hack/cluster/netpol.sh leftovers   print what of it is on the machine; exit 1 if anything is
 #   hack/cluster/netpol.sh enforced NS POD   exit 0 once kube-router has a firewall chain for the pod
+#   hack/cluster/netpol.sh has-policy NS NAME   exit 0 if kube-router has programmed the NetworkPolicy
 #   hack/cluster/netpol.sh rejected [POD_IP]  packets kube-router's REJECT rules have refused
 #                                      (of the pod at POD_IP, or of every pod)
 #   hack/cluster/netpol.sh --print-bin path of the kube-router binary (no build)
@@ -171,6 +172,12 @@ rejected() {
   done | awk '{ s += $1 } END { print s + 0 }'
 }
 
+# has-policy NS NAME: kube-router has programmed the NetworkPolicy (its
+# policy chains' comments name it: "... policy name: NAME namespace NS").
+has_policy() {
+  iptables -w -t filter -S 2>/dev/null | grep -E '^-A KUBE-NWPLCY-' | grep -qF "policy name: $2 namespace $1"
+}
+
 case "${1:-}" in
   build) build ;;
   up) up ;;
@@ -179,7 +186,8 @@ case "${1:-}" in
   leftovers) leftovers ;;
   enforced) [[ $# == 3 ]] || die "usage: netpol.sh enforced NAMESPACE POD"; enforced "$2" "$3" ;;
   rejected) rejected "${2:-}" ;;
+  has-policy) [[ $# == 3 ]] || die "usage: netpol.sh has-policy NAMESPACE NAME"; has_policy "$2" "$3" ;;
   --print-bin) echo "$KR_BIN" ;;
-  -h | --help | "") sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h | --help | "") sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) echo "netpol.sh: unknown command $1" >&2; exit 2 ;;
 esac
