@@ -275,6 +275,8 @@ func ruleApplies(p *policy.Policy, id string) bool {
 		return len(s.Namespaces) > 0
 	case PodRuntimeClass, DockerRuntime:
 		return len(s.Runtime.ClassNames) > 0
+	case PodRunAsNonRoot:
+		return s.Identity.UID != 0
 	case PodSAToken:
 		return s.ServiceAccount == policy.TokenAbsent
 	case PodFSGroup:

@@ -488,3 +488,53 @@ func TestDocsRules(t *testing.T) {
 		t.Fatal("docs/drift.md rules table is stale: go test ./drift -run TestDocsRules -update")
 	}
 }
+
+// TestSilentIdentityNeverMeansRoot: a policy that says nothing about its
+// identity expects the non-root default, so a pod running as root is drift
+// and no fix ever reads "runAsUser: 0"; only a policy that declares root
+// (allowRoot) accepts it, and render's pod for it then drifts nowhere.
+func TestSilentIdentityNeverMeansRoot(t *testing.T) {
+	const head = "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  namespaces: [sandboxes]\n  image: {requireDigest: false}\n"
+	silent, err := policy.Load([]byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := hardenedPod(silent, "sandboxes", "root")
+	pod.Spec.SecurityContext.RunAsUser = ptr(int64(0))
+	pod.Spec.SecurityContext.RunAsGroup = ptr(int64(0))
+	e, err := drift.NewEngine(silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := e.CheckPod(pod)
+	got := checksByTarget(fs)["pod/sandboxes/root"]
+	for _, want := range []string{drift.PodRunAsUser, drift.PodRunAsGroup} {
+		if !slices.Contains(got, want) {
+			t.Errorf("a root pod under a silent policy: checks %v, want %s", got, want)
+		}
+	}
+	for _, f := range fs {
+		if strings.HasSuffix(f.Fix, ": 0") || f.Expected == "0" {
+			t.Errorf("%s: fix %q expected %q: the default identity reads as root", f.Check, f.Fix, f.Expected)
+		}
+	}
+
+	root, err := policy.Load([]byte(head + "  identity: {uid: 0, gid: 0, allowRoot: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := render.WriteYAML(&buf, render.Manifests(root, []byte(head), render.ProbePodOptions{}, "")...); err != nil {
+		t.Fatal(err)
+	}
+	m, col := checkYAML(t, root, buf.Bytes())
+	if len(m.Pods) != 1 {
+		t.Fatalf("render gave %d pods", len(m.Pods))
+	}
+	for _, f := range col.Findings {
+		// The restricted standard still refuses root, whatever the policy says.
+		if f.Status == report.Fail && f.Check != drift.PodPSSRestricted {
+			t.Errorf("render's pod for a root policy drifts: %s %s: %s", f.Check, f.Subject, report.ExpectedActual(f))
+		}
+	}
+}

@@ -122,6 +122,9 @@ func (c *podCheck) run() {
 	// level that decides the effective value.
 	var inheritNonRoot, inheritUser, inheritGroup, inheritSeccomp bool
 	seccompApplies := s.Seccomp != policy.SeccompUnconfined
+	// A policy that declares root (allowRoot, uid 0) cannot also ask the
+	// kubelet to refuse root.
+	nonRootApplies := s.Identity.UID != 0
 	n := containerCount(ps)
 	for i := 0; i < n; i++ {
 		kind, ctr := containerAt(ps, i)
@@ -129,9 +132,11 @@ func (c *podCheck) run() {
 		if sc == nil {
 			sc = &corev1.SecurityContext{}
 		}
-		if sc.RunAsNonRoot == nil {
+		switch {
+		case !nonRootApplies:
+		case sc.RunAsNonRoot == nil:
 			inheritNonRoot = true
-		} else if !*sc.RunAsNonRoot {
+		case !*sc.RunAsNonRoot:
 			f := c.cfield(kind, ctr.Name) + ".securityContext.runAsNonRoot"
 			c.fail(PodRunAsNonRoot, f, "true", "false", "set "+f+": true", "")
 		}

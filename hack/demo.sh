@@ -22,6 +22,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted, tearing the lab down"; exit 130' INT TERM
 
+# The lab is shared with every test on this machine (internal/testenv.Lab):
+# hold its lock while the demo breaks it and tears it down. The lab's daemons
+# close inherited descriptors, so the lock ends with this script.
+exec {lab_lock}>/run/sandprobe-lab.test-lock
+if ! flock -n "$lab_lock"; then
+  echo "demo: waiting for the network lab (a test holds /run/sandprobe-lab.test-lock)"
+  flock "$lab_lock"
+fi
+
 mkdir -p "$out"
 rm -f "$out"/*.xml "$out"/*.prom "$out"/*.json
 start=$(date +%s.%N)

@@ -9,8 +9,24 @@ import (
 // credentials when a policy does not list its own.
 var DefaultSecretPatterns = []string{"*_KEY", "*_TOKEN", "*_SECRET", "*PASSWORD*"}
 
+// strictDefaults is the Policy a document is decoded onto. It holds the
+// defaults of fields whose zero value is itself a (weak) choice — uid 0,
+// a writable root, unpinned images — and so cannot be told "unset" once
+// decoded: only what the file says overrides them. Every other default is
+// filled in by Default.
+func strictDefaults() Policy {
+	return Policy{Spec: Spec{
+		Identity:   Identity{UID: DefaultUID, GID: DefaultGID},
+		Filesystem: Filesystem{ReadOnlyRoot: true},
+		Image:      Image{RequireDigest: true},
+	}}
+}
+
 // Default fills in every unset field with its documented default. It is
 // idempotent and runs before validation, so validation sees what will be used.
+// The defaults of uid, gid, readOnlyRoot and requireDigest are applied when a
+// file is decoded (see strictDefaults): on a Policy built in Go their zero
+// values stand, and validation refuses uid 0 without identity.allowRoot.
 func (p *Policy) Default() {
 	s := &p.Spec
 	if s.Seccomp == "" {
@@ -25,6 +41,9 @@ func (p *Policy) Default() {
 	if s.NoNewPrivileges == nil {
 		t := true
 		s.NoNewPrivileges = &t
+	}
+	if s.Runtime.ClassNames == nil {
+		s.Runtime.ClassNames = []string{} // "any runtime", written out by Effective
 	}
 	if s.Capabilities == nil {
 		s.Capabilities = []string{}
@@ -64,6 +83,9 @@ func (p *Policy) Default() {
 	}
 	if e.DNS.ArbitraryNames == "" {
 		e.DNS.ArbitraryNames = "deny"
+	}
+	if e.Proxy != "" && len(e.ProxyDenyStatus) == 0 {
+		e.ProxyDenyStatus = append([]int(nil), DefaultProxyDenyStatus...)
 	}
 	for i := range e.Allow {
 		a := &e.Allow[i]

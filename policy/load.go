@@ -67,17 +67,27 @@ func Problems(err error) []*FieldError {
 
 // LoadFile reads, decodes, defaults and validates a policy file.
 func LoadFile(path string) (*Policy, []byte, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := Load(data)
+	return p, data, err
+}
+
+// ReadFile reads a policy file, at most one byte past MaxPolicyBytes (so
+// that an oversized file is reported as such, not read whole).
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read policy: %w", err)
+		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyBytes+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("read policy %s: %w", path, err)
+		return nil, fmt.Errorf("read policy %s: %w", path, err)
 	}
-	p, err := Load(data)
-	return p, data, err
+	return data, nil
 }
 
 // Load decodes a policy strictly, applies defaults and validates it. The
@@ -132,7 +142,9 @@ func decode(data []byte) (*Policy, map[string]int, error) {
 	if err != nil {
 		return nil, nil, &FieldError{Msg: "internal: re-encode policy: " + err.Error()}
 	}
-	var p Policy
+	// Decoded onto the strict defaults: a field the file leaves out keeps
+	// its secure value, one it writes replaces it.
+	p := strictDefaults()
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, nil, &FieldError{Msg: "decode: " + err.Error()}
 	}

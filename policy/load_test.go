@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,6 +198,18 @@ func FuzzLoad(f *testing.F) {
 			p.Default()
 			if err := p.Validate(); err != nil {
 				t.Fatalf("valid policy fails re-validation: %v", err)
+			}
+			// Its effective form means exactly the same policy.
+			out, err := p.Effective()
+			if err != nil {
+				t.Fatalf("effective: %v", err)
+			}
+			p2, err := Load(out)
+			if err != nil {
+				t.Fatalf("effective policy does not load: %v\n%s", err, out)
+			}
+			if out2, _ := p2.Effective(); !bytes.Equal(out, out2) {
+				t.Fatalf("effective round trip changed the policy:\n%s\n---\n%s", out, out2)
 			}
 			return
 		}

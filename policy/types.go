@@ -34,6 +34,11 @@ const (
 	DefaultMetadataPort     = 80
 	DefaultSeccomp          = SeccompRuntimeDefault
 	DefaultTokenExpectation = TokenAbsent
+	// DefaultUID and DefaultGID are the identity of a policy that declares
+	// none: the "nonroot" user of distroless and Chainguard images. A policy
+	// that says nothing must never mean root.
+	DefaultUID = 65532
+	DefaultGID = 65532
 )
 
 // Seccomp modes a policy may ask for; they mirror the Kubernetes seccompProfile types.
@@ -100,22 +105,28 @@ type Selector struct {
 // Runtime lists the isolation runtimes a sandbox may run under.
 type Runtime struct {
 	// ClassNames are the RuntimeClass names (Kubernetes) or runtime names (Docker).
-	ClassNames []string `json:"classNames,omitempty"`
+	ClassNames []string `json:"classNames"`
 	// Isolation says what each class must look like from inside: "gvisor",
 	// "vm" or "none". Unset classes are inferred from their names.
 	Isolation map[string]string `json:"isolation,omitempty"`
 }
 
-// Identity is the uid/gid a sandbox runs as.
+// Identity is the uid/gid a sandbox runs as. Unset ids default to
+// DefaultUID/DefaultGID; an id of 0 (root, or the root group) is an error
+// unless AllowRoot says so in so many words.
 type Identity struct {
 	UID                int64   `json:"uid" validate:"gte=0,lte=2147483647"`
 	GID                int64   `json:"gid" validate:"gte=0,lte=2147483647"`
 	FSGroup            *int64  `json:"fsGroup,omitempty" validate:"omitempty,gte=0,lte=2147483647"`
 	SupplementalGroups []int64 `json:"supplementalGroups,omitempty" validate:"dive,gte=0,lte=2147483647"`
+	// AllowRoot permits uid 0 or group 0 anywhere in the identity. It is the
+	// only way to declare root: "uid: 0" alone is taken for a mistake.
+	AllowRoot bool `json:"allowRoot,omitempty"`
 }
 
 // Filesystem describes the sandbox's mounts.
 type Filesystem struct {
+	// ReadOnlyRoot defaults to true; a writable root must be declared false.
 	ReadOnlyRoot bool     `json:"readOnlyRoot"`
 	Writable     []string `json:"writable,omitempty"`
 	EmptyAtStart []string `json:"emptyAtStart,omitempty"`
@@ -126,7 +137,8 @@ type Filesystem struct {
 // Image describes the sandbox image and what must run inside it.
 type Image struct {
 	// Ref is the real sandbox image; the probe runs inside it when set.
-	Ref           string `json:"ref,omitempty"`
+	Ref string `json:"ref,omitempty"`
+	// RequireDigest defaults to true: a tag can be moved to another image.
 	RequireDigest bool   `json:"requireDigest"`
 	Tools         []Tool `json:"tools,omitempty" validate:"dive"`
 }
@@ -135,7 +147,7 @@ type Image struct {
 type Tool struct {
 	Name    string   `json:"name" validate:"required"`
 	Args    []string `json:"args,omitempty"`
-	Timeout Duration `json:"timeout,omitempty"`
+	Timeout Duration `json:"timeout,omitzero"`
 }
 
 // Resources are the limits a sandbox must carry, in Kubernetes quantity notation.
@@ -151,7 +163,7 @@ type Browser struct {
 	Screenshot bool     `json:"screenshot"`
 	WriteTo    string   `json:"writeTo,omitempty"`
 	Path       string   `json:"path,omitempty"`
-	Timeout    Duration `json:"timeout,omitempty"`
+	Timeout    Duration `json:"timeout,omitzero"`
 }
 
 // Secrets says which environment variables count as credentials.
@@ -185,9 +197,13 @@ type Egress struct {
 	MustFail MustFail       `json:"mustFail"`
 	Metadata MetadataTarget `json:"metadata"`
 	DNS      DNS            `json:"dns"`
-	Timeout  Duration       `json:"timeout,omitempty"`
+	Timeout  Duration       `json:"timeout,omitzero"`
 	// Concurrency bounds how many attempts run at once.
 	Concurrency int `json:"concurrency,omitempty" validate:"gte=0,lte=1024"`
+	// ProxyDenyStatus are the HTTP statuses by which the proxy refuses a
+	// destination (default 403 and 407). Through the proxy only these pass:
+	// a 5xx means the proxy let the destination through.
+	ProxyDenyStatus []int `json:"proxyDenyStatus,omitempty" validate:"dive,gte=400,lte=599"`
 }
 
 // Allowance is one allowed destination; every allowance carries a reason.
@@ -199,6 +215,10 @@ type Allowance struct {
 	// Probe is the concrete name the probe tries for a wildcard allowance
 	// ("*.github.com" cannot be dialled; "api.github.com" can).
 	Probe string `json:"probe,omitempty"`
+	// Addresses are the allowed host's addresses, for sandboxes whose
+	// resolver does not answer the name (only the proxy resolves it): the
+	// proxy-bypass check dials them directly.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // MustFail lists destinations that must not be reachable.
@@ -328,7 +348,7 @@ type ProbeSettings struct {
 	// Image is the sandprobe image (the init container copies the binary from it).
 	Image string `json:"image,omitempty"`
 	// Deadline bounds one probe run from launch to result.
-	Deadline Duration `json:"deadline,omitempty"`
+	Deadline Duration `json:"deadline,omitzero"`
 }
 
 // Duration is a time.Duration written as "3s" in YAML.

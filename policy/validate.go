@@ -155,6 +155,7 @@ func (s *Spec) validate(c *collector) {
 			c.add(pth, fmt.Sprintf("must be one of gvisor, vm, none, got %q", iso))
 		}
 	}
+	s.Identity.validate(c)
 	for i, capName := range s.Capabilities {
 		if CapabilityNumber(capName) < 0 {
 			c.add(fmt.Sprintf("spec.capabilities[%d]", i), fmt.Sprintf("unknown capability %q", capName))
@@ -303,6 +304,7 @@ func (e *Egress) validate(c *collector) {
 			}
 		}
 	}
+	e.validateProof(c)
 	checkTargets("hosts", e.MustFail.Hosts, false)
 	checkTargets("ips", e.MustFail.IPs, true)
 	if _, err := netip.ParseAddr(e.Metadata.Address); err != nil {
@@ -454,4 +456,38 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// validate refuses root anywhere in the identity unless allowRoot declares
+// it: "uid: 0" alone is as likely a placeholder as a decision, and the
+// default must never be the weakest choice.
+func (id *Identity) validate(c *collector) {
+	const hint = "a sandbox runs as a non-root identity; if it really must run as root, say so with spec.identity.allowRoot: true"
+	var roots []string
+	if id.UID == 0 {
+		roots = append(roots, "spec.identity.uid")
+	}
+	if id.GID == 0 {
+		roots = append(roots, "spec.identity.gid")
+	}
+	if id.FSGroup != nil && *id.FSGroup == 0 {
+		roots = append(roots, "spec.identity.fsGroup")
+	}
+	for i, g := range id.SupplementalGroups {
+		if g == 0 {
+			roots = append(roots, fmt.Sprintf("spec.identity.supplementalGroups[%d]", i))
+		}
+	}
+	switch {
+	case len(roots) > 0 && !id.AllowRoot:
+		for _, pth := range roots {
+			what := "root"
+			if pth != "spec.identity.uid" {
+				what = "the root group"
+			}
+			c.add(pth, "0 is "+what+" — "+hint)
+		}
+	case len(roots) == 0 && id.AllowRoot:
+		c.add("spec.identity.allowRoot", fmt.Sprintf("true, but no id is 0 (uid %d, gid %d): remove it, so the policy does not claim a weakening it does not use", id.UID, id.GID))
+	}
 }

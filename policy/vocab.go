@@ -17,10 +17,18 @@ const (
 	VerdictDNSTimeout  = "dns-timeout"
 	VerdictProxyDenied = "proxy-denied"
 	VerdictError       = "error"
+	// VerdictDNSRefused is a resolver that refused to answer (REFUSED): what
+	// a DNS proxy with an allow-list (Cilium's matchPattern) says to names
+	// outside it.
+	VerdictDNSRefused = "dns-refused"
+	// VerdictProxyForwarded is a proxy that accepted the destination (its
+	// status was not its deny) but could not reach it (5xx): the proxy's
+	// allow-list let it through, only the upstream failed. Never a pass.
+	VerdictProxyForwarded = "proxy-forwarded"
 )
 
 // FailureVerdicts are the classes a must-fail target may pin with expect.
-var FailureVerdicts = []string{VerdictRefused, VerdictTimeout, VerdictNXDomain, VerdictDNSTimeout, VerdictProxyDenied, VerdictError}
+var FailureVerdicts = []string{VerdictRefused, VerdictTimeout, VerdictNXDomain, VerdictDNSRefused, VerdictDNSTimeout, VerdictProxyDenied, VerdictError}
 
 // Isolation kinds a runtime class can promise.
 const (

@@ -11,32 +11,33 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
 )
 
-// attemptResult is one network attempt, classified.
-type attemptResult struct {
-	Class    string // a policy.Verdict* value
-	Detail   string // what happened, in words (errno, status line, TLS version)
-	Took     time.Duration
-	Answered []string // addresses that answered (for multi-address targets)
-}
-
-// netClient dials from inside the sandbox: directly, or through the declared
-// forward proxy, optionally completing a TLS handshake.
-type netClient struct {
+// NetClient dials from inside the sandbox (or from a control vantage):
+// directly, or through the declared forward proxy, optionally completing a
+// TLS handshake.
+type NetClient struct {
 	resolver *net.Resolver
 	proxy    *url.URL
 	roots    *x509.CertPool
+	// denyStatus are the statuses by which the proxy refuses a destination.
+	denyStatus []int
 }
 
-func newNetClient(e policy.Egress) (*netClient, error) {
-	c := &netClient{resolver: &net.Resolver{PreferGo: true}}
+// NewNetClient builds the client the policy's egress section describes: its
+// proxy and the CA bundle it trusts besides the system roots.
+func NewNetClient(e policy.Egress) (*NetClient, error) {
+	c := &NetClient{resolver: &net.Resolver{PreferGo: true}, denyStatus: e.ProxyDenyStatuses()}
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
 		if err != nil {
@@ -61,19 +62,39 @@ func newNetClient(e policy.Egress) (*netClient, error) {
 	return c, nil
 }
 
-// errProxyDenied is a proxy refusing a destination (CONNECT 403, 407, …).
+// useDNSServer makes the client ask one DNS server for every name instead
+// of resolv.conf's.
+func (c *NetClient) useDNSServer(server string) {
+	c.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
+}
+
+// errProxyDenied is a proxy refusing a destination with its deny status
+// (403, 407 or what spec.egress.proxyDenyStatus declares).
 type errProxyDenied struct{ status string }
 
 func (e *errProxyDenied) Error() string { return "the proxy refused: " + e.status }
 
-// errProxyUpstream is a proxy that accepted the request but could not reach
-// the destination (5xx): the destination did not answer.
+// errProxyUpstream is a proxy that accepted the destination — its
+// allow-list let it through — but could not reach it (5xx).
 type errProxyUpstream struct{ status string }
 
-func (e *errProxyUpstream) Error() string { return "the proxy could not reach it: " + e.status }
+func (e *errProxyUpstream) Error() string {
+	return "the proxy let it through but could not reach it: " + e.status
+}
+
+// errProxyOther is a proxy answer that is neither a tunnel, nor its deny,
+// nor an upstream failure (400, 404, 405 …): it proves nothing either way.
+type errProxyOther struct{ status string }
+
+func (e *errProxyOther) Error() string {
+	return "the proxy answered " + e.status + ", which is not its declared deny status"
+}
 
 // lookup resolves a name to every address (A and AAAA).
-func (c *netClient) lookup(ctx context.Context, host string) ([]string, error) {
+func (c *NetClient) lookup(ctx context.Context, host string) ([]string, error) {
 	if ip := net.ParseIP(host); ip != nil {
 		return []string{host}, nil
 	}
@@ -85,7 +106,7 @@ func (c *netClient) lookup(ctx context.Context, host string) ([]string, error) {
 }
 
 // dialAddr connects TCP to one address (no resolution).
-func (c *netClient) dialAddr(ctx context.Context, addr string, port int) (net.Conn, error) {
+func (c *NetClient) dialAddr(ctx context.Context, addr string, port int) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 }
@@ -93,7 +114,7 @@ func (c *netClient) dialAddr(ctx context.Context, addr string, port int) (net.Co
 // viaProxy asks the proxy for host:port — CONNECT for TLS and unknown
 // schemes, an absolute-URL GET for plain HTTP — and returns the tunnel (for
 // CONNECT) or nil (for GET, whose answer is the proof).
-func (c *netClient) viaProxy(ctx context.Context, host string, port int, scheme string) (net.Conn, string, error) {
+func (c *NetClient) viaProxy(ctx context.Context, host string, port int, scheme string) (net.Conn, string, error) {
 	pport, _ := strconv.Atoi(c.proxy.Port())
 	addrs, err := c.lookup(ctx, c.proxy.Hostname())
 	if err != nil {
@@ -127,23 +148,26 @@ func (c *netClient) viaProxy(ctx context.Context, host string, port int, scheme 
 		return nil, "", fmt.Errorf("read proxy answer: %w", err)
 	}
 	status := fmt.Sprintf("%s %s → %s", method, target, resp.Status)
+	conn.SetDeadline(time.Time{})
 	switch {
-	case method == "CONNECT" && resp.StatusCode == http.StatusOK:
-		conn.SetDeadline(time.Time{})
-		return conn, status, nil
-	case method == "GET" && resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusProxyAuthRequired && resp.StatusCode < 500:
-		conn.Close()
-		return nil, status, nil // the origin answered through the proxy
-	case resp.StatusCode == http.StatusForbidden, resp.StatusCode == http.StatusProxyAuthRequired, resp.StatusCode == http.StatusMethodNotAllowed:
+	case slices.Contains(c.denyStatus, resp.StatusCode):
 		conn.Close()
 		return nil, status, &errProxyDenied{status: resp.Status}
+	case method == "CONNECT" && resp.StatusCode == http.StatusOK:
+		return conn, status, nil
+	case resp.StatusCode >= 500:
+		conn.Close()
+		return nil, status, &errProxyUpstream{status: resp.Status}
+	case method == "GET":
+		conn.Close()
+		return nil, status, nil // the origin answered through the proxy
 	}
 	conn.Close()
-	return nil, status, &errProxyUpstream{status: resp.Status}
+	return nil, status, &errProxyOther{status: resp.Status}
 }
 
 // handshake completes TLS with the name and reports the version and issuer.
-func (c *netClient) handshake(ctx context.Context, conn net.Conn, host string) (string, error) {
+func (c *NetClient) handshake(ctx context.Context, conn net.Conn, host string) (string, error) {
 	tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: c.roots, MinVersion: tls.VersionTLS12})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return "", fmt.Errorf("TLS handshake with %s: %w", host, err)
@@ -157,50 +181,85 @@ func (c *netClient) handshake(ctx context.Context, conn net.Conn, host string) (
 	return detail, nil
 }
 
-// classify maps an attempt's error to a verdict class and a short detail.
-func classify(err error) (string, string) {
+// outcome is a classified error: the verdict class, a short detail, and
+// the evidence fields it fills.
+type outcome struct {
+	class, detail     string
+	errno, signal     string
+	stoppedBy, status string
+}
+
+// fill copies the outcome's evidence into an attempt's.
+func (o outcome) fill(ev *report.Attempt) {
+	ev.Errno, ev.Signal, ev.StoppedBy = o.errno, o.signal, o.stoppedBy
+	if o.status != "" {
+		ev.ProxyStatus = o.status
+	}
+}
+
+// signals says what each errno of a failed connect means on the wire.
+var signals = map[syscall.Errno]string{
+	syscall.ECONNREFUSED: "TCP reset or ICMP port-unreachable",
+	syscall.EHOSTUNREACH: "ICMP host-unreachable (IPv4: also admin-prohibited)",
+	syscall.ENETUNREACH:  "ICMP net-unreachable, or no route",
+	syscall.EACCES:       "ICMPv6 admin-prohibited, or a local firewall",
+	syscall.EPERM:        "a local firewall refused the packet",
+	syscall.ETIMEDOUT:    "no answer: dropped",
+}
+
+// classify maps an attempt's error to a verdict class, a short detail and
+// who stopped it.
+func classify(err error) outcome {
 	if err == nil {
-		return policy.VerdictAnswered, ""
+		return outcome{class: policy.VerdictAnswered}
 	}
 	var pd *errProxyDenied
 	if errors.As(err, &pd) {
-		return policy.VerdictProxyDenied, err.Error()
+		return outcome{class: policy.VerdictProxyDenied, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: pd.status}
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		switch {
 		case dnsErr.IsNotFound:
-			return policy.VerdictNXDomain, "NXDOMAIN: " + dnsErr.Name
+			return outcome{class: policy.VerdictNXDomain, detail: "NXDOMAIN: " + dnsErr.Name, stoppedBy: report.StoppedByResolver}
 		case dnsErr.IsTimeout:
-			return policy.VerdictDNSTimeout, "no DNS answer for " + dnsErr.Name + " in time"
+			return outcome{class: policy.VerdictDNSTimeout, detail: "no DNS answer for " + dnsErr.Name + " in time", stoppedBy: report.StoppedByResolver, signal: "no DNS answer"}
 		}
-		return policy.VerdictError, "DNS: " + dnsErr.Err + " for " + dnsErr.Name
+		return outcome{class: policy.VerdictError, detail: "DNS: " + dnsErr.Err + " for " + dnsErr.Name, stoppedBy: report.StoppedByResolver}
 	}
 	var pu *errProxyUpstream
 	if errors.As(err, &pu) {
-		return policy.VerdictError, err.Error()
+		return outcome{class: policy.VerdictProxyForwarded, detail: err.Error(), stoppedBy: report.StoppedByUpstream, status: pu.status}
+	}
+	var po *errProxyOther
+	if errors.As(err, &po) {
+		return outcome{class: policy.VerdictError, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: po.status}
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
+		o := outcome{errno: unix.ErrnoName(errno), signal: signals[errno], stoppedBy: report.StoppedByNetwork}
 		switch errno {
-		case syscall.ECONNREFUSED:
-			return policy.VerdictRefused, "ECONNREFUSED (reset or ICMP port-unreachable)"
-		case syscall.EHOSTUNREACH:
-			return policy.VerdictRefused, "EHOSTUNREACH (ICMP host-unreachable or admin-prohibited)"
-		case syscall.ENETUNREACH:
-			return policy.VerdictRefused, "ENETUNREACH (ICMP net-unreachable or no route)"
-		case syscall.EACCES, syscall.EPERM:
-			return policy.VerdictRefused, fmt.Sprintf("%s (administratively prohibited)", errnoName(errno))
+		case syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EACCES, syscall.EPERM:
+			o.class = policy.VerdictRefused
+			o.detail = fmt.Sprintf("%s (%s)", o.errno, o.signal)
+			return o
 		case syscall.ETIMEDOUT:
-			return policy.VerdictTimeout, "ETIMEDOUT (no answer: dropped)"
+			o.class, o.detail = policy.VerdictTimeout, "ETIMEDOUT (no answer: dropped)"
+			return o
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return policy.VerdictTimeout, "no answer before the deadline (dropped)"
+		return timedOut()
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return policy.VerdictTimeout, "no answer before the deadline (dropped)"
+		return timedOut()
 	}
-	return policy.VerdictError, strings.TrimSpace(err.Error())
+	return outcome{class: policy.VerdictError, detail: strings.TrimSpace(err.Error())}
+}
+
+// timedOut is an attempt that got no answer within its own timeout.
+func timedOut() outcome {
+	return outcome{class: policy.VerdictTimeout, detail: "no answer within the timeout (dropped)",
+		errno: "ETIMEDOUT", signal: "no answer: dropped", stoppedBy: report.StoppedByNetwork}
 }

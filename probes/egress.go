@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sourcegraph/conc/pool"
-
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -29,21 +27,6 @@ const (
 	checkProxyBypass = "egress.proxy-bypass"
 	checkDNSExfil    = "egress.dns-exfil"
 )
-
-// attempt is one planned network attempt.
-type attempt struct {
-	check    string
-	subject  string
-	host     string // name or address
-	port     int
-	scheme   string // https, http or tcp
-	viaProxy bool
-	expect   string // a pinned failure class (direct must-fail targets only)
-	dnsOnly  bool   // resolve only (dns-exfil)
-	allAddrs bool   // dial every resolved address: each must fail
-}
-
-func (a attempt) mustAnswer() bool { return a.check == checkAllowed }
 
 // egressRun is the memoised result of all attempts for one probe run.
 type egressRun struct {
@@ -86,10 +69,10 @@ func checkEgressDNSExfil(ctx context.Context, env *Env) []report.Finding {
 	return egressFindings(ctx, env, checkDNSExfil)
 }
 
-// planEgress turns the policy into attempts; planning problems (an allowance
-// with only a wildcard to dial) become skip findings.
-func planEgress(e policy.Egress) ([]attempt, []report.Finding) {
-	var plan []attempt
+// PlanEgress turns the policy into attempts; planning problems (an
+// allowance with only a wildcard to dial) become skip findings.
+func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
+	var plan []Attempt
 	var notes []report.Finding
 	proxy := e.Proxy != ""
 	var concrete []policy.Allowance
@@ -104,12 +87,12 @@ func planEgress(e policy.Egress) ([]attempt, []report.Finding) {
 				Fix:    "add probe: <a real name under the pattern> to this allowance"})
 			continue
 		}
-		concrete = append(concrete, policy.Allowance{Host: name, Port: a.Port, Scheme: a.Scheme})
+		concrete = append(concrete, policy.Allowance{Host: name, Port: a.Port, Scheme: a.Scheme, Addresses: a.Addresses})
 		sub := hostPort(name, a.Port)
 		if proxy {
 			sub += " via proxy"
 		}
-		plan = append(plan, attempt{check: checkAllowed, subject: sub, host: name, port: a.Port, scheme: a.Scheme, viaProxy: proxy})
+		plan = append(plan, Attempt{Check: checkAllowed, Subject: sub, Host: name, Port: a.Port, Scheme: a.Scheme, ViaProxy: proxy})
 	}
 	mustFail := func(check string, t policy.Target) {
 		d, err := policy.ParseDestination(t.Target)
@@ -124,9 +107,9 @@ func planEgress(e policy.Egress) ([]attempt, []report.Finding) {
 			port = policy.DefaultMustFailPort
 		}
 		host := d.DialHost()
-		plan = append(plan, attempt{check: check, subject: hostPort(host, port), host: host, port: port, scheme: schemeFor(port), expect: t.Expect, allAddrs: true})
+		plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port), Host: host, Port: port, Scheme: schemeFor(port), Expect: t.Expect, AllAddrs: true})
 		if proxy {
-			plan = append(plan, attempt{check: check, subject: hostPort(host, port) + " via proxy", host: host, port: port, scheme: schemeFor(port), viaProxy: true})
+			plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port) + " via proxy", Host: host, Port: port, Scheme: schemeFor(port), ViaProxy: true})
 		}
 	}
 	for _, t := range e.MustFail.Hosts {
@@ -138,13 +121,13 @@ func planEgress(e policy.Egress) ([]attempt, []report.Finding) {
 	mustFail(checkMetadata, policy.Target{Target: e.Metadata.Address, Port: e.Metadata.Port})
 	if proxy {
 		for _, a := range concrete {
-			plan = append(plan, attempt{check: checkProxyBypass, subject: hostPort(a.Host, a.Port) + " direct", host: a.Host, port: a.Port, scheme: "tcp", allAddrs: true})
+			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true, Addresses: a.Addresses})
 		}
 	}
 	if e.DNS.ArbitraryNames == "deny" {
 		for _, d := range exfilDomains(e) {
 			name := "sandprobe-" + randomLabel() + "." + d
-			plan = append(plan, attempt{check: checkDNSExfil, subject: "*." + d, host: name, dnsOnly: true})
+			plan = append(plan, Attempt{Check: checkDNSExfil, Subject: "*." + d, Host: name, Op: OpResolve})
 		}
 	}
 	return plan, notes
@@ -176,29 +159,25 @@ func exfilDomains(e policy.Egress) []string {
 func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 	e := env.Policy.Spec.Egress
 	out := map[string][]report.Finding{}
-	client, err := newNetClient(e)
+	client, err := NewNetClient(e)
+	if err == nil && env.dnsServer != "" {
+		client.useDNSServer(env.dnsServer)
+	}
 	if err != nil {
 		for _, c := range []string{checkAllowed, checkMustFail, checkMetadata} {
 			out[c] = []report.Finding{{Check: c, Status: report.Error, Actual: err.Error(), Fix: "make spec.egress.caFile readable inside the sandbox"}}
 		}
 		return out
 	}
-	plan, notes := planEgress(e)
+	plan, notes := PlanEgress(e)
 	for _, n := range notes {
 		out[n.Check] = append(out[n.Check], n)
 	}
-	results := make([]attemptResult, len(plan))
-	ctx, cancel := context.WithTimeout(ctx, e.Timeout.Duration)
-	defer cancel()
-	p := pool.New().WithMaxGoroutines(max(1, e.Concurrency))
-	for i, a := range plan {
-		p.Go(func() { results[i] = client.try(ctx, a) })
-	}
-	p.Wait()
+	results := client.RunAttempts(ctx, plan, OptionsFor(e))
 
 	allowedTried, allowedOK := 0, 0
 	for i, a := range plan {
-		if a.mustAnswer() {
+		if a.MustAnswer() {
 			allowedTried++
 			if results[i].Class == policy.VerdictAnswered {
 				allowedOK++
@@ -206,129 +185,179 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 		}
 	}
 	deadNetwork := allowedTried > 0 && allowedOK == 0
+	// Allowances exist, but none can be dialled: nothing shows the network
+	// works, so a failure proves no more than on a dead network.
+	noControl := allowedTried == 0 && len(e.Allow) > 0
 	for i, a := range plan {
 		f := judge(a, results[i], e)
-		if deadNetwork && !a.mustAnswer() && f.Status == report.Pass {
-			f.Status = report.Inconclusive
-			f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
+		if !a.MustAnswer() && f.Status == report.Pass {
+			switch {
+			case deadNetwork:
+				f.Status = report.Inconclusive
+				f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
+				f.Fix = "make the allowed hosts reachable (see egress.allowed); until then no deny is proven"
+			case noControl:
+				f.Status = report.Inconclusive
+				f.Actual = fmt.Sprintf("%s, but no allowed target could be probed (every allowance is a wildcard without probe:): nothing shows the network works", f.Actual)
+				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
+			}
 		}
-		out[a.check] = append(out[a.check], f)
+		out[a.Check] = append(out[a.Check], f)
 	}
 	return out
 }
 
-// try performs one attempt and classifies it.
-func (c *netClient) try(ctx context.Context, a attempt) attemptResult {
-	start := time.Now()
-	r := c.tryOnce(ctx, a)
-	r.Took = time.Since(start)
+// try performs one attempt and classifies it; ctx carries the attempt's own timeout.
+func (c *NetClient) try(ctx context.Context, a Attempt) Result {
+	if a.Op == OpResolve {
+		addrs, err := c.lookup(ctx, a.Host)
+		if err != nil {
+			return failed(classify(err))
+		}
+		return Result{Class: policy.VerdictAnswered, Detail: a.Host + " resolved to " + strings.Join(addrs, ", "), Answered: addrs}
+	}
+	if a.ViaProxy {
+		return c.tryProxy(ctx, a)
+	}
+	addrs, err := c.lookup(ctx, a.Host)
+	if err != nil {
+		dns := classify(err)
+		if len(a.Addresses) == 0 {
+			r := failed(dns)
+			r.Unresolved = true
+			return r
+		}
+		// The name does not resolve here, but its addresses are known:
+		// the path to them is what must be closed.
+		r := c.dialAll(ctx, a, a.Addresses)
+		r.Detail = dns.detail + "; the declared addresses: " + r.Detail
+		return r
+	}
+	for _, k := range a.Addresses {
+		if !slices.Contains(addrs, k) {
+			addrs = append(addrs, k)
+		}
+	}
+	return c.dialAll(ctx, a, addrs)
+}
+
+// failed is a result whose outcome came from one error.
+func failed(o outcome) Result {
+	r := Result{Class: o.class, Detail: o.detail}
+	o.fill(&r.Evidence)
 	return r
 }
 
-func (c *netClient) tryOnce(ctx context.Context, a attempt) attemptResult {
-	if a.dnsOnly {
-		addrs, err := c.lookup(ctx, a.host)
-		if err != nil {
-			class, detail := classify(err)
-			return attemptResult{Class: class, Detail: detail}
-		}
-		return attemptResult{Class: policy.VerdictAnswered, Detail: a.host + " resolved to " + strings.Join(addrs, ", "), Answered: addrs}
+func (c *NetClient) tryProxy(ctx context.Context, a Attempt) Result {
+	if c.proxy == nil {
+		return Result{Class: policy.VerdictError, Detail: "no proxy declared"}
 	}
-	if a.viaProxy {
-		if c.proxy == nil {
-			return attemptResult{Class: policy.VerdictError, Detail: "no proxy declared"}
-		}
-		conn, status, err := c.viaProxy(ctx, a.host, a.port, a.scheme)
-		if err != nil {
-			class, detail := classify(err)
-			if status != "" && !strings.Contains(detail, status) {
-				detail = status + ": " + detail
-			}
-			return attemptResult{Class: class, Detail: detail}
-		}
-		detail := "via " + c.proxy.Host + ": " + status
-		if conn != nil {
-			defer conn.Close()
-			if a.scheme == "https" && a.mustAnswer() {
-				tlsDetail, err := c.handshake(ctx, conn, a.host)
-				if err != nil {
-					_, d := classify(err)
-					return attemptResult{Class: policy.VerdictError, Detail: detail + "; " + d}
-				}
-				detail += "; " + tlsDetail
-			}
-		}
-		return attemptResult{Class: policy.VerdictAnswered, Detail: detail, Answered: []string{a.host}}
-	}
-	addrs, err := c.lookup(ctx, a.host)
+	conn, status, err := c.viaProxy(ctx, a.Host, a.Port, a.Scheme)
 	if err != nil {
-		class, detail := classify(err)
-		return attemptResult{Class: class, Detail: detail}
+		o := classify(err)
+		if status != "" && !strings.Contains(o.detail, status) {
+			o.detail = status + ": " + o.detail
+		}
+		return failed(o)
 	}
-	// Every address is tried at once: a must-fail name is only closed if
-	// each of its A and AAAA addresses is.
+	r := Result{Class: policy.VerdictAnswered, Detail: "via " + c.proxy.Host + ": " + status, Answered: []string{a.Host}}
+	r.Evidence.ProxyStatus = status
+	if conn != nil {
+		defer conn.Close()
+		if a.Scheme == "https" && a.MustAnswer() {
+			tlsDetail, err := c.handshake(ctx, conn, a.Host)
+			if err != nil {
+				r.Class, r.Answered = policy.VerdictError, nil
+				r.Detail += "; " + classify(err).detail
+				return r
+			}
+			r.Detail += "; " + tlsDetail
+		}
+	}
+	return r
+}
+
+// dialAll dials every address at once: a must-fail name is only closed if
+// each of its A and AAAA addresses is.
+func (c *NetClient) dialAll(ctx context.Context, a Attempt, addrs []string) Result {
 	type dialed struct {
 		addr  string
-		class string
+		o     outcome
 		info  string
+		took  time.Duration
+		class string
 	}
 	res := make([]dialed, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
 		wg.Go(func() {
-			conn, err := c.dialAddr(ctx, addr, a.port)
-			class, info := classify(err)
+			t0 := time.Now()
+			conn, err := c.dialAddr(ctx, addr, a.Port)
+			o := classify(err)
+			info := o.detail
 			if err == nil {
 				info = "connected"
-				if a.mustAnswer() && a.scheme == "https" {
-					if d, herr := c.handshake(ctx, conn, a.host); herr != nil {
-						class, info = policy.VerdictError, herr.Error()
+				if a.MustAnswer() && a.Scheme == "https" {
+					if d, herr := c.handshake(ctx, conn, a.Host); herr != nil {
+						o = outcome{class: policy.VerdictError, detail: herr.Error()}
+						info = herr.Error()
 					} else {
 						info = d
 					}
 				}
 				conn.Close()
 			}
-			res[i] = dialed{addr, class, info}
+			res[i] = dialed{addr: addr, o: o, info: info, took: time.Since(t0), class: o.class}
 		})
 	}
 	wg.Wait()
-	out := attemptResult{}
+	out := Result{}
 	var parts []string
-	classes := map[string]bool{}
 	for _, d := range res {
-		parts = append(parts, fmt.Sprintf("%s: %s", net.JoinHostPort(d.addr, strconv.Itoa(a.port)), d.info))
-		classes[d.class] = true
+		parts = append(parts, fmt.Sprintf("%s: %s", net.JoinHostPort(d.addr, strconv.Itoa(a.Port)), d.info))
 		if d.class == policy.VerdictAnswered {
 			out.Answered = append(out.Answered, d.addr)
 		}
+		out.Evidence.Addresses = append(out.Evidence.Addresses, report.AddressAttempt{
+			Address: d.addr, Class: d.class, Errno: d.o.errno, Signal: d.o.signal, Waited: d.took.Seconds()})
 	}
 	out.Detail = strings.Join(parts, "; ")
-	switch {
-	case len(out.Answered) > 0:
+	// The first address's class and evidence stand for the attempt (the
+	// detail and the per-address evidence have each); an answer from any
+	// address, or an address that breaks a pinned class, wins.
+	first := res[0]
+	out.Class = first.class
+	first.o.fill(&out.Evidence)
+	if len(out.Answered) > 0 {
 		out.Class = policy.VerdictAnswered
-	case len(classes) == 1:
-		out.Class = res[0].class
-	default:
-		// Mixed failures: report the first address's class; the detail has each.
-		out.Class = res[0].class
-	}
-	if a.expect != "" && !a.mustAnswer() {
+		out.Evidence.Errno, out.Evidence.Signal, out.Evidence.StoppedBy = "", "", ""
+	} else if a.Expect != "" && !a.MustAnswer() {
 		for _, d := range res {
-			if d.class != a.expect && d.class != policy.VerdictAnswered {
+			if d.class != a.Expect {
 				out.Class = d.class // a pinned class must hold for every address
+				d.o.fill(&out.Evidence)
 			}
 		}
+	}
+	if len(addrs) == 1 {
+		out.Evidence.Addresses = nil // the attempt's own fields say it all
 	}
 	return out
 }
 
 // judge turns an attempt's result into a finding with expected, actual and fix.
-func judge(a attempt, r attemptResult, e policy.Egress) report.Finding {
-	f := report.Finding{Check: a.check, Subject: a.subject, Class: r.Class, Seconds: r.Took.Seconds(),
-		Evidence: fmt.Sprintf("%s in %s", r.Detail, r.Took.Round(time.Millisecond))}
+func judge(a Attempt, r Result, e policy.Egress) report.Finding {
+	ev := r.Evidence
+	f := report.Finding{Check: a.Check, Subject: a.Subject, Class: r.Class, Seconds: ev.Waited, Attempt: &ev,
+		Evidence: fmt.Sprintf("%s in %s", r.Detail, r.Took().Round(time.Millisecond))}
 	answered := r.Class == policy.VerdictAnswered
-	if a.mustAnswer() {
+	if !ev.Attempted || r.Interrupted {
+		f.Status, f.Expected, f.Actual = report.Error, "the attempt is made, with its whole timeout", r.Detail
+		f.Evidence = r.Detail
+		f.Fix = "give the probe the time its egress run needs (spec.probe.deadline), or fewer attempts per run (spec.egress.concurrency up, or fewer targets)"
+		return f
+	}
+	if a.MustAnswer() {
 		f.Expected = "answered"
 		if answered {
 			f.Status, f.Actual = report.Pass, "answered"
@@ -339,68 +368,100 @@ func judge(a attempt, r attemptResult, e policy.Egress) report.Finding {
 		return f
 	}
 	f.Expected = "no answer (any failure)"
-	if a.expect != "" {
-		f.Expected = "fails with " + a.expect
+	switch {
+	case a.Expect != "":
+		f.Expected = "fails with " + a.Expect
+	case a.ViaProxy:
+		f.Expected = "the proxy refuses it (" + statusList(e.ProxyDenyStatuses()) + ")"
+	case a.Check == checkDNSExfil:
+		f.Expected = "a random name under " + strings.TrimPrefix(a.Subject, "*.") + " does not resolve"
 	}
-	switch a.check {
-	case checkDNSExfil:
-		f.Expected = "a random name under " + strings.TrimPrefix(a.subject, "*.") + " does not resolve"
+	inconclusive := func(actual, fix string) report.Finding {
+		f.Status, f.Actual, f.Fix = report.Inconclusive, actual, fix
+		return f
 	}
 	switch {
 	case answered:
 		f.Status = report.Fail
 		f.Actual = "answered: " + r.Detail
 		f.Fix = openFix(a, e)
-	case a.expect != "" && r.Class != a.expect:
+	case r.Class == policy.VerdictProxyForwarded:
 		f.Status = report.Fail
-		f.Actual = r.Class + " instead of " + a.expect + ": the blocking behaviour changed"
-		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.subject)
+		f.Actual = "the proxy let it through (" + ev.ProxyStatus + "): its allow-list does not deny it, only the upstream failed"
+		f.Fix = fmt.Sprintf("restore the proxy's deny for %s: its allow-list accepts it, so it answers as soon as the destination is up", a.Host)
+	case a.Expect != "" && r.Class != a.Expect:
+		f.Status = report.Fail
+		f.Actual = r.Class + " instead of " + a.Expect + ": the blocking behaviour changed"
+		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.Subject)
+	case a.Expect != "":
+		f.Status, f.Actual = report.Pass, r.Class
+	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:
+		// Only the proxy's own refusal shows its allow-list denies the destination.
+		return inconclusive(fmt.Sprintf("%s (%s): the proxy never refused it, so its allow-list is untested", r.Class, r.Detail),
+			"make the proxy reachable from the sandbox (spec.egress.proxy), or declare the status it denies with in spec.egress.proxyDenyStatus")
+	case a.Check == checkProxyBypass && r.Unresolved:
+		return inconclusive(fmt.Sprintf("%s: no address of %s was dialled, so nothing shows a direct path is closed", r.Class, a.Host),
+			fmt.Sprintf("list %s's addresses in its allowance (addresses: [...]) so the probe can dial them directly", a.Host))
+	case r.Class == policy.VerdictError || r.Class == policy.VerdictDNSTimeout:
+		return inconclusive(fmt.Sprintf("%s (%s): a failure that cannot be told apart from the probe's own", r.Class, r.Detail),
+			"read the evidence; if this is how the path is meant to fail, pin it with expect: "+r.Class)
 	default:
 		f.Status = report.Pass
 		f.Actual = r.Class
+		if ev.StoppedBy != "" {
+			f.Actual += " (stopped by the " + ev.StoppedBy + ")"
+		}
 	}
 	return f
 }
 
-func allowedFix(a attempt, r attemptResult) string {
+func statusList(sts []int) string {
+	parts := make([]string, len(sts))
+	for i, s := range sts {
+		parts[i] = strconv.Itoa(s)
+	}
+	return strings.Join(parts, " or ")
+}
+
+func allowedFix(a Attempt, r Result) string {
 	switch r.Class {
 	case policy.VerdictProxyDenied:
-		return fmt.Sprintf("add %s to the forward proxy's allow-list (it refused the CONNECT)", a.host)
+		return fmt.Sprintf("add %s to the forward proxy's allow-list (it refused the CONNECT)", a.Host)
 	case policy.VerdictNXDomain, policy.VerdictDNSTimeout:
-		if a.viaProxy {
+		if a.ViaProxy {
 			return "the proxy's name does not resolve inside the sandbox: check the sandbox's DNS and spec.egress.proxy"
 		}
-		return fmt.Sprintf("%s does not resolve inside the sandbox: check the sandbox's resolver", a.host)
+		return fmt.Sprintf("%s does not resolve inside the sandbox: check the sandbox's resolver", a.Host)
 	case policy.VerdictTimeout:
-		if a.viaProxy {
+		if a.ViaProxy {
 			return "the path to the proxy (or from it to the host) is dropped: allow egress to the proxy and the proxy's egress to this host"
 		}
-		return fmt.Sprintf("egress to %s:%d is dropped: allow it in the sandbox's NetworkPolicy/CNI rules", a.host, a.port)
+		return fmt.Sprintf("egress to %s:%d is dropped: allow it in the sandbox's NetworkPolicy/CNI rules", a.Host, a.Port)
 	case policy.VerdictRefused:
-		return fmt.Sprintf("egress to %s:%d is rejected (or nothing listens): allow it and check the host is up", a.host, a.port)
+		return fmt.Sprintf("egress to %s:%d is rejected (or nothing listens): allow it and check the host is up", a.Host, a.Port)
 	}
 	if strings.Contains(r.Detail, "certificate") {
 		return "the TLS certificate is not trusted: give the probe the CA that signs it (spec.egress.caFile)"
 	}
 	if strings.Contains(r.Detail, "could not reach it") {
-		return fmt.Sprintf("the proxy accepted %s but could not reach it: check the host is up and the proxy's own egress", a.host)
+		return fmt.Sprintf("the proxy accepted %s but could not reach it: check the host is up and the proxy's own egress", a.Host)
 	}
-	return fmt.Sprintf("make %s:%d reachable from the sandbox as declared", a.host, a.port)
+	return fmt.Sprintf("make %s:%d reachable from the sandbox as declared", a.Host, a.Port)
 }
 
-func openFix(a attempt, e policy.Egress) string {
-	switch a.check {
+func openFix(a Attempt, e policy.Egress) string {
+	switch a.Check {
 	case checkMetadata:
 		return fmt.Sprintf("block the metadata address %s in the sandbox's egress policy (ipBlock except / a CNI deny) and in the proxy", e.Metadata.Address)
 	case checkProxyBypass:
-		return fmt.Sprintf("deny direct egress to %s's addresses: only the proxy may reach allowed hosts", a.host)
+		return fmt.Sprintf("deny direct egress to %s's addresses: only the proxy may reach allowed hosts", a.Host)
 	case checkDNSExfil:
 		return "make the sandbox's resolver answer only the allowed names (no wildcard, no forwarding of arbitrary names), or declare dns.arbitraryNames: allow"
 	}
-	if a.viaProxy {
-		return fmt.Sprintf("the proxy lets %s through: restore its default-deny allow-list", a.subject)
+	if a.ViaProxy {
+		return fmt.Sprintf("the proxy lets %s through: restore its default-deny allow-list", a.Subject)
 	}
-	return fmt.Sprintf("a rule that blocked %s is gone or was widened: restore the deny in the sandbox's egress policy (NetworkPolicy / CNI)", a.subject)
+	return fmt.Sprintf("a rule that blocked %s is gone or was widened: restore the deny in the sandbox's egress policy (NetworkPolicy / CNI)", a.Subject)
 }
 
 func hostPort(host string, port int) string {

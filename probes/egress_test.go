@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"context"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
@@ -31,10 +36,10 @@ func TestPlanEgress(t *testing.T) {
       hosts: [blocked.example.com, {target: "drop.example.com:80", expect: timeout}]
       ips: [10.0.0.0/8]
 `)
-	plan, notes := planEgress(p.Spec.Egress)
+	plan, notes := PlanEgress(p.Spec.Egress)
 	got := map[string]bool{}
 	for _, a := range plan {
-		got[a.check+" "+a.subject] = true
+		got[a.Check+" "+a.Subject] = true
 	}
 	for _, want := range []string{
 		"egress.allowed api.example.com:443 via proxy",
@@ -57,7 +62,7 @@ func TestPlanEgress(t *testing.T) {
 		t.Errorf("a wildcard without probe name should be one skip note, got %+v", notes)
 	}
 	for _, a := range plan {
-		if a.subject == "drop.example.com:80" && (a.expect != "timeout" || a.scheme != "http") {
+		if a.Subject == "drop.example.com:80" && (a.Expect != "timeout" || a.Scheme != "http") {
 			t.Errorf("pinned target lost its expect or scheme: %+v", a)
 		}
 	}
@@ -69,16 +74,16 @@ func TestClassifyRealErrors(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	_, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-	if class, _ := classify(err); class != policy.VerdictRefused {
-		t.Errorf("closed port: %s", class)
+	if o := classify(err); o.class != policy.VerdictRefused || o.errno != "ECONNREFUSED" || o.stoppedBy != report.StoppedByNetwork {
+		t.Errorf("closed port: %+v", o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
 	var d net.Dialer
 	_, err = d.DialContext(ctx, "tcp", "127.0.0.1:1")
-	if class, _ := classify(err); class != policy.VerdictTimeout {
-		t.Errorf("deadline: %s (%v)", class, err)
+	if o := classify(err); o.class != policy.VerdictTimeout {
+		t.Errorf("deadline: %s (%v)", o.class, err)
 	}
 	for _, c := range []struct {
 		err  error
@@ -90,7 +95,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		{&errProxyDenied{status: "403 Filtered"}, policy.VerdictProxyDenied},
 		{io.EOF, policy.VerdictError},
 	} {
-		if got, _ := classify(c.err); got != c.want {
+		if got := classify(c.err).class; got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
 	}
@@ -99,6 +104,19 @@ func TestClassifyRealErrors(t *testing.T) {
 // connectProxy is a minimal CONNECT/absolute-URL proxy for unit tests of
 // the client half; the lab tests use a real tinyproxy.
 func connectProxy(t *testing.T, allow func(host string) bool) string {
+	return testProxy(t, nil, func(host string) string {
+		if allow(host) {
+			return ""
+		}
+		return "403 Filtered"
+	})
+}
+
+// testProxy is a loopback forward proxy: status(host:port) is the status
+// line it answers with ("" forwards). Names are looked up in hosts only —
+// a test proxy never asks the host's resolver — and a destination it cannot
+// reach gets "500 Unable to connect", as tinyproxy says.
+func testProxy(t *testing.T, hosts map[string]string, status func(hostport string) string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -117,12 +135,20 @@ func connectProxy(t *testing.T, allow func(host string) bool) string {
 				if err != nil {
 					return
 				}
-				host := req.Host
-				if !allow(host) {
-					io.WriteString(c, "HTTP/1.1 403 Filtered\r\nContent-Length: 0\r\n\r\n")
+				if st := status(req.Host); st != "" {
+					io.WriteString(c, "HTTP/1.1 "+st+"\r\nContent-Length: 0\r\n\r\n")
 					return
 				}
-				up, err := net.Dial("tcp", host)
+				host, port, _ := net.SplitHostPort(req.Host)
+				if a, ok := hosts[host]; ok {
+					host = a
+				}
+				var up net.Conn
+				if net.ParseIP(host) != nil {
+					up, err = net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
+				} else {
+					err = errors.New("unknown host")
+				}
 				if err != nil {
 					io.WriteString(c, "HTTP/1.1 500 Unable to connect\r\nContent-Length: 0\r\n\r\n")
 					return
@@ -141,6 +167,180 @@ func connectProxy(t *testing.T, allow func(host string) bool) string {
 		}
 	}()
 	return "http://" + l.Addr().String()
+}
+
+// origin is a plain HTTP server on loopback: an allowed host.
+func origin(t *testing.T) int {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port
+}
+
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// loopbackEgress runs the egress checks of a policy on loopback, with names
+// resolved by a loopback DNS server only.
+func loopbackEgress(t *testing.T, doc string, dns *dnsServer) map[string]report.Finding {
+	t.Helper()
+	env := &Env{Policy: mustPolicy(t, doc)}
+	if dns != nil {
+		env.dnsServer = dns.addr
+	}
+	out := map[string]report.Finding{}
+	for _, fs := range runEgress(context.Background(), env) {
+		for _, f := range fs {
+			out[f.Name()] = f
+		}
+	}
+	return out
+}
+
+// TestProxyOnlyItsRefusalPasses breaks item 4: a proxy whose allow-list
+// lets a must-fail destination through answers 5xx when only the upstream
+// fails; that is a failure with the status as evidence, and any answer but
+// the proxy's declared deny proves nothing.
+func TestProxyOnlyItsRefusalPasses(t *testing.T) {
+	api := origin(t)
+	closed := closedPort(t)
+	target := fmt.Sprintf("127.0.0.1:%d", closed)
+	dns := newDNSServer(t, zone(dnsmessage.RCodeNameError, nil))
+	cases := []struct {
+		name, answer, deny string // the proxy's answer for the must-fail target ("" forwards)
+		want               report.Status
+		class, actual      string
+	}{
+		{"the proxy's deny", "403 Filtered", "", report.Pass, policy.VerdictProxyDenied, "proxy-denied"},
+		{"allow-list lost, upstream down (tinyproxy)", "", "", report.Fail, policy.VerdictProxyForwarded, "500 Unable to connect"},
+		{"allow-list lost, upstream down (Squid)", "503 Service Unavailable", "", report.Fail, policy.VerdictProxyForwarded, "503 Service Unavailable"},
+		{"a status that is not a deny", "400 Bad Request", "", report.Inconclusive, policy.VerdictError, "never refused it"},
+		{"a declared deny status", "451 Unavailable For Legal Reasons", "451", report.Pass, policy.VerdictProxyDenied, "proxy-denied"},
+		{"403 when the policy declares another deny", "403 Forbidden", "451", report.Inconclusive, policy.VerdictError, "never refused it"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			proxy := testProxy(t, map[string]string{"api.test": "127.0.0.1"}, func(hp string) string {
+				if hp == target {
+					return c.answer
+				}
+				return ""
+			})
+			deny := ""
+			if c.deny != "" {
+				deny = "\n    proxyDenyStatus: [" + c.deny + "]"
+			}
+			fs := loopbackEgress(t, fmt.Sprintf(`
+  egress:
+    proxy: %s%s
+    allow: [{host: api.test, port: %d, scheme: http, addresses: [127.0.0.2], reason: r}]
+    mustFail: {ips: ["%s"]}
+    metadata: {address: 127.0.0.2, port: %d}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`, proxy, deny, api, target, closed), dns)
+			if f := fs[fmt.Sprintf("egress.allowed api.test:%d via proxy", api)]; f.Status != report.Pass {
+				t.Fatalf("the allowed origin does not answer through the test proxy: %+v", f)
+			}
+			f, ok := fs["egress.must-fail "+target+" via proxy"]
+			if !ok {
+				t.Fatalf("no via-proxy finding: %v", fs)
+			}
+			if f.Status != c.want || f.Class != c.class || !strings.Contains(f.Actual, c.actual) {
+				t.Errorf("%s/%s %q, want %s/%s containing %q", f.Status, f.Class, f.Actual, c.want, c.class, c.actual)
+			}
+			if f.Status != report.Pass && (f.Expected == "" || f.Fix == "") {
+				t.Errorf("no expected/fix: %+v", f)
+			}
+			if c.want == report.Fail && (f.Attempt == nil || f.Attempt.StoppedBy != report.StoppedByUpstream || !strings.Contains(f.Attempt.ProxyStatus, c.actual)) {
+				t.Errorf("evidence %+v: want stopped by upstream with the proxy's status", f.Attempt)
+			}
+			if c.want == report.Fail && !report.UnexpectedlyOpen(f) {
+				t.Errorf("a destination the proxy lets through is not counted as open egress")
+			}
+		})
+	}
+}
+
+// TestBypassNeedsAnAddress breaks item 3: with a proxy, the sandbox's
+// resolver often answers only the proxy's name. An allowed host that does
+// not resolve was never dialled directly, so "no bypass" is unproven —
+// unless the policy lists its addresses.
+func TestBypassNeedsAnAddress(t *testing.T) {
+	api := origin(t)
+	proxy := testProxy(t, map[string]string{"api.test": "127.0.0.1"}, func(string) string { return "" })
+	cases := []struct {
+		name, addresses string
+		dns             map[string][]netip.Addr
+		want            report.Status
+		actual          string
+	}{
+		{"name does not resolve in the sandbox", "", nil, report.Inconclusive, "no address of api.test was dialled"},
+		{"addresses declared, closed", "127.0.0.2", nil, report.Pass, "refused"},
+		{"addresses declared, open", "127.0.0.1", nil, report.Fail, "answered"},
+		{"name resolves, open", "", map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}}, report.Fail, "answered"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dns := newDNSServer(t, zone(dnsmessage.RCodeNameError, c.dns))
+			fs := loopbackEgress(t, fmt.Sprintf(`
+  egress:
+    proxy: %s
+    allow: [{host: api.test, port: %d, scheme: http, addresses: [%s], reason: r}]
+    metadata: {address: 127.0.0.2, port: %d}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`, proxy, api, c.addresses, api), dns)
+			f, ok := fs[fmt.Sprintf("egress.proxy-bypass api.test:%d direct", api)]
+			if !ok {
+				t.Fatalf("no bypass finding: %v", fs)
+			}
+			if f.Status != c.want || !strings.Contains(f.Actual, c.actual) {
+				t.Errorf("%s %q, want %s containing %q", f.Status, f.Actual, c.want, c.actual)
+			}
+			if f.Status != report.Pass && f.Fix == "" {
+				t.Errorf("no fix: %+v", f)
+			}
+		})
+	}
+}
+
+// TestWildcardOnlyAllowancesProveNothing breaks item 6: every allowance is
+// a wildcard without probe:, so nothing shows the network works; a dead
+// network would pass every must-fail target.
+func TestWildcardOnlyAllowancesProveNothing(t *testing.T) {
+	closed := closedPort(t)
+	dns := newDNSServer(t, zone(dnsmessage.RCodeNameError, nil))
+	doc := fmt.Sprintf(`
+  egress:
+    allow: [{host: "*.example.com", reason: r}]
+    mustFail: {ips: ["127.0.0.1:%d"]}
+    metadata: {address: 127.0.0.2, port: %d}
+    dns: {arbitraryNames: allow}
+    timeout: 1s
+`, closed, closed)
+	fs := loopbackEgress(t, doc, dns)
+	for _, name := range []string{fmt.Sprintf("egress.must-fail 127.0.0.1:%d", closed), fmt.Sprintf("egress.metadata 127.0.0.2:%d", closed)} {
+		f := fs[name]
+		if f.Status != report.Inconclusive || !strings.Contains(f.Actual, "no allowed target could be probed") || f.Fix == "" {
+			t.Errorf("%s: %s %q", name, f.Status, f.Actual)
+		}
+	}
+	if w := mustPolicy(t, doc).Warnings(); len(w) != 1 || !strings.Contains(w[0], "no concrete allowed target to probe") {
+		t.Errorf("validate warnings %q", w)
+	}
+	// With a probe name the same policy has a control again.
+	if w := mustPolicy(t, strings.Replace(doc, "reason: r}", "probe: api.example.com, reason: r}", 1)).Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q for a policy with a probe name", w)
+	}
 }
 
 func TestAllowedThroughProxyWithCA(t *testing.T) {
@@ -164,18 +364,19 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := policy.Egress{Proxy: proxyURL, CAFile: c.caFile}
-			client, err := newNetClient(e)
+			client, err := NewNetClient(e)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p, _ := strconv.Atoi(port)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			r := client.try(ctx, attempt{check: checkAllowed, host: c.host, port: p, scheme: "https", viaProxy: true})
+			r := client.try(ctx, Attempt{Check: checkAllowed, Host: c.host, Port: p, Scheme: "https", ViaProxy: true})
+			r.Evidence.Attempted = true
 			if r.Class != c.wantClass {
 				t.Fatalf("class %s (%s), want %s", r.Class, r.Detail, c.wantClass)
 			}
-			f := judge(attempt{check: checkAllowed, host: c.host, port: p, viaProxy: true}, r, e)
+			f := judge(Attempt{Check: checkAllowed, Host: c.host, Port: p, ViaProxy: true}, r, e)
 			if (f.Status == report.Pass) != (c.wantClass == policy.VerdictAnswered) || (f.Status == report.Fail && f.Fix == "") {
 				t.Errorf("finding %+v", f)
 			}
@@ -184,15 +385,16 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 }
 
 func TestJudgePinnedClass(t *testing.T) {
-	a := attempt{check: checkMustFail, subject: "10.0.0.1:443", expect: policy.VerdictTimeout}
-	if f := judge(a, attemptResult{Class: policy.VerdictTimeout}, policy.Egress{}); f.Status != report.Pass {
+	a := Attempt{Check: checkMustFail, Subject: "10.0.0.1:443", Expect: policy.VerdictTimeout}
+	made := report.Attempt{Attempted: true}
+	if f := judge(a, Result{Class: policy.VerdictTimeout, Evidence: made}, policy.Egress{}); f.Status != report.Pass {
 		t.Errorf("matching class: %s", f.Status)
 	}
-	f := judge(a, attemptResult{Class: policy.VerdictRefused, Detail: "ECONNREFUSED"}, policy.Egress{})
+	f := judge(a, Result{Class: policy.VerdictRefused, Detail: "ECONNREFUSED", Evidence: made}, policy.Egress{})
 	if f.Status != report.Fail || !strings.Contains(f.Actual, "refused instead of timeout") || f.Fix == "" {
 		t.Errorf("pinned timeout answered by a reset: %+v", f)
 	}
-	f = judge(a, attemptResult{Class: policy.VerdictAnswered, Detail: "connected"}, policy.Egress{})
+	f = judge(a, Result{Class: policy.VerdictAnswered, Detail: "connected", Evidence: made}, policy.Egress{})
 	if f.Status != report.Fail || f.Class != policy.VerdictAnswered {
 		t.Errorf("answered: %+v", f)
 	}

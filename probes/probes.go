@@ -32,6 +32,8 @@ type Env struct {
 
 	egressMu sync.Mutex
 	egress   *egressRun // every egress attempt, run once for all egress checks
+	// dnsServer replaces resolv.conf's nameservers (tests: a loopback server).
+	dnsServer string
 	// RuntimeClass is the runtime class (or Docker runtime) the runner
 	// launched the probe under; "" when it did not say.
 	RuntimeClass string

@@ -266,11 +266,15 @@ func podSecurityContext(p *policy.Policy) *corev1.PodSecurityContext {
 	t := true
 	uid, gid := s.Identity.UID, s.Identity.GID
 	psc := &corev1.PodSecurityContext{
-		RunAsNonRoot:       &t,
 		RunAsUser:          &uid,
 		RunAsGroup:         &gid,
 		SupplementalGroups: s.Identity.SupplementalGroups,
 		SeccompProfile:     seccompProfile(p),
+	}
+	// Only a policy that declares root (identity.allowRoot) renders a pod
+	// the kubelet may start as root.
+	if uid != 0 {
+		psc.RunAsNonRoot = &t
 	}
 	if s.Identity.FSGroup != nil {
 		fs := *s.Identity.FSGroup
@@ -295,7 +299,9 @@ func containerSecurityContext(p *policy.Policy) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: &f,
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		RunAsNonRoot:             &t,
+	}
+	if s.Identity.UID != 0 {
+		sc.RunAsNonRoot = &t
 	}
 	if s.Filesystem.ReadOnlyRoot {
 		sc.ReadOnlyRootFilesystem = &t

@@ -15,6 +15,7 @@ func (p ProbeResult) CompactJSON(limit int) ([]byte, error) {
 	c.Findings = make([]Finding, len(p.Findings))
 	for i, f := range p.Findings {
 		f.Evidence, f.Fix = "", ""
+		f.Attempt = nil // the full result (the pod's log) carries it
 		if f.Status == Pass {
 			f.Expected, f.Actual = "", ""
 		}

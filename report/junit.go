@@ -87,9 +87,7 @@ func (JUnit) Write(w io.Writer, run Run) error {
 			total += f.Seconds
 			switch f.Status {
 			case Pass:
-				if f.Evidence != "" {
-					tc.SystemOut = f.Evidence
-				}
+				tc.SystemOut = passBody(f)
 			case Fail:
 				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: problemBody(f)}
 				suite.Failures++
@@ -99,6 +97,7 @@ func (JUnit) Write(w io.Writer, run Run) error {
 					msg += ": " + f.Actual
 				}
 				tc.Skipped = &junitSkipped{Message: msg}
+				tc.SystemOut = evidenceBody(f)
 				suite.Skipped++
 			default:
 				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: problemBody(f)}
@@ -145,14 +144,34 @@ func problemBody(f Finding) string {
 	if f.Actual != "" {
 		fmt.Fprintf(&b, "actual:   %s\n", f.Actual)
 	}
+	b.WriteString(evidenceBody(f))
+	if f.Fix != "" {
+		fmt.Fprintf(&b, "fix:      %s\n", f.Fix)
+	}
+	return b.String()
+}
+
+// passBody is a pass's proof: its evidence and, for a network attempt,
+// what stopped it.
+func passBody(f Finding) string {
+	if f.Attempt == nil {
+		return f.Evidence
+	}
+	return evidenceBody(f)
+}
+
+// evidenceBody is what was seen, without the verdict's wording: the class,
+// the evidence and the attempt's lines.
+func evidenceBody(f Finding) string {
+	var b strings.Builder
 	if f.Class != "" {
 		fmt.Fprintf(&b, "verdict:  %s\n", f.Class)
 	}
 	if f.Evidence != "" {
 		fmt.Fprintf(&b, "evidence: %s\n", f.Evidence)
 	}
-	if f.Fix != "" {
-		fmt.Fprintf(&b, "fix:      %s\n", f.Fix)
+	for _, l := range f.Attempt.Lines() {
+		fmt.Fprintf(&b, "%s\n", l)
 	}
 	return b.String()
 }

@@ -33,7 +33,10 @@ const (
 	CheckEgressAllowed = "egress.allowed"
 	CheckDNSExfil      = "egress.dns-exfil"
 	ClassAnswered      = "answered"
-	driftPrefix        = "drift."
+	// ClassProxyForwarded is a must-fail destination the proxy let through
+	// (5xx: only the upstream failed): open egress as soon as it is up.
+	ClassProxyForwarded = "proxy-forwarded"
+	driftPrefix         = "drift."
 )
 
 // mustFail reports whether a check's failure means a destination that must
@@ -305,7 +308,7 @@ func UnexpectedlyOpen(f Finding) bool {
 	if f.Status != Fail || !mustFail(f.Check) {
 		return false
 	}
-	return f.Class == ClassAnswered || f.Check == CheckDNSExfil
+	return f.Class == ClassAnswered || f.Class == ClassProxyForwarded || f.Check == CheckDNSExfil
 }
 
 // NodeLabel is the value of the node label for a finding's target: the node

@@ -46,6 +46,9 @@ type Finding struct {
 	// Class is the verdict class of a network attempt ("timeout", "answered", …).
 	Class   string  `json:"class,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
+	// Attempt is the evidence of the network attempt behind an egress
+	// finding: when it ran, how long it waited, what stopped it.
+	Attempt *Attempt `json:"attempt,omitempty"`
 }
 
 // Name is the finding's display name: the check and, if any, its subject.

@@ -66,6 +66,86 @@ func TestValidateGoodPolicies(t *testing.T) {
 	}
 }
 
+// TestValidateWarnings: a valid policy that cannot prove its verdicts says
+// so (exit 0: it is valid, but a run would be inconclusive or cut short).
+func TestValidateWarnings(t *testing.T) {
+	head := "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  identity: {uid: 65532, gid: 65532}\n"
+	cases := []struct{ name, egress, want string }{
+		{"only wildcard allowances", `  egress: {allow: [{host: "*.github.com", reason: git}], mustFail: {ips: [192.0.2.1]}}`, "warning: spec.egress.allow: no concrete allowed target to probe"},
+		{"deadline shorter than the egress bound", `  egress: {allow: [{host: api.example.com, reason: x}], mustFail: {ips: [192.0.2.1, 192.0.2.2, 192.0.2.3]}, concurrency: 1, timeout: 30s}
+  probe: {deadline: 1m}`, "warning: spec.probe.deadline: 1m0s is shorter than the egress run can take"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runApp(t, head+c.egress+"\n", "validate", "-f", "-")
+			if code != 0 || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
+
+// TestValidateEffective: every policy we ship prints with every default
+// filled in and leaves no weakening implicit; the output is itself a valid
+// policy meaning the same; a weakening a policy does not write fails it.
+func TestValidateEffective(t *testing.T) {
+	files, _ := filepath.Glob("../../fixtures/*.yaml")
+	files = append(files, "../../manifests/policy.yaml", "../../hack/e2e/overlay/policy.yaml")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			code, stdout, stderr := runApp(t, "", "validate", "--effective", "-f", f)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if strings.Contains(stdout, "NOT WRITTEN") || stderr != "" {
+				t.Errorf("implicit weakening:\n%s%s", stdout, stderr)
+			}
+			for _, want := range []string{"uid: ", "readOnlyRoot: ", "requireDigest: ", "classNames:", "arbitraryNames: ", "# weakenings"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("effective policy lacks %q", want)
+				}
+			}
+			// The printed policy loads, and prints the same again.
+			code, again, stderr := runApp(t, stdout, "validate", "--effective", "-f", "-")
+			if code != 0 {
+				t.Fatalf("effective policy does not validate: exit %d: %s", code, stderr)
+			}
+			// The same policy; only the weakenings' line numbers differ.
+			_, body, _ := strings.Cut(stdout, "\n")
+			_, body2, _ := strings.Cut(again, "\n")
+			body, _, _ = strings.Cut(body, "# weakenings")
+			body2, _, _ = strings.Cut(body2, "# weakenings")
+			if body != body2 {
+				t.Errorf("effective of effective differs:\n%s\n---\n%s", body, body2)
+			}
+		})
+	}
+	t.Run("runtime left out", func(t *testing.T) {
+		doc := "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n"
+		code, stdout, stderr := runApp(t, doc, "validate", "--effective", "-f", "-")
+		if code != 2 || !strings.Contains(stderr, "spec.runtime.classNames") || !strings.Contains(stdout, "NOT WRITTEN") {
+			t.Errorf("exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
+		}
+		// Without --effective it is a warning, not a refusal.
+		code, _, stderr = runApp(t, doc, "validate", "-f", "-")
+		if code != 0 || !strings.Contains(stderr, "warning: spec.runtime.classNames") {
+			t.Errorf("plain validate: exit %d, stderr %s", code, stderr)
+		}
+	})
+	t.Run("weakening written", func(t *testing.T) {
+		doc := "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  runtime: {classNames: []}\n  identity: {uid: 0, gid: 0, allowRoot: true}\n  filesystem: {readOnlyRoot: false}\n"
+		code, stdout, stderr := runApp(t, doc, "validate", "--effective", "-f", "-")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{"spec.identity.allowRoot: true", "written at line 7", "spec.filesystem.readOnlyRoot: false", "written at line 8", "uid: 0"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("lacks %q:\n%s", want, stdout)
+			}
+		}
+	})
+}
+
 func TestUsageErrorsExit2(t *testing.T) {
 	cases := [][]string{
 		{},

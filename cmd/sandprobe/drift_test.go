@@ -132,14 +132,14 @@ func TestRenderThenDrift(t *testing.T) {
 		args               []string
 		want, absent       []string
 	}{
-		{policy: "policy.yaml", probeImage: "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		{policy: "policy.yaml", probeImage: pinnedProbeImage,
 			want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0", "k8s-app: kube-dns"}},
 		// Names without a proxy: only Cilium can express them.
 		{policy: "direct-policy.yaml", args: []string{"--egress", "cilium"},
 			want: []string{"kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0", "toFQDNs"}, absent: []string{"kind: NetworkPolicy"}},
 		{policy: "docker-policy.yaml", want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0"}},
 		// The lab's proxy and resolver by address: ipBlocks on their ports.
-		{policy: "lab-policy.yaml", want: []string{"kind: NetworkPolicy", "cidr: 10.99.53.53/32", "cidr: 10.99.31.28/32", "toCIDR"}},
+		{policy: "lab-policy.yaml", probeImage: pinnedProbeImage, want: []string{"kind: NetworkPolicy", "cidr: 10.99.53.53/32", "cidr: 10.99.31.28/32", "toCIDR"}},
 		// Nothing allowed, nothing to resolve: a pure default deny.
 		{policy: "local-policy.yaml", want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy"}, absent: []string{"sandprobe.dev/reason.egress.0"}},
 	} {
@@ -173,6 +173,9 @@ func TestRenderThenDrift(t *testing.T) {
 		})
 	}
 }
+
+// pinnedProbeImage satisfies spec.image.requireDigest (on by default).
+const pinnedProbeImage = "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // TestRenderRefusesCutOff: render will not write an egress policy that
 // cuts the sandbox off from what its own policy requires — the proxy or the
@@ -218,7 +221,7 @@ func TestRenderRefusesCutOff(t *testing.T) {
 			if pol == "" {
 				pol = "-"
 			}
-			code, out, stderr := runApp(t, c.stdin, append([]string{"render", "--policy", pol}, c.args...)...)
+			code, out, stderr := runApp(t, c.stdin, append([]string{"render", "--policy", pol, "--probe-image", pinnedProbeImage}, c.args...)...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
 			}

@@ -56,7 +56,7 @@ func TestContainerConfig(t *testing.T) {
 		}
 	}
 
-	loose := load("  identity: {uid: 0, gid: 0}\n  noNewPrivileges: false\n  seccomp: Unconfined\n  filesystem: {readOnlyRoot: false}\n")
+	loose := load("  identity: {uid: 0, gid: 0, allowRoot: true}\n  noNewPrivileges: false\n  seccomp: Unconfined\n  filesystem: {readOnlyRoot: false}\n")
 	_, host = ContainerConfig(loose, "img:1", "", "internal-net", nil)
 	if host.ReadonlyRootfs || slices.Contains(host.SecurityOpt, "no-new-privileges") || !slices.Contains(host.SecurityOpt, "seccomp=unconfined") ||
 		host.NetworkMode != "internal-net" || host.PidsLimit != nil || host.Memory != 0 {

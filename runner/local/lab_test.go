@@ -108,6 +108,8 @@ func TestLabBrokenStates(t *testing.T) {
 		status report.Status
 		class  string
 		pass   []string // findings that must still pass
+		// other findings that must fail, with their own class
+		failAs map[string]string
 	}{
 		{state: []string{"egress-open"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.10:443", "egress.must-fail [fd99:0:0:20::11]:443", "egress.metadata 10.99.169.254:80", "egress.proxy-bypass api.lab.test:443 direct"}},
@@ -122,7 +124,10 @@ func TestLabBrokenStates(t *testing.T) {
 			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443"}},
 		{state: []string{"proxy-open"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy"},
-			pass: []string{"egress.must-fail blocked.lab.test:443"}},
+			pass: []string{"egress.must-fail blocked.lab.test:443"},
+			// nothing listens at the CIDR's first address: tinyproxy says 500, which
+			// means its allow-list let the destination through
+			failAs: map[string]string{"egress.must-fail 10.99.20.1:443 via proxy": policy.VerdictProxyForwarded}},
 		{state: []string{"proxy-bypass"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.proxy-bypass api.lab.test:443 direct", "egress.proxy-bypass git.lab.test:443 direct"},
 			pass: []string{"egress.must-fail blocked.lab.test:443"}},
@@ -151,6 +156,11 @@ func TestLabBrokenStates(t *testing.T) {
 				}
 				if f.Status == report.Fail && (f.Expected == "" || f.Fix == "" || !strings.Contains(f.Actual, "answered")) {
 					t.Errorf("%s: failure lacks expected/actual/fix: %+v", name, f)
+				}
+			}
+			for name, class := range c.failAs {
+				if f := fs[name]; f.Status != report.Fail || f.Class != class || f.Fix == "" {
+					t.Errorf("%s: %s/%s, want fail/%s with a fix (%s)", name, f.Status, f.Class, class, f.Actual)
 				}
 			}
 			for _, name := range c.pass {

@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Written records which fields a policy file set itself: YAML path
+// ("spec.egress.allow[0].host") → line. A path the file did not write took
+// its value from a default.
+type Written map[string]int
+
+// Has reports whether the file wrote the field at path.
+func (w Written) Has(path string) bool {
+	_, ok := w[path]
+	return ok
+}
+
+// LoadWritten is Load that also returns what the file wrote, so a reviewer
+// can tell a declared value from a default.
+func LoadWritten(data []byte) (*Policy, Written, error) {
+	p, lines, err := decode(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Default()
+	if err := p.validate(lines); err != nil {
+		return nil, nil, err
+	}
+	return p, Written(lines), nil
+}
+
+// Effective renders the policy with every default filled in, as YAML in
+// field order that Load reads back to the same policy: what the policy
+// means, not only what it says.
+func (p *Policy) Effective() ([]byte, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
+	}
+	// JSON is YAML: decoding it as YAML keeps the struct's field order,
+	// which a map would lose.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
+	}
+	blockStyle(&doc)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// blockStyle turns JSON's flow style into YAML's block style; the encoder
+// quotes whatever would otherwise read as another type ("true", "1").
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// Weakening is one place where a policy is less strict than the strictest
+// choice: it must be written in the policy, never come from a default.
+type Weakening struct {
+	Path  string // the field: "spec.filesystem.readOnlyRoot"
+	Value string // what it holds: "false"
+	Means string // what that allows, in a reviewer's words
+}
+
+// Weakenings lists every place where the policy allows more than the
+// strictest choice. Every default is strict, so each of them must appear
+// in the policy file (see Written); `sandprobe validate --effective` fails
+// on one that does not.
+func (p *Policy) Weakenings() []Weakening {
+	s := &p.Spec
+	var out []Weakening
+	add := func(path, value, means string) { out = append(out, Weakening{Path: path, Value: value, Means: means}) }
+	if s.Identity.AllowRoot {
+		add("spec.identity.allowRoot", "true", fmt.Sprintf("root ids are allowed (uid %d, gid %d)", s.Identity.UID, s.Identity.GID))
+	}
+	if len(s.Runtime.ClassNames) == 0 {
+		add("spec.runtime.classNames", "[]", "any runtime: no isolation runtime (gVisor, Kata) is required")
+	}
+	for _, class := range sortedKeys(s.Runtime.Isolation) {
+		if s.Runtime.Isolation[class] == IsolationNone {
+			add("spec.runtime.isolation."+class, IsolationNone, "runtime class "+class+" is accepted without any isolation from the node's kernel")
+		}
+	}
+	if !s.Filesystem.ReadOnlyRoot {
+		add("spec.filesystem.readOnlyRoot", "false", "the root filesystem may be writable")
+	}
+	if len(s.Capabilities) > 0 {
+		add("spec.capabilities", "["+strings.Join(s.Capabilities, ", ")+"]", "these capabilities may remain")
+	}
+	if !s.NoNewPrivs() {
+		add("spec.noNewPrivileges", "false", "processes may gain privileges through setuid binaries")
+	}
+	if s.Seccomp == SeccompUnconfined {
+		add("spec.seccomp", SeccompUnconfined, "no seccomp filter is required")
+	}
+	if s.ServiceAccount == TokenAllowed {
+		add("spec.serviceAccountToken", TokenAllowed, "a Kubernetes API token may reach the sandbox")
+	}
+	if !s.Image.RequireDigest {
+		add("spec.image.requireDigest", "false", "images may be referenced by a tag that can move")
+	}
+	for i, a := range s.Egress.Allow {
+		if a.Host == "*" {
+			add(fmt.Sprintf("spec.egress.allow[%d].host", i), "*", fmt.Sprintf("every host on port %d", a.Port))
+		}
+	}
+	if s.Egress.DNS.ArbitraryNames == "allow" {
+		add("spec.egress.dns.arbitraryNames", "allow", "any name may resolve: DNS can carry data out")
+	}
+	return out
+}

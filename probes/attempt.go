@@ -1,0 +1,169 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// What an attempt does (Attempt.Op).
+const (
+	OpDial    = ""        // connect (directly or through the proxy); the default
+	OpResolve = "resolve" // resolve the name through the sandbox's resolver only
+)
+
+// Attempt is one planned network attempt: what to reach, how, and what the
+// check expects of it. The probe plans them from the policy (PlanEgress); a
+// control vantage outside the sandbox dials the same ones (RunAttempts), so
+// both sides name every destination alike.
+type Attempt struct {
+	Check    string // the check it belongs to: egress.must-fail, egress.metadata, …
+	Subject  string // how findings name it: "example.com:443 via proxy"
+	Host     string // a name or an address
+	Port     int
+	Scheme   string // https, http or tcp
+	ViaProxy bool
+	Expect   string // a pinned failure class (direct must-fail targets only)
+	Op       string // OpDial or OpResolve
+	// AllAddrs dials every address the name resolves to: a must-fail name is
+	// only closed if each of its A and AAAA addresses is.
+	AllAddrs bool
+	// Addresses are known without DNS (the policy lists them): dialled
+	// besides what the name resolves to, and alone when it does not.
+	Addresses []string
+}
+
+// MustAnswer reports whether the attempt has to get through (an allowance).
+func (a Attempt) MustAnswer() bool { return a.Check == checkAllowed }
+
+// Result is an attempt's classified outcome.
+type Result struct {
+	Class    string   // a policy.Verdict* value
+	Detail   string   // what happened, in words (errno, status line, TLS version)
+	Answered []string // addresses (or names) that answered
+	// Evidence is what the report carries: timing, errno, who stopped it.
+	Evidence report.Attempt
+	// Interrupted is an attempt that ended with the run (the probe was
+	// stopped), not on its own: whatever class it got, nothing was stopped.
+	Interrupted bool
+	// Unresolved is a dial whose name did not resolve and whose addresses
+	// are not known otherwise: no address was dialled.
+	Unresolved bool
+}
+
+// Took is how long the attempt waited for its outcome.
+func (r Result) Took() time.Duration { return time.Duration(r.Evidence.Waited * float64(time.Second)) }
+
+// RunOptions bound one run of attempts.
+type RunOptions struct {
+	// Concurrency is how many attempts run at once (at least 1).
+	Concurrency int
+	// Timeout is each attempt's own budget, counted from the moment it
+	// starts, not from the start of the run: an attempt queued behind
+	// others still gets all of it.
+	Timeout time.Duration
+}
+
+// OptionsFor reads the run options from the policy.
+func OptionsFor(e policy.Egress) RunOptions {
+	return RunOptions{Concurrency: e.Concurrency, Timeout: e.Timeout.Duration}
+}
+
+func (o RunOptions) width() int { return max(1, o.Concurrency) }
+
+// Bound is the longest n attempts can take when each uses its whole
+// timeout: ceil(n / concurrency) waves of Timeout.
+func (o RunOptions) Bound(n int) time.Duration {
+	waves := (n + o.width() - 1) / o.width()
+	return time.Duration(waves) * o.Timeout
+}
+
+// boundGrace is what the run may overrun its computed bound by (scheduling,
+// a last TLS close) before attempts still waiting to start are given up.
+func boundGrace(bound time.Duration) time.Duration { return max(time.Second, bound/10) }
+
+// RunAttempts makes every attempt, at most Concurrency at once, each with
+// its whole Timeout from the moment it starts. The run as a whole is bounded
+// by Bound(len(plan)) plus a grace; an attempt that could not start before
+// that, or before ctx ended, is an error "not attempted" — never a failure
+// class, since nothing was stopped. results[i] belongs to plan[i].
+func (c *NetClient) RunAttempts(ctx context.Context, plan []Attempt, o RunOptions) []Result {
+	results := make([]Result, len(plan))
+	bound := o.Bound(len(plan))
+	runCtx, cancel := context.WithTimeout(ctx, bound+boundGrace(bound))
+	defer cancel()
+	start := time.Now()
+	p := pool.New().WithMaxGoroutines(o.width())
+	for i, a := range plan {
+		p.Go(func() {
+			started := time.Since(start)
+			if why := cannotStart(runCtx, o.Timeout); why != "" {
+				results[i] = notAttempted(why, started, o.Timeout)
+				return
+			}
+			actx, acancel := context.WithTimeout(runCtx, o.Timeout)
+			defer acancel()
+			t0 := time.Now()
+			r := c.try(actx, a)
+			waited := time.Since(t0)
+			if runCtx.Err() != nil && r.Class != policy.VerdictAnswered {
+				// It ended with the run, not on its own: nothing was stopped.
+				r = Result{Class: policy.VerdictError, Interrupted: true,
+					Detail: fmt.Sprintf("cut short: %s after %s of its %s timeout", stopReason(runCtx), waited.Round(time.Millisecond), o.Timeout)}
+			}
+			r.Evidence.Attempted = true
+			r.Evidence.Started = started.Seconds()
+			r.Evidence.Waited = waited.Seconds()
+			r.Evidence.Timeout = o.Timeout.Seconds()
+			results[i] = r
+		})
+	}
+	p.Wait()
+	return results
+}
+
+// cannotStart says why an attempt may not start now: the run has ended, or
+// it has less time left than the attempt's whole timeout.
+func cannotStart(ctx context.Context, timeout time.Duration) string {
+	if ctx.Err() != nil {
+		return stopReason(ctx)
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		return fmt.Sprintf("less than its %s timeout was left of the run", timeout)
+	}
+	return ""
+}
+
+func stopReason(ctx context.Context) string {
+	if ctx.Err() == context.Canceled {
+		return "the probe was stopped"
+	}
+	return "the egress run's time was up"
+}
+
+func notAttempted(why string, at, timeout time.Duration) Result {
+	return Result{
+		Class:    policy.VerdictError,
+		Detail:   fmt.Sprintf("not attempted: %s (+%s)", why, at.Round(time.Millisecond)),
+		Evidence: report.Attempt{Attempted: false, Started: at.Seconds(), Timeout: timeout.Seconds()},
+	}
+}
+
+// EgressWarnings are what `validate` says about the egress run: a probe
+// deadline too short for the run's bound leaves attempts unmade.
+func EgressWarnings(p *policy.Policy) []string {
+	plan, _ := PlanEgress(p.Spec.Egress)
+	o := OptionsFor(p.Spec.Egress)
+	bound := o.Bound(len(plan))
+	need := bound + boundGrace(bound)
+	if d := p.Spec.Probe.Deadline.Duration; d > 0 && need > d {
+		return []string{fmt.Sprintf("spec.probe.deadline: %s is shorter than the egress run can take (%d attempts, %d at a time, %s each: up to %s), so the probe would be killed before its verdicts: raise it, or spec.egress.concurrency",
+			d, len(plan), o.width(), o.Timeout, need)}
+	}
+	return nil
+}
