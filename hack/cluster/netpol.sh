@@ -7,7 +7,8 @@
 #   hack/cluster/netpol.sh down        stop it and remove every chain, jump rule and ipset it made
 #   hack/cluster/netpol.sh status      running or not, its chains and ipsets
 #   hack/cluster/netpol.sh leftovers   print what of it is on the machine; exit 1 if anything is
-#   hack/cluster/netpol.sh enforced NS POD   exit 0 once kube-router has a firewall chain for the pod
+#   hack/cluster/netpol.sh enforced NS POD   exit 0 if a NetworkPolicy restricts the pod's egress
+#   hack/cluster/netpol.sh policies NS POD   the NetworkPolicies kube-router applies to its egress
 #   hack/cluster/netpol.sh has-policy NS NAME   exit 0 if kube-router has programmed the NetworkPolicy
 #   hack/cluster/netpol.sh rejected [POD_IP]  packets kube-router's REJECT rules have refused
 #                                      (of the pod at POD_IP, or of every pod)
@@ -73,8 +74,10 @@ kr_ipsets() { ipset list -n 2>/dev/null | grep -E "$KR_IPSET_RE" || true; }
 # jumps there.
 enforcing() {
   pid_alive kube-router || return 1
-  iptables -w -t filter -S KUBE-ROUTER-FORWARD 2>/dev/null | grep -q 'explicitly ACCEPT traffic that comply' || return 1
-  iptables -w -t filter -S FORWARD 2>/dev/null | grep -q -- '-j KUBE-ROUTER-FORWARD'
+  # (grep without -q: an early exit would SIGPIPE iptables and, under
+  # pipefail, fail the pipeline.)
+  iptables -w -t filter -S KUBE-ROUTER-FORWARD 2>/dev/null | grep 'explicitly ACCEPT traffic that comply' >/dev/null || return 1
+  iptables -w -t filter -S FORWARD 2>/dev/null | grep -- '-j KUBE-ROUTER-FORWARD' >/dev/null
 }
 
 up() {
@@ -147,14 +150,25 @@ status() {
   else
     echo "kube-router $KR_VERSION: stopped"
   fi
-  echo "chains: $(kr_chains | wc -l) ($(kr_chains | grep -c '^KUBE-POD-FW-' || true) pod firewalls), ipsets: $(kr_ipsets | wc -l)"
+  echo "chains: $(kr_chains | wc -l) ($(kr_chains | grep -c '^KUBE-POD-FW-' || true) pod firewalls, $(kr_chains | grep -c '^KUBE-NWPLCY-' || true) policy chains), ipsets: $(kr_ipsets | wc -l)"
 }
 
-# enforced NS POD: kube-router has a firewall chain for the pod (its
-# comments name the pod and its namespace).
-enforced() {
-  iptables -w -t filter -S 2>/dev/null | grep -E '^-A KUBE-POD-FW-' | grep -qF "POD name:$2 namespace: $1"
+# pod_policies NS POD: the NetworkPolicies kube-router applies to the pod's
+# egress. Every local pod gets a firewall chain (its comments name the pod);
+# a policy that selects the pod's egress adds "-s IP ... run through nw
+# policy NAME" to it. A pod no policy selects runs through the default chain
+# only: allowed everything.
+pod_policies() {
+  local rules chain
+  rules=$(iptables -w -t filter -S 2>/dev/null)
+  chain=$(awk -v tag="POD name:$2 namespace: $1" '$1 == "-A" && $2 ~ /^KUBE-POD-FW-/ && index($0, tag) { print $2; exit }' <<<"$rules")
+  [[ -n $chain ]] || return 0
+  awk -v c="$chain" '$1 == "-A" && $2 == c && $3 == "-s"' <<<"$rules" |
+    sed -n 's/.*--comment "run through nw policy \([^"]*\)".*/\1/p'
 }
+
+# enforced NS POD: some NetworkPolicy restricts the pod's egress.
+enforced() { [[ -n $(pod_policies "$1" "$2") ]]; }
 
 # rejected [POD_IP]: the packet count of kube-router's REJECT rules: of the
 # firewall of the pod at POD_IP, or summed over every pod firewall.
@@ -175,7 +189,7 @@ rejected() {
 # has-policy NS NAME: kube-router has programmed the NetworkPolicy (its
 # policy chains' comments name it: "... policy name: NAME namespace NS").
 has_policy() {
-  iptables -w -t filter -S 2>/dev/null | grep -E '^-A KUBE-NWPLCY-' | grep -qF "policy name: $2 namespace $1"
+  iptables -w -t filter -S 2>/dev/null | grep -E '^-A KUBE-NWPLCY-' | grep -F "policy name: $2 namespace $1" >/dev/null
 }
 
 case "${1:-}" in
@@ -185,9 +199,10 @@ case "${1:-}" in
   status) status ;;
   leftovers) leftovers ;;
   enforced) [[ $# == 3 ]] || die "usage: netpol.sh enforced NAMESPACE POD"; enforced "$2" "$3" ;;
+  policies) [[ $# == 3 ]] || die "usage: netpol.sh policies NAMESPACE POD"; pod_policies "$2" "$3" ;;
   rejected) rejected "${2:-}" ;;
   has-policy) [[ $# == 3 ]] || die "usage: netpol.sh has-policy NAMESPACE NAME"; has_policy "$2" "$3" ;;
   --print-bin) echo "$KR_BIN" ;;
-  -h | --help | "") sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h | --help | "") sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) echo "netpol.sh: unknown command $1" >&2; exit 2 ;;
 esac
