@@ -44,9 +44,9 @@ pushgateway=$node_ip:19091
 lab=hack/lab/lab
 netpol=hack/cluster/netpol.sh
 sandbox_ns=sandboxes
-# Where the probe pods run: the NetworkPolicies (and the regressions) go
-# there. TODO(issue-10-placement): only $sandbox_ns once the probe runs there.
-probe_namespaces=("$sandbox_ns" "$ns")
+# Where the probe pods run (the e2e policy's spec.namespaces): the
+# NetworkPolicies, and the regressions, go there.
+probe_namespaces=("$sandbox_ns")
 egress_np=sandprobe-e2e-sandbox-egress
 # The witness: where the node saw each new connection of a pod towards the
 # lab, before and after each filter (hack/e2e/enforcers.py).
@@ -218,6 +218,9 @@ ok "ready"
 
 # ---- the install ---------------------------------------------------------------------
 step "kubectl apply -k $overlay" "manifests/ with the lab's policy and the imported image"
+# The sandbox namespace exists before sandprobe is installed, as on a real
+# cluster: the runner's rights there (components/sandbox-namespaces) go into it.
+kc create namespace "$sandbox_ns" >/dev/null
 # The base carries a PrometheusRule: the Prometheus Operator's CRD stands in.
 kc apply -f hack/e2e/crds/ >/dev/null
 kc wait --for=condition=Established crd/prometheusrules.monitoring.coreos.com --timeout=30s >/dev/null
@@ -225,8 +228,10 @@ kc apply -k "$overlay" 2>&1 | tee "$out/apply.txt" | quote
 grep -qi warning "$out/apply.txt" && fail "kubectl apply warned (Pod Security?)"
 # The probe pods use the namespace's default ServiceAccount (with no token);
 # the controller-manager creates it a moment after the namespace.
-for _ in $(seq 100); do kc -n "$ns" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
-kc -n "$ns" get serviceaccount default >/dev/null || fail "no default ServiceAccount in $ns"
+for n in "$ns" "$sandbox_ns"; do
+  for _ in $(seq 100); do kc -n "$n" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
+  kc -n "$n" get serviceaccount default >/dev/null || fail "no default ServiceAccount in $n"
+done
 # An admission policy takes effect a moment after it is stored.
 vap_ready=''
 for _ in $(seq 100); do
@@ -243,7 +248,6 @@ step "the sandbox namespace" "the NetworkPolicy sandprobe render writes, applied
 # drift-free by construction; the pod runs the cluster's built-in image
 # (/probe pause: waits for SIGTERM) instead of the probe, so it stays Running
 # like an agent would. No CiliumNetworkPolicy: the cluster has no Cilium.
-kc create namespace "$sandbox_ns" >/dev/null
 "$bin" render --policy "$overlay/policy.yaml" --namespace "$sandbox_ns" --name agent-1 --egress networkpolicy | python3 -c '
 import re, sys
 docs = [d for d in sys.stdin.read().split("---\n") if d.strip()]
@@ -282,7 +286,8 @@ run_job() {
   local job=$1 state='' code
   for set in pre mid post; do nft flush set $witness $set; done
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
-  # Watch for the probe pod the runner starts (it deletes it when done).
+  # Watch for the probe pod the runner starts, in the sandbox namespace (it
+  # deletes it when done).
   (
     while :; do
       kc get pods -A -l app.kubernetes.io/name=sandprobe-probe,sandprobe.dev/run -o \
@@ -335,12 +340,12 @@ show_run() {
   say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
 }
 
-# The probe pod must have run like a sandbox: the selector's label and the
-# policy's runtime class.
+# The probe pod must have run like a sandbox: in the sandbox namespace, with
+# the selector's label and the policy's runtime class.
 check_probe_pod() {
   local job=$1
-  grep -q 'labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
-    || fail "no probe pod with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
+  grep -q '^sandboxes/.*  labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
+    || fail "no probe pod in namespace sandboxes with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
 }
 
 # probe_ips JOB: the addresses the probe pods of a run had.

@@ -12,12 +12,12 @@ import (
 )
 
 func (a *app) cmdRender(_ context.Context, args []string) int {
-	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|docker|docker-json|proxy-allowlist]")
+	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist]")
 	var (
 		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
-	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; docker: the docker run command line; docker-json: its argv as a JSON array; proxy-allowlist: the forward proxy's host filter (anchored EREs, one per allowance)")
+	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; rbac: the runner's Role and RoleBinding in each sandbox namespace; docker: the docker run command line; docker-json: its argv as a JSON array; proxy-allowlist: the forward proxy's host filter (anchored EREs, one per allowance)")
 	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
 	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
@@ -57,6 +57,8 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 		}
 	case "admission":
 		return a.renderAdmission(p, raw, namespace)
+	case "rbac":
+		return a.renderRBAC(p, namespace)
 	case "docker", "docker-json":
 		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
 		if format == "docker" {
@@ -72,7 +74,7 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 			return report.ExitCouldNotRun
 		}
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, docker, docker-json or proxy-allowlist, got %q\n", format)
+		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, rbac, docker, docker-json or proxy-allowlist, got %q\n", format)
 		return report.ExitBadInput
 	}
 	return report.ExitOK
