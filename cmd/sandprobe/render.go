@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
@@ -22,6 +24,8 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
 	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
 	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
+	var egress string
+	fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -32,11 +36,22 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 	switch format {
 	case "yaml":
 		opts := render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce}
+		kinds, err := egressKinds(egress)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: --egress: %v\n", err)
+			return report.ExitBadInput
+		}
 		if err := render.CheckPinned(p, opts); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 			return report.ExitBadInput
 		}
-		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace)...); err != nil {
+		// An egress policy that cuts the sandbox off from what its own
+		// policy requires would page someone for a "regression" render made.
+		if err := render.CheckEgress(p, kinds...); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: %s: %v\n", policyPath, err)
+			return report.ExitBadInput
+		}
+		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace, kinds...)...); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 			return report.ExitCouldNotRun
 		}
@@ -63,4 +78,21 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 		return report.ExitBadInput
 	}
 	return report.ExitOK
+}
+
+// egressKinds parses --egress: a comma-separated subset of networkpolicy
+// and cilium, at least one.
+func egressKinds(v string) ([]render.EgressKind, error) {
+	var kinds []render.EgressKind
+	for _, k := range strings.Split(v, ",") {
+		switch kind := render.EgressKind(strings.TrimSpace(k)); kind {
+		case render.KindNetworkPolicy, render.KindCilium:
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+		default:
+			return nil, fmt.Errorf("want networkpolicy, cilium or both, got %q", k)
+		}
+	}
+	return kinds, nil
 }
