@@ -20,13 +20,14 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 		policyPath, nonce, only, termLog, out string
 		runtimeClass, imageCommand, podInfo   string
 		imageCommandTimeout                   time.Duration
-		noNetwork                             bool
+		noNetwork, control                    bool
 		lf                                    logFlags
 	)
 	fs.StringVar(&policyPath, "policy", "", "the policy file (- for stdin)")
 	fs.StringVar(&nonce, "nonce", "", "the run's nonce, echoed in the result")
 	fs.StringVar(&only, "only", "", "comma-separated check IDs or areas to run (default: all that the policy asks for)")
 	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
+	fs.BoolVar(&control, "control", false, "be the control vantage: dial every must-fail, metadata and proxy-bypass destination directly and report what each answered (run where no sandbox policy applies)")
 	fs.StringVar(&termLog, "termination-log", "", "also write a compact result here (default "+defaultTerminationLog+" when it exists)")
 	fs.StringVar(&out, "o", "json", "output on stdout: json or text")
 	fs.StringVar(&podInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
@@ -51,6 +52,9 @@ func (a *app) cmdProbe(ctx context.Context, args []string) int {
 			fmt.Fprintf(a.stderr, "sandprobe probe: --image-command: want a non-empty JSON array of strings, got %q\n", imageCommand)
 			return report.ExitBadInput
 		}
+	}
+	if control {
+		return a.emitProbe(probes.RunControl(ctx, env), termLog, out)
 	}
 	res := probes.Run(ctx, env, probes.Selection{NoNetwork: noNetwork, Only: splitList(only)})
 	return a.emitProbe(res, termLog, out)

@@ -54,17 +54,18 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 // cycleFlags say what one cycle checks and where. run and serve share them,
 // so a scheduled cycle is built exactly like a one-shot one.
 type cycleFlags struct {
-	policyPath, backend, netns, sabotage string
-	deadline                             time.Duration
-	noNetwork                            bool
-	docker                               dockerFlags
-	kube                                 kubeFlags
+	policyPath, backend, netns, controlNetns, sabotage string
+	deadline                                           time.Duration
+	noNetwork                                          bool
+	docker                                             dockerFlags
+	kube                                               kubeFlags
 }
 
 func (cf *cycleFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.policyPath, "policy", "", "the SandboxPolicy file")
 	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local, docker or kube")
 	fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
+	fs.StringVar(&cf.controlNetns, "control-netns", "", "local backend: the control vantage, a named network namespace no sandbox rule governs (the lab: sp-control); every must-fail destination is dialled from there too, and a deny counts only where it answered (default: none, so no deny is proven)")
 	fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
@@ -88,7 +89,7 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 			fmt.Fprintf(a.stderr, "sandprobe %s: --sabotage: %v\n", cmd, err)
 			return nil, false
 		}
-		be = &local.Backend{Sandbox: sb, Logger: logger}
+		be = &local.Backend{Sandbox: sb, ControlNetNS: cf.controlNetns, Logger: logger}
 	case "docker":
 		dbe, closeFn, err := cf.docker.backend(a, p, p.Spec.Docker.Network, logger)
 		if err != nil {

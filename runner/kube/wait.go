@@ -67,6 +67,9 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	// Parity judges the pod as admitted: a mutating webhook may have
 	// changed its labels.
 	admitted := created.DeepCopy()
+	if pl.control {
+		r.controlPod = admitted
+	}
 	// Deletion must happen even when ctx is cancelled or the deadline
 	// passed, so it gets a fresh context of its own.
 	defer func() {
@@ -99,6 +102,8 @@ func (a *attempt) createError(err error) error {
 		return a.cannot(runner.ReasonDeadline, "create pod %s/%s: not done within %s", a.ns, a.name, a.r.deadline)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"):
 		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (grant the runner's service account create on pods in %s: sandprobe render --format rbac)", a.ns, a.name, err, a.ns)
+	case apierrors.IsNotFound(err) && a.pl.control:
+		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (does namespace %s exist? it holds the control pod: --control-namespace)", a.ns, a.name, err, a.ns)
 	case apierrors.IsNotFound(err):
 		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (does namespace %s exist? it is one of the policy's spec.namespaces)", a.ns, a.name, err, a.ns)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):

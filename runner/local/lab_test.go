@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -16,14 +18,21 @@ import (
 	"github.com/sandprobe/sandprobe/runner/local"
 )
 
-// labRun runs the egress checks of a policy in the lab's sandbox namespace.
+// labRun runs the egress checks of a policy in the lab's sandbox namespace,
+// with the lab's control vantage (sp-control) proving each deny.
 func labRun(t *testing.T, doc []byte) report.Run {
+	t.Helper()
+	return labRunControl(t, doc, "sp-control")
+}
+
+// labRunControl is labRun with the control vantage of choice ("": none).
+func labRunControl(t *testing.T, doc []byte, control string) report.Run {
 	t.Helper()
 	p, err := policy.Load(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := &local.Backend{Sandbox: local.SandboxFor(p, "sp-sandbox"), Binary: testenv.Binary(t)}
+	be := &local.Backend{Sandbox: local.SandboxFor(p, "sp-sandbox"), ControlNetNS: control, Binary: testenv.Binary(t)}
 	spec := runner.ProbeSpec{Policy: p, PolicyBytes: doc, Nonce: runner.NewNonce(), Deadline: time.Minute}
 	results, err := be.Run(context.Background(), spec)
 	if err != nil {
@@ -74,6 +83,9 @@ func TestLabHealthy(t *testing.T) {
 		if f.Status != report.Pass {
 			t.Errorf("%s: %s — %s", f.Name(), f.Status, report.ExpectedActual(f))
 		}
+		if f.Deny != "" && f.Deny != report.DenyProven {
+			t.Errorf("%s: deny %s (control %s)", f.Name(), f.Deny, f.Control)
+		}
 	}
 	// Each blocking flavour was seen with the class the policy pins.
 	for name, class := range map[string]string{
@@ -96,6 +108,104 @@ func TestLabHealthy(t *testing.T) {
 	}
 }
 
+// TestLabControl: a deny counts only where the control vantage (sp-control,
+// the lab's side of the link, under no sandbox rule) got an answer. A
+// target that answers the control and not the sandbox is a proven pass; a
+// port nothing listens on (a TCP reset from the host itself, exactly what a
+// REJECT rule looks like from inside) and the router (which refuses
+// everyone) are unproven: inconclusive, never a pass, counted in
+// sandprobe_egress_denies_unproven. Without a control, no direct deny is
+// proven; the proxy's own refusal still is.
+func TestLabControl(t *testing.T) {
+	testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-control}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  filesystem: {readOnlyRoot: true, writable: [/tmp]}
+  capabilities: []
+  serviceAccountToken: absent
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    allow:
+      - {host: api.lab.test, port: 443, reason: "a live allowance, so the network is not dead"}
+    mustFail:
+      hosts: [blocked.lab.test]
+      ips:
+        - {target: 10.99.20.11, reason: "REJECT tcp reset in front of a live listener"}
+        - {target: 10.99.20.11, port: 8081, reason: "the same REJECT, in front of a port nothing listens on"}
+        - {target: 10.99.20.1, reason: "the router's own address: it refuses everyone"}
+    metadata: {address: 10.99.169.254, port: 80}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`)
+	cases := []struct {
+		control string
+		want    map[string][3]string // finding → status, deny, control class
+	}{
+		{"sp-control", map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"pass", "proven", "answered"},
+			"egress.must-fail 10.99.20.11:443":                {"pass", "proven", "answered"},
+			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "refused"},
+			"egress.must-fail 10.99.20.1:443":                 {"inconclusive", "unproven", "refused"},
+			"egress.metadata 10.99.169.254:80":                {"pass", "proven", "answered"},
+			"egress.proxy-bypass api.lab.test:443 direct":     {"pass", "proven", "answered"},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+		{"", map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"inconclusive", "unproven", ""},
+			"egress.must-fail 10.99.20.11:443":                {"inconclusive", "unproven", ""},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+	}
+	for _, c := range cases {
+		t.Run("control="+c.control, func(t *testing.T) {
+			run := labRunControl(t, doc, c.control)
+			fs := egressOnly(run)
+			for name, want := range c.want {
+				f, ok := fs[name]
+				got := [3]string{string(f.Status), f.Deny, f.Control}
+				if !ok || got != want {
+					t.Errorf("%s: status, deny, control %q, want %q (%s; %s)", name, got, want, f.Actual, f.Evidence)
+				}
+			}
+			if run.ExitCode() != report.ExitNonConformant {
+				t.Errorf("exit %d, want 1: an unproven deny is never a pass", run.ExitCode())
+			}
+			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 2, "": 6}[c.control]); got != want {
+				t.Errorf("%s = %v, want %v", report.MetricEgressDeniesUnproven, got, want)
+			}
+		})
+	}
+}
+
+// gaugeSum is the sum of a gauge's series once the run is observed.
+func gaugeSum(t *testing.T, run report.Run, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(run, time.Now())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, s := range mf.GetMetric() {
+				sum += s.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // TestLabBrokenStates switches the lab into each regression and expects the
 // check meant for it to fail with the right verdict class, naming the
 // destination that now answers.
@@ -110,6 +220,8 @@ func TestLabBrokenStates(t *testing.T) {
 		pass   []string // findings that must still pass
 		// other findings that must fail, with their own class
 		failAs map[string]string
+		// extra must-fail targets for this state alone
+		extra string
 	}{
 		{state: []string{"egress-open"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.10:443", "egress.must-fail [fd99:0:0:20::11]:443", "egress.metadata 10.99.169.254:80", "egress.proxy-bypass api.lab.test:443 direct"}},
@@ -123,10 +235,12 @@ func TestLabBrokenStates(t *testing.T) {
 			fail: []string{"egress.must-fail [fd99:0:0:20::10]:443", "egress.must-fail [fd99:0:0:20::13]:443", "egress.must-fail blocked.lab.test:443"},
 			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443"}},
 		{state: []string{"proxy-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy"},
+			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy",
+				"egress.must-fail 10.99.20.21:443 via proxy"}, // the CIDR's first host
 			pass: []string{"egress.must-fail blocked.lab.test:443"},
-			// nothing listens at the CIDR's first address: tinyproxy says 500, which
-			// means its allow-list let the destination through
+			// nothing listens there: tinyproxy says 500, which means its
+			// allow-list let the destination through
+			extra:  "{target: 10.99.20.1, reason: \"the router, where nothing listens\"}",
 			failAs: map[string]string{"egress.must-fail 10.99.20.1:443 via proxy": policy.VerdictProxyForwarded}},
 		{state: []string{"proxy-bypass"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.proxy-bypass api.lab.test:443 direct", "egress.proxy-bypass git.lab.test:443 direct"},
@@ -143,7 +257,15 @@ func TestLabBrokenStates(t *testing.T) {
 		t.Run(strings.Join(c.state, " "), func(t *testing.T) {
 			labCmd(t, script, append([]string{"break"}, c.state...)...)
 			defer labCmd(t, script, "heal")
-			run := labRun(t, doc)
+			d := doc
+			if c.extra != "" {
+				const last = "        - 10.99.20.20/30\n"
+				if !strings.Contains(string(doc), last) {
+					t.Fatalf("fixtures/lab-policy.yaml has no %q", last)
+				}
+				d = []byte(strings.Replace(string(doc), last, last+"        - "+c.extra+"\n", 1))
+			}
+			run := labRun(t, d)
 			fs := egressOnly(run)
 			for _, name := range c.fail {
 				f, ok := fs[name]
