@@ -43,7 +43,7 @@ const (
 // stay closed was reachable.
 func mustFail(check string) bool {
 	switch check {
-	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil:
+	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil, "egress.dns-bypass":
 		return true
 	}
 	return false
