@@ -57,6 +57,7 @@ rules:
 fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(FUZZTIME)
 
 demo: deps build
 	hack/demo.sh

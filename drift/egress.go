@@ -19,6 +19,9 @@ type egressModel struct {
 	hosts []allowHost
 	ips   []allowIP
 	proxy *proxyTarget
+	// resolver holds the declared resolver's CIDRs (spec.egress.dns.resolverLocation):
+	// an address block on port 53 is explained when it is one of them.
+	resolver []netip.Prefix
 }
 
 type allowHost struct {
@@ -40,6 +43,8 @@ type proxyTarget struct {
 	port int
 	ns   string
 	ip   netip.Addr
+	// cidrs are spec.egress.proxyLocation's addresses, when it gives them.
+	cidrs []netip.Prefix
 }
 
 func newEgressModel(p *policy.Policy) (*egressModel, error) {
@@ -76,8 +81,16 @@ func newEgressModel(p *policy.Policy) (*egressModel, error) {
 		} else {
 			pt.ns = serviceNamespace(pt.host)
 		}
+		// A declared location is where the proxy runs, whatever its name says.
+		if loc := p.Spec.Egress.ProxyLocation; loc != nil {
+			pt.cidrs = loc.Prefixes()
+			if loc.Namespace != "" {
+				pt.ns = loc.Namespace
+			}
+		}
 		m.proxy = pt
 	}
+	m.resolver = p.Spec.Egress.DNS.ResolverLocation.Prefixes()
 	return m, nil
 }
 
@@ -156,8 +169,26 @@ func dnsOnly(ps []portSpec) bool {
 // declared allowance (or the proxy). It returns the allowance's reason, or
 // which rule to report: NetpolPort/CiliumCIDR-style callers map kinds.
 func (m *egressModel) explainPrefix(pfx netip.Prefix, ports []portSpec) (reason string, addrKnown bool) {
+	for _, r := range m.resolver {
+		if r == pfx {
+			if dnsOnly(ports) {
+				return "the declared resolver", true
+			}
+			addrKnown = true
+		}
+	}
+	if m.proxy != nil {
+		for _, c := range m.proxy.cidrs {
+			if c == pfx {
+				if onlyPort(ports, m.proxy.port) {
+					return "the declared proxy", true
+				}
+				addrKnown = true
+			}
+		}
+	}
 	if pfx.Bits() != pfx.Addr().BitLen() {
-		return "", false
+		return "", addrKnown
 	}
 	a := pfx.Addr().Unmap()
 	for _, ip := range m.ips {
@@ -181,6 +212,18 @@ func (m *egressModel) explainPrefix(pfx netip.Prefix, ports []portSpec) (reason 
 func (m *egressModel) declaredPorts(pfx netip.Prefix) string {
 	a := pfx.Addr().Unmap()
 	var parts []string
+	for _, r := range m.resolver {
+		if r == pfx {
+			parts = append(parts, "53/UDP, 53/TCP (the declared resolver)")
+		}
+	}
+	if m.proxy != nil {
+		for _, c := range m.proxy.cidrs {
+			if c == pfx {
+				parts = append(parts, fmt.Sprintf("%d/TCP (the declared proxy)", m.proxy.port))
+			}
+		}
+	}
 	for _, ip := range m.ips {
 		if ip.addr == a {
 			parts = append(parts, fmt.Sprintf("%d/TCP (%s)", ip.port, ip.reason))

@@ -41,3 +41,7 @@ go test ./runner/local -run '^$' -bench BenchmarkEgressVsCurl -benchtime 2x | gr
 echo
 echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
 go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout 20m | grep -E '^(Benchmark|kube cycle)' || exit 1
+
+echo
+echo "== regression → failing run: an allow-all NetworkPolicy under kube-router, sandprobe serve every 15 s on the real cluster, vs a green run of the same serve (goal: the first run after the regression fails, within one cycle) =="
+go test ./runner/kube -run '^$' -bench BenchmarkRegressionToFailingRun -benchtime 3x -timeout 20m | grep -E '^(Benchmark|regression)' || exit 1

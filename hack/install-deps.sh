@@ -23,6 +23,7 @@ declare -A want=(
   [jq]=/usr/bin/jq
   [util-linux]=/usr/bin/findmnt
   [iptables]=/usr/sbin/iptables
+  [ipset]=/usr/sbin/ipset
 )
 missing=()
 for pkg in "${!want[@]}"; do

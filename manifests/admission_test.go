@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -195,104 +196,136 @@ func asRunner(t *testing.T) kubernetes.Interface {
 	return c
 }
 
-// TestRunnerScope proves manifests/runner-guard.yaml with requests made as
-// the runner: it creates and deletes only what belongs to a run, and its
-// probe pods get neither its ServiceAccount nor a Secret; the same requests
-// by anyone else are not its business.
+// runnerPod is the probe pod the kube runner would create in namespace ns
+// (the kube backend's own additions over render's: run label, inline
+// policy, no token, who created it), for the reference policy.
+func runnerPod(t *testing.T, ns string, mutate func(*corev1.Pod)) *corev1.Pod {
+	t.Helper()
+	p, raw, err := policy.LoadFile("policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := render.ProbePod(p, render.ProbePodOptions{Namespace: ns, PolicyInline: raw, Nonce: "n", Labels: map[string]string{runLabel: "r1"}})
+	pod.Name = ""
+	pod.GenerateName = "probe-"
+	f := false
+	pod.Spec.AutomountServiceAccountToken = &f
+	pod.Annotations[createdBy] = serviceAccountUser
+	if mutate != nil {
+		mutate(pod)
+	}
+	return pod
+}
+
+const (
+	runLabel  = "sandprobe.dev/run"
+	createdBy = "sandprobe.dev/created-by"
+)
+
+// waitForRunnerGuard waits until the runner-scope policy refuses what it
+// must: a policy takes effect a moment after it is stored (and its
+// parameter, the CronJob, after that).
+func waitForRunnerGuard(t *testing.T, runner kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 30*time.Second, func() error {
+		_, err := runner.CoreV1().Pods(sandboxNamespace).Create(ctx, runnerPod(t, sandboxNamespace, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil.invalid/x:1" }),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "sandprobe-runner-scope") {
+			return fmt.Errorf("the runner guard does not refuse yet: %v", err)
+		}
+		_, err = runner.CoreV1().Pods(sandboxNamespace).Create(ctx, runnerPod(t, sandboxNamespace, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return fmt.Errorf("the runner guard does not admit a probe pod yet: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestRunnerScope proves manifests/runner-guard.yaml with real requests
+// made as the runner's ServiceAccount, in the sandbox namespace and its
+// own: it creates only probe pods (its image, its run labels, no token, no
+// Secret, ConfigMap or hostPath volume, not privileged), only in the
+// sandbox namespaces and its own, and deletes only pods it created; the
+// same requests by anyone else are not its business.
 func TestRunnerScope(t *testing.T) {
 	admin := appliedBase(t)
 	runnerClient := asRunner(t)
 	ctx := context.Background()
-	p, _, err := policy.LoadFile("policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const run = "sandprobe.dev/run"
-	probe := func(mutate func(*corev1.Pod)) *corev1.Pod {
-		pod := render.ProbePod(p, render.ProbePodOptions{Namespace: ownNamespace, PolicyConfigMap: "sandprobe-run-r1", Nonce: "n", Labels: map[string]string{run: "r1"}})
-		pod.Name = ""
-		pod.GenerateName = "probe-"
-		if mutate != nil {
-			mutate(pod)
-		}
-		return pod
-	}
-	configMap := func(name string, labels map[string]string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Data: map[string]string{"policy.yaml": "x"}}
-	}
-	// Objects to delete, made by the admin.
-	for _, cm := range []*corev1.ConfigMap{configMap("sandprobe-run-old", map[string]string{run: "old"}), configMap("someone-elses", nil)} {
-		if _, err := admin.CoreV1().ConfigMaps(ownNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	// The guard takes effect a moment after it is stored.
-	eventually(t, 30*time.Second, func() error {
-		_, err := runnerClient.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("guard-ready", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return fmt.Errorf("the runner guard does not refuse yet")
-		}
-		return nil
-	})
+	waitForRuntimeAdmission(t, admin, sandboxNamespace)
+	waitForRunnerGuard(t, runnerClient)
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	dryDelete := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+	create := func(ns string, mutate func(*corev1.Pod)) func(kubernetes.Interface) error {
+		return func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().Pods(ns).Create(ctx, runnerPod(t, ns, mutate), dry)
+			return err
+		}
+	}
+	withVolume := func(v corev1.VolumeSource) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "extra", VolumeSource: v})
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "extra", MountPath: "/extra"})
+		}
+	}
+	yes := true
 	cases := []struct {
-		name    string
+		name string
+		// ns and mutate make a probe pod to create, or do is the request.
+		ns      string
+		mutate  func(*corev1.Pod)
 		do      func(kubernetes.Interface) error
 		refused string // "" admitted; else what the refusal says
+		// adminToo: the admin may do the same (the guard is about the runner only).
+		adminToo bool
 	}{
-		{name: "probe-pod", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(nil), dry)
+		{name: "probe-pod-in-the-sandbox-namespace", ns: sandboxNamespace},
+		{name: "probe-pod-in-its-own-namespace", ns: ownNamespace},
+		{name: "pod-outside-spec-namespaces", refused: "forbidden", ns: "default"},
+		{name: "pod-in-kube-system", refused: "forbidden", ns: "kube-system"},
+		{name: "another-image", refused: "only the runner's own image", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Image = "docker.io/library/busybox:1"
+		}},
+		{name: "another-image-in-an-init-container", refused: "only the runner's own image", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "x", Image: "docker.io/library/busybox:1", Command: []string{"sh"}})
+		}},
+		{name: "without-run-label", refused: "only the pods of its runs", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) { delete(p.Labels, runLabel) }},
+		{name: "with-a-token", refused: "without its token", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }},
+		{name: "with-a-token-asked-for", refused: "without its token", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = &yes }},
+		{name: "as-the-runner-service-account", refused: "default ServiceAccount", ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Spec.ServiceAccountName = "sandprobe" }},
+		{name: "projecting-a-token", refused: "only emptyDir and downwardAPI", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) {
+			// The API insists on a named ServiceAccount for a token projection.
+			p.Spec.ServiceAccountName = "default"
+			withVolume(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}})(p)
+		}},
+		{name: "mounting-a-secret", refused: "only emptyDir and downwardAPI", adminToo: true, ns: sandboxNamespace, mutate: withVolume(corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "broker"}})},
+		{name: "projecting-a-secret", refused: "only emptyDir and downwardAPI", adminToo: true, ns: sandboxNamespace, mutate: withVolume(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "broker"}}}}}})},
+		{name: "mounting-a-configmap", refused: "only emptyDir and downwardAPI", adminToo: true, ns: sandboxNamespace, mutate: withVolume(corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent-config"}}})},
+		{name: "mounting-a-host-path", refused: "only emptyDir and downwardAPI", adminToo: true, ns: sandboxNamespace, mutate: withVolume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}})},
+		{name: "privileged", refused: "not privileged", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext.Privileged = &yes
+			p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = &yes
+		}},
+		{name: "on-the-host-network", refused: "shares no host namespace", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Spec.HostNetwork = true }},
+		{name: "with-a-host-port", refused: "shares no host namespace or port", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
+		}},
+		{name: "bypassing-the-scheduler", refused: "placed by the scheduler", adminToo: true, ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Spec.NodeName = "worker-1" }},
+		{name: "claiming-another-creator", refused: "sandprobe.dev/created-by", ns: sandboxNamespace, mutate: func(p *corev1.Pod) { p.Annotations[createdBy] = "system:admin" }},
+		{name: "a-configmap", refused: "forbidden", do: func(c kubernetes.Interface) error {
+			_, err := c.CoreV1().ConfigMaps(ownNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sandprobe-run-r1", Labels: map[string]string{runLabel: "r1"}}}, dry)
 			return err
-		}},
-		{name: "pod-without-run-label", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) { delete(p.Labels, run) }), dry)
-			return err
-		}},
-		{name: "pod-as-the-runner-service-account", refused: "default ServiceAccount", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) { p.Spec.ServiceAccountName = "sandprobe" }), dry)
-			return err
-		}},
-		{name: "pod-mounting-a-secret", refused: "without Secrets", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) {
-				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "any"}}})
-			}), dry)
-			return err
-		}},
-		{name: "pod-projecting-a-secret", refused: "without Secrets", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().Pods(ownNamespace).Create(ctx, probe(func(p *corev1.Pod) {
-				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-					Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "any"}}}}}}})
-			}), dry)
-			return err
-		}},
-		{name: "pod-in-another-namespace", refused: "forbidden", do: func(c kubernetes.Interface) error {
-			pod := probe(nil)
-			pod.Namespace = "default"
-			_, err := c.CoreV1().Pods("default").Create(ctx, pod, dry)
-			return err
-		}},
-		{name: "run-configmap", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("sandprobe-run-r1", map[string]string{run: "r1"}), dry)
-			return err
-		}},
-		{name: "configmap-without-run-label", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
-			_, err := c.CoreV1().ConfigMaps(ownNamespace).Create(ctx, configMap("sandprobe-policy-2", nil), dry)
-			return err
-		}},
-		{name: "delete-a-leftover-run-configmap", do: func(c kubernetes.Interface) error {
-			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "sandprobe-run-old", dryDelete)
-		}},
-		{name: "delete-the-policy-configmap", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
-			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "sandprobe-policy", dryDelete)
-		}},
-		{name: "delete-someone-elses-configmap", refused: "only the objects of its runs", do: func(c kubernetes.Interface) error {
-			return c.CoreV1().ConfigMaps(ownNamespace).Delete(ctx, "someone-elses", dryDelete)
 		}},
 	}
+	refusals := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.do(runnerClient)
+			do := c.do
+			if do == nil {
+				do = create(c.ns, c.mutate)
+			}
+			err := do(runnerClient)
 			switch {
 			case c.refused == "" && err != nil:
 				t.Fatalf("refused, want admitted: %v", err)
@@ -301,12 +334,88 @@ func TestRunnerScope(t *testing.T) {
 			case c.refused != "" && !strings.Contains(err.Error(), c.refused):
 				t.Fatalf("refused with %v, want %q", err, c.refused)
 			}
-			// The guard is about the runner only: the admin may.
-			if c.refused != "" && c.refused != "forbidden" && !strings.HasPrefix(c.name, "delete") {
-				if err := c.do(admin); err != nil {
+			if c.refused != "" {
+				refusals++
+			}
+			if c.adminToo {
+				// The same pod from the admin (claiming no creator: that
+				// annotation is the runner's alone) is not the guard's business.
+				if _, err := admin.CoreV1().Pods(c.ns).Create(ctx, runnerPod(t, c.ns, func(p *corev1.Pod) {
+					c.mutate(p)
+					delete(p.Annotations, createdBy)
+				}), dry); err != nil {
 					t.Errorf("the admin was refused too: %v", err)
 				}
 			}
 		})
+	}
+	t.Logf("%d real admission requests as the runner, %d refused as they must be", len(cases), refusals)
+}
+
+// TestRunnerDeletesOnlyItsOwn: real pods, really deleted. The runner
+// deletes a probe pod it created; it cannot delete a sandbox, a pod that
+// copies a probe pod's labels, or one whose created-by annotation someone
+// forged, because nobody but the runner can make a pod that names the
+// runner as its creator, on creation or afterwards.
+func TestRunnerDeletesOnlyItsOwn(t *testing.T) {
+	admin := appliedBase(t)
+	runnerClient := asRunner(t)
+	ctx := context.Background()
+	waitForRuntimeAdmission(t, admin, sandboxNamespace)
+	waitForRunnerGuard(t, runnerClient)
+	ns := sandboxNamespace
+	grace := int64(0)
+	del := metav1.DeleteOptions{GracePeriodSeconds: &grace}
+
+	own, err := runnerClient.CoreV1().Pods(ns).Create(ctx, runnerPod(t, ns, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the runner cannot create its probe pod: %v", err)
+	}
+	sandbox, err := admin.CoreV1().Pods(ns).Create(ctx, pod("agent-1", map[string]string{"sandbox": "true"}, "gvisor"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pod with a probe pod's labels and annotations but its own creator.
+	lookalike := runnerPod(t, ns, nil)
+	lookalike.GenerateName = "lookalike-"
+	delete(lookalike.Annotations, createdBy)
+	copied, err := admin.CoreV1().Pods(ns).Create(ctx, lookalike, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{sandbox.Name, copied.Name} {
+			admin.CoreV1().Pods(ns).Delete(context.Background(), name, del)
+		}
+	})
+	// Forging the creator, at creation or afterwards, is refused to anyone.
+	forged := runnerPod(t, ns, nil)
+	if _, err := admin.CoreV1().Pods(ns).Create(ctx, forged, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "sandprobe-created-by") {
+		t.Errorf("the admin created a pod naming the runner as its creator: %v", err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"sandprobe.dev/created-by":"` + serviceAccountUser + `"}}}`)
+	if _, err := admin.CoreV1().Pods(ns).Patch(ctx, copied.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "never changes") {
+		t.Errorf("the admin made a pod name the runner as its creator afterwards: %v", err)
+	}
+	if _, err := admin.CoreV1().Pods(ns).Patch(ctx, own.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"sandprobe.dev/created-by":null}}}`), metav1.PatchOptions{}); err == nil {
+		t.Errorf("the admin removed the creator of the runner's pod")
+	}
+	for _, c := range []struct {
+		name, pod, refused string
+	}{
+		{"a sandbox", sandbox.Name, "only the pods of its runs"},
+		{"a look-alike of a probe pod", copied.Name, "only pods it created"},
+		{"its own probe pod", own.Name, ""},
+	} {
+		err := runnerClient.CoreV1().Pods(ns).Delete(ctx, c.pod, del)
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("delete %s: refused: %v", c.name, err)
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("delete %s: %v, want refused with %q", c.name, err, c.refused)
+		}
+	}
+	if _, err := admin.CoreV1().Pods(ns).Get(ctx, own.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the runner's own pod is still there: %v", err)
 	}
 }

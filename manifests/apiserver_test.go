@@ -128,9 +128,14 @@ func startAndApply(dir string) error {
 	if err := writeKubeconfig(cfg, cluster.kubeconfg); err != nil {
 		return err
 	}
-	// RuntimeClass objects must exist before pods naming them are admitted.
+	// RuntimeClass objects must exist before pods naming them are admitted,
+	// and the sandbox namespace before the runner's rights in it: it is
+	// where the sandboxes already run, sandprobe never creates it.
 	if out, err := kubectlRun("apply", "-f", "testdata/runtimeclasses.yaml"); err != nil {
 		return fmt.Errorf("apply runtime classes: %v\n%s", err, out)
+	}
+	if out, err := kubectlRun("create", "namespace", sandboxNamespace); err != nil {
+		return fmt.Errorf("create namespace %s: %v\n%s", sandboxNamespace, err, out)
 	}
 	out, err := kubectlRun("apply", "-k", ".")
 	cluster.applied = out
@@ -167,6 +172,10 @@ func TestApplyBase(t *testing.T) {
 		"cronjob.batch/sandprobe", "validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-sandbox-runtime",
 		"validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-runner-scope",
+		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-runner-scope",
+		"validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-created-by",
+		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-created-by",
+		"role.rbac.authorization.k8s.io/sandprobe-probe", "rolebinding.rbac.authorization.k8s.io/sandprobe-probe",
 		"prometheusrule.monitoring.coreos.com/sandprobe",
 	} {
 		if !strings.Contains(cluster.applied, want+" ") {

@@ -20,22 +20,18 @@ import (
 // policy, and make e2e's overlay with the lab's.
 var kustomizations = []struct {
 	dir, policy, admission string
+	// rbac is the file holding the rendered sandbox-namespace RBAC; "" when
+	// the kustomization takes the base's.
+	rbac string
 }{
-	{dir: ".", policy: "policy.yaml", admission: "admission.yaml"},
+	{dir: ".", policy: "policy.yaml", admission: "admission.yaml", rbac: "components/sandbox-namespaces/rbac.yaml"},
 	{dir: "../hack/e2e/overlay", policy: "../hack/e2e/overlay/policy.yaml", admission: "../hack/e2e/overlay/admission.yaml"},
 }
 
 // renderAdmission runs `sandprobe render --format admission`.
 func renderAdmission(t *testing.T, policyFile string) []byte {
 	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(testenv.Binary(t), "render", "--format", "admission", "--policy", policyFile)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sandprobe render --format admission --policy %s: %v\n%s", policyFile, err, stderr.String())
-	}
-	return out
+	return renderFormat(t, "admission", policyFile)
 }
 
 // documents splits a YAML stream into objects keyed "Kind namespace/name".
@@ -113,17 +109,84 @@ func TestKustomizeHoldsRender(t *testing.T) {
 			if len(want) != 3 {
 				t.Fatalf("render made %d objects, want the ConfigMap, the policy and its binding: %v", len(want), order)
 			}
-			for _, key := range order {
-				g, ok := got[key]
-				if !ok {
-					t.Errorf("%s: rendered, but not in kubectl kustomize %s (go test ./manifests -update)", key, k.dir)
-					continue
-				}
-				for _, d := range contains(g, want[key], key) {
-					t.Errorf("%s (go test ./manifests -update)", d)
+			holds(t, k.dir, got, want, order)
+		})
+	}
+}
+
+// TestKustomizeHoldsRBAC: the runner's rights in the sandbox namespaces
+// that `sandprobe render --format rbac` makes of a kustomization's policy
+// are in what the kustomization builds, field for field, and it grants
+// them in no other namespace. With -update, the base's component is
+// rewritten from render first.
+func TestKustomizeHoldsRBAC(t *testing.T) {
+	for _, k := range kustomizations {
+		t.Run(k.dir, func(t *testing.T) {
+			rendered := renderFormat(t, "rbac", k.policy)
+			if *update && k.rbac != "" {
+				writeRendered(t, k.rbac, rendered)
+			}
+			p, _, err := policy.LoadFile(k.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, order := documents(t, rendered)
+			got, gotOrder := documents(t, kustomize(t, k.dir))
+			if len(want) != 2*len(p.Spec.Namespaces) {
+				t.Fatalf("render made %v for namespaces %v, want a Role and a RoleBinding each", order, p.Spec.Namespaces)
+			}
+			holds(t, k.dir, got, want, order)
+			for _, key := range gotOrder {
+				if strings.HasSuffix(key, "/sandprobe-probe") {
+					if _, ok := want[key]; !ok {
+						t.Errorf("%s: built by kubectl kustomize %s, but the policy's namespaces are %v", key, k.dir, p.Spec.Namespaces)
+					}
 				}
 			}
 		})
+	}
+}
+
+// holds reports every rendered object (want, in order) that the built ones
+// (got) lack or hold differently.
+func holds(t *testing.T, dir string, got, want map[string]map[string]any, order []string) {
+	t.Helper()
+	for _, key := range order {
+		g, ok := got[key]
+		if !ok {
+			t.Errorf("%s: rendered, but not in kubectl kustomize %s (go test ./manifests -update)", key, dir)
+			continue
+		}
+		for _, d := range contains(g, want[key], key) {
+			t.Errorf("%s (go test ./manifests -update)", d)
+		}
+	}
+}
+
+// renderFormat runs `sandprobe render --format FORMAT`.
+func renderFormat(t *testing.T, format, policyFile string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(testenv.Binary(t), "render", "--format", format, "--policy", policyFile)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sandprobe render --format %s --policy %s: %v\n%s", format, policyFile, err, stderr.String())
+	}
+	return out
+}
+
+// writeRendered keeps the file's leading comment and replaces the rest with
+// what render printed.
+func writeRendered(t *testing.T, path string, rendered []byte) {
+	t.Helper()
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(old), "---\n")
+	if err := os.WriteFile(path, append([]byte(header), rendered...), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -167,10 +230,12 @@ func TestBasePolicyIsTheReference(t *testing.T) {
 }
 
 // TestE2EPolicyIsTheLabPolicy: make e2e probes the lab with the lab
-// policy's egress, selector and sandbox constraints; only what a pod needs
-// differs (runtime class, a tool in the image, where the CA is, and no
-// failure flavour pinned for IPv6 targets: the test cluster's pod network is
-// IPv4 only, so every IPv6 destination is unreachable from a pod).
+// policy's allow-list, proxy, resolver, metadata stand-in, must-fail hosts,
+// selector and sandbox constraints. Only what the test cluster differs in
+// may differ: the runtime class, a tool in the image, where the CA is, and
+// the must-fail addresses: the lab's IPv4 addresses only (the pod network
+// has no IPv6, and a control vantage can prove a deny only towards a live
+// listener), each pinned to whatever the NetworkPolicy engine does.
 func TestE2EPolicyIsTheLabPolicy(t *testing.T) {
 	lab, _, err := policy.LoadFile("../fixtures/lab-policy.yaml")
 	if err != nil {
@@ -185,7 +250,22 @@ func TestE2EPolicyIsTheLabPolicy(t *testing.T) {
 	}
 	le, ee := lab.Spec.Egress, e2e.Spec.Egress
 	le.CAFile, ee.CAFile = "", ""
-	le.MustFail.IPs, ee.MustFail.IPs = unpinIPv6(le.MustFail.IPs), unpinIPv6(ee.MustFail.IPs)
+	labIPv4 := map[string]bool{}
+	for _, tg := range le.MustFail.IPs {
+		if ip := net.ParseIP(tg.Target); ip != nil && ip.To4() != nil {
+			labIPv4[tg.Target] = true
+		}
+	}
+	for i, tg := range ee.MustFail.IPs {
+		if !labIPv4[tg.Target] {
+			t.Errorf("spec.egress.mustFail.ips[%d] of the e2e policy (%s) is not one of the lab policy's IPv4 addresses", i, tg.Target)
+		}
+	}
+	le.MustFail.IPs, ee.MustFail.IPs = nil, nil
+	le.MustFail.Hosts, ee.MustFail.Hosts = unpinned(le.MustFail.Hosts), unpinned(ee.MustFail.Hosts)
+	// The same IPv4-only rule for the hosts' declared addresses and the
+	// metadata stand-ins.
+	le.Metadata.Addresses, ee.Metadata.Addresses = ipv4Only(le.Metadata.Addresses), ipv4Only(ee.Metadata.Addresses)
 	for _, c := range []struct {
 		what     string
 		lab, e2e any
@@ -205,18 +285,25 @@ func TestE2EPolicyIsTheLabPolicy(t *testing.T) {
 	}
 }
 
-// unpinIPv6 drops the expected failure class of IPv6 targets.
-func unpinIPv6(targets []policy.Target) []policy.Target {
+// unpinned drops the expected failure class: the lab and the cluster's
+// engine stop the same destinations in different ways. It keeps only the
+// IPv4 addresses a host declares (the pod network has no IPv6).
+func unpinned(targets []policy.Target) []policy.Target {
 	out := make([]policy.Target, len(targets))
 	for i, t := range targets {
-		host := strings.Trim(t.Target, "[]")
-		if h, _, err := net.SplitHostPort(t.Target); err == nil {
-			host = h
-		}
-		if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-			t.Expect = ""
-		}
+		t.Expect = ""
+		t.Addresses = ipv4Only(t.Addresses)
 		out[i] = t
+	}
+	return out
+}
+
+func ipv4Only(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil && ip.To4() != nil {
+			out = append(out, a)
+		}
 	}
 	return out
 }

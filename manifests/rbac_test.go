@@ -15,6 +15,8 @@ const (
 	serviceAccountUser = "system:serviceaccount:sandprobe-system:sandprobe"
 	ownNamespace       = "sandprobe-system"
 	allNamespaces      = ""
+	// sandboxNamespace is the reference policy's spec.namespaces.
+	sandboxNamespace = "sandboxes"
 )
 
 var serviceAccountGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ownNamespace, "system:authenticated"}
@@ -52,10 +54,12 @@ func TestRBACServiceAccountCan(t *testing.T) {
 		{verb: "list", resource: "pods", namespace: ownNamespace, why: "runner: sweep leftover probe pods by label"},
 		{verb: "delete", resource: "pods", namespace: ownNamespace, why: "runner: remove the probe pod and leftovers"},
 		{verb: "get", resource: "pods", subresource: "log", namespace: ownNamespace, why: "runner: read the probe's verdict"},
-		{verb: "create", resource: "configmaps", namespace: ownNamespace, why: "runner: this run's policy, for its probe pods"},
-		{verb: "delete", resource: "configmaps", namespace: ownNamespace, why: "runner: remove this run's policy ConfigMap"},
-		{verb: "list", resource: "configmaps", namespace: ownNamespace, why: "runner: sweep leftover policy ConfigMaps by label"},
 		{verb: "list", resource: "events", namespace: ownNamespace, why: "runner: why a probe pod never started"},
+		{verb: "create", resource: "pods", namespace: sandboxNamespace, why: "runner: the probe pod stands where the sandboxes stand (narrowed to probe pods by sandprobe-runner-scope)"},
+		{verb: "delete", resource: "pods", namespace: sandboxNamespace, why: "runner: remove its probe pod (narrowed to the pods it created by sandprobe-runner-scope)"},
+		{verb: "watch", resource: "pods", namespace: sandboxNamespace, why: "runner: wait for its probe pod to end (cluster-wide, for drift too)"},
+		{verb: "list", resource: "pods", namespace: sandboxNamespace, why: "runner: sweep leftover probe pods by label"},
+		{verb: "list", resource: "events", namespace: sandboxNamespace, why: "runner: why a probe pod never started"},
 		{verb: "list", resource: "pods", namespace: allNamespaces, why: "drift: every sandbox pod, page by page"},
 		{verb: "watch", resource: "pods", namespace: allNamespaces, why: "drift"},
 		{verb: "list", resource: "pods", namespace: "sandboxes", why: "drift: the policy's namespaces"},
@@ -67,6 +71,7 @@ func TestRBACServiceAccountCan(t *testing.T) {
 		{verb: "list", group: "agents.x-k8s.io", resource: "sandboxes", namespace: allNamespaces, why: "drift: Agent Sandbox objects"},
 		{verb: "watch", group: "agents.x-k8s.io", resource: "sandboxes", namespace: allNamespaces, why: "drift"},
 		{verb: "list", resource: "nodes", why: "runner --per-node: the nodes that host sandboxes"},
+		{verb: "create", group: "authentication.k8s.io", resource: "selfsubjectreviews", why: "runner: its own user name, for sandprobe.dev/created-by (every authenticated user may)"},
 		{verb: "get", resource: "nodes", name: "worker-1", why: "runner: status.nodeInfo.kernelVersion for the runtime check"},
 	}
 	client := appliedBase(t)
@@ -93,18 +98,27 @@ func TestRBACServiceAccountCannot(t *testing.T) {
 		{verb: "get", resource: "secrets", namespace: "sandboxes", name: "broker", why: "a sandbox's credentials"},
 		{verb: "create", resource: "pods", namespace: "default", why: "pods outside its namespace"},
 		{verb: "create", resource: "pods", namespace: "kube-system", why: "pods with kube-system's service accounts"},
-		{verb: "create", resource: "pods", namespace: "sandboxes", why: "pods next to the sandboxes"},
+		{verb: "create", resource: "pods", namespace: "other-team", why: "pods in a namespace outside spec.namespaces"},
 		{verb: "create", resource: "pods", namespace: allNamespaces, why: "pods anywhere"},
-		{verb: "delete", resource: "pods", namespace: "sandboxes", why: "killing sandboxes"},
+		{verb: "delete", resource: "pods", namespace: "other-team", why: "killing pods outside the sandbox namespaces"},
 		{verb: "delete", resource: "pods", namespace: allNamespaces, why: "killing any pod"},
+		{verb: "deletecollection", resource: "pods", namespace: sandboxNamespace, why: "killing every sandbox at once"},
+		{verb: "update", resource: "pods", namespace: sandboxNamespace, why: "relabelling a sandbox out of its policies"},
+		{verb: "patch", resource: "pods", namespace: sandboxNamespace, why: "relabelling a sandbox out of its policies"},
+		{verb: "create", resource: "pods", subresource: "eviction", namespace: sandboxNamespace, why: "evicting sandboxes"},
+		{verb: "create", resource: "configmaps", namespace: ownNamespace, why: "nothing needs it: the policy travels in the pod's annotation"},
+		{verb: "delete", resource: "configmaps", namespace: ownNamespace, why: "deleting sandprobe-policy"},
+		{verb: "list", resource: "configmaps", namespace: ownNamespace, why: "reading configuration"},
+		{verb: "list", resource: "configmaps", namespace: sandboxNamespace, why: "reading the sandboxes' configuration"},
+		{verb: "get", resource: "secrets", namespace: sandboxNamespace, why: "the sandboxes' secrets"},
 		{verb: "deletecollection", resource: "pods", namespace: ownNamespace, why: "mass deletion it never needs"},
 		{verb: "get", resource: "pods", namespace: "sandboxes", why: "get is only for its own probe pods (drift lists)"},
-		{verb: "get", resource: "pods", subresource: "log", namespace: "sandboxes", why: "reading sandboxes' logs"},
+		{verb: "get", resource: "pods", subresource: "log", namespace: sandboxNamespace, why: "reading sandboxes' logs (the probe's result comes from its termination message)"},
+		{verb: "create", resource: "pods", subresource: "exec", namespace: sandboxNamespace, why: "exec into sandboxes"},
 		{verb: "update", resource: "pods", namespace: ownNamespace, why: "changing a probe pod after the fact"},
 		{verb: "patch", resource: "pods", namespace: ownNamespace, why: "changing a probe pod after the fact"},
 		{verb: "create", resource: "pods", subresource: "exec", namespace: ownNamespace, why: "exec into pods"},
 		{verb: "get", resource: "pods", subresource: "exec", namespace: ownNamespace, why: "exec into pods (websocket)"},
-		{verb: "create", resource: "pods", subresource: "exec", namespace: "sandboxes", why: "exec into sandboxes"},
 		{verb: "create", resource: "pods", subresource: "attach", namespace: ownNamespace, why: "attach to pods"},
 		{verb: "create", resource: "pods", subresource: "portforward", namespace: ownNamespace, why: "port-forward into pods"},
 		{verb: "patch", resource: "pods", subresource: "ephemeralcontainers", namespace: ownNamespace, why: "debug containers"},
@@ -134,11 +148,15 @@ func TestRBACServiceAccountCannot(t *testing.T) {
 		{verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles", name: "cluster-admin", why: "binding cluster-admin"},
 		{verb: "update", group: "rbac.authorization.k8s.io", resource: "roles", namespace: ownNamespace, name: "sandprobe-runner", why: "widening its own role"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ownNamespace, why: "granting itself more"},
+		{verb: "update", group: "rbac.authorization.k8s.io", resource: "roles", namespace: sandboxNamespace, name: "sandprobe-probe", why: "widening its rights next to the sandboxes"},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: sandboxNamespace, why: "granting itself more next to the sandboxes"},
+		{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies", name: "sandprobe-runner-scope", why: "switching off its own guard"},
+		{verb: "delete", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicybindings", name: "sandprobe-created-by", why: "switching off the creator check"},
 		{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies", name: "sandprobe-sandbox-runtime", why: "switching off the runtime-class guard"},
 		{verb: "delete", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicybindings", name: "sandprobe-sandbox-runtime", why: "switching off the runtime-class guard"},
 		{verb: "patch", resource: "namespaces", name: ownNamespace, why: "relaxing Pod Security on its own namespace"},
 		{verb: "create", group: "batch", resource: "jobs", namespace: ownNamespace, why: "running more than its schedule"},
-		{verb: "update", group: "batch", resource: "cronjobs", namespace: ownNamespace, name: "sandprobe", why: "changing its own command"},
+		{verb: "update", group: "batch", resource: "cronjobs", namespace: ownNamespace, name: "sandprobe", why: "changing its own command, or the images its guard allows"},
 		{verb: "create", group: "certificates.k8s.io", resource: "certificatesigningrequests", why: "obtaining credentials"},
 		{verb: "get", group: "node.k8s.io", resource: "runtimeclasses", name: "gvisor", why: "nothing needs it"},
 	}

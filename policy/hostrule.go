@@ -10,7 +10,9 @@ import (
 
 // HostRule is a parsed allowance host: an exact name, "*.domain" (every
 // subdomain at any depth, never the apex), "*" (anything), or an IP literal,
-// optionally with a port. Names are lower-cased and lose a trailing dot.
+// optionally with a port. Names are lower-cased (ASCII only) and lose one
+// trailing dot; a rule that would mean more than it says once normalised
+// ("*." is not "*") does not parse.
 type HostRule struct {
 	Host string // normalised; "*" or "*.example.com" for patterns
 	Port int    // 0 means any port
@@ -19,28 +21,55 @@ type HostRule struct {
 // ParseHostRule parses "api.example.com", "*.example.com:443", "*",
 // "10.0.0.1:80" or "[2001:db8::1]:443".
 func ParseHostRule(s string) (HostRule, error) {
-	host, port, err := splitHostPort(s)
+	raw, port, err := splitHostPort(s)
 	if err != nil {
 		return HostRule{}, err
 	}
-	host = NormalizeHost(host)
+	// net.SplitHostPort has already removed the brackets of "[h]:port".
+	bracketed := strings.HasPrefix(strings.TrimSpace(s), "[")
+	host := raw
+	if strings.HasPrefix(host, "[") {
+		var ok bool
+		if host, ok = strings.CutSuffix(host[1:], "]"); !ok {
+			return HostRule{}, fmt.Errorf("bad host %q: unbalanced '['", s)
+		}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return HostRule{}, fmt.Errorf("bad host %q: an address with a zone (%%%s) is not a destination a policy can allow", s, a.Zone())
+		}
+		if bracketed && !a.Is6() {
+			return HostRule{}, fmt.Errorf("bad host %q: brackets are for IPv6 addresses", s)
+		}
+		return HostRule{Host: host, Port: port}, nil
+	}
+	if bracketed {
+		return HostRule{}, fmt.Errorf("bad host %q: brackets are for IPv6 addresses", s)
+	}
+	name := lowerASCII(host)
+	if trimmed, ok := strings.CutSuffix(name, "."); ok {
+		// One trailing dot is the root of a fully qualified name and
+		// changes nothing, unless what is left is a bare wildcard or ends
+		// in another dot: "*." would otherwise become "*", every host.
+		if trimmed == "*" || trimmed == "" || strings.HasSuffix(trimmed, ".") {
+			return HostRule{}, fmt.Errorf("bad host pattern %q: the wildcard has no domain after it (write \"*\" to allow every host, or \"*.example.com\")", s)
+		}
+		name = trimmed
+	}
 	switch {
-	case host == "*":
-	case strings.HasPrefix(host, "*."):
-		if err := checkHostname(host[2:]); err != nil {
+	case name == "*":
+	case strings.HasPrefix(name, "*."):
+		if err := checkHostname(name[2:]); err != nil {
 			return HostRule{}, fmt.Errorf("bad wildcard %q: %w", s, err)
 		}
-	case strings.Contains(host, "*"):
+	case strings.Contains(name, "*"):
 		return HostRule{}, fmt.Errorf("bad host pattern %q: a wildcard is only allowed as the whole first label (\"*.example.com\") or alone (\"*\")", s)
 	default:
-		if _, err := netip.ParseAddr(host); err == nil {
-			break
-		}
-		if err := checkHostname(host); err != nil {
+		if err := checkHostname(name); err != nil {
 			return HostRule{}, fmt.Errorf("bad host %q: %w", s, err)
 		}
 	}
-	return HostRule{Host: host, Port: port}, nil
+	return HostRule{Host: name, Port: port}, nil
 }
 
 // String renders the rule back in its canonical form.
@@ -58,13 +87,22 @@ func (r HostRule) String() string {
 func (r HostRule) IsPattern() bool { return strings.HasPrefix(r.Host, "*") }
 
 // Matches reports whether a destination is covered by the rule. port 0 in
-// the query means "any port" and only matches a rule without a port.
+// the query means "any port" and only matches a rule without a port. The
+// destination must be an IP literal or a valid DNS name: anything else
+// (a space, a bracket, a non-ASCII letter that lower-cases to ASCII) never
+// matches. Case and one trailing dot never change the answer.
 func (r HostRule) Matches(host string, port int) bool {
 	if r.Port != 0 && r.Port != port {
 		return false
 	}
-	host = NormalizeHost(host)
-	if host == "" {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if b, err := netip.ParseAddr(r.Host); err == nil {
+			return a.Zone() == "" && a.Unmap() == b.Unmap()
+		}
+		return r.Host == "*" && a.Zone() == ""
+	}
+	name, ok := CanonicalName(host)
+	if !ok {
 		return false
 	}
 	switch {
@@ -72,16 +110,20 @@ func (r HostRule) Matches(host string, port int) bool {
 		return true
 	case strings.HasPrefix(r.Host, "*."):
 		suffix := r.Host[1:] // ".example.com"
-		return len(host) > len(suffix) && strings.HasSuffix(host, suffix)
+		return len(name) > len(suffix) && strings.HasSuffix(name, suffix)
 	default:
-		if a, err := netip.ParseAddr(host); err == nil {
-			if b, err := netip.ParseAddr(r.Host); err == nil {
-				return a.Unmap() == b.Unmap()
-			}
-			return false
-		}
-		return host == r.Host
+		return name == r.Host
 	}
+}
+
+// CanonicalName lower-cases a DNS name (ASCII only) and drops one trailing
+// dot; ok is false when the result is not a valid name.
+func CanonicalName(h string) (string, bool) {
+	name := strings.TrimSuffix(lowerASCII(h), ".")
+	if checkHostname(name) != nil {
+		return "", false
+	}
+	return name, true
 }
 
 // Covers reports whether every destination matched by o is also matched by r
@@ -105,12 +147,31 @@ func (r HostRule) Covers(o HostRule) bool {
 	}
 }
 
-// NormalizeHost lower-cases a name and drops one trailing dot.
+// NormalizeHost lower-cases a name (ASCII only: a non-ASCII letter must
+// not turn into an ASCII one), drops one trailing dot and IPv6 brackets.
+// It does not validate: callers check the result.
 func NormalizeHost(h string) string {
-	h = strings.ToLower(strings.TrimSpace(h))
+	h = lowerASCII(strings.TrimSpace(h))
 	h = strings.TrimSuffix(h, ".")
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	return h
+}
+
+// lowerASCII lower-cases A-Z only. strings.ToLower would map the Kelvin
+// sign (U+212A) to "k", letting a name that is not a DNS name match one.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 // Destination is a parsed must-fail target: a name, an address or a prefix,

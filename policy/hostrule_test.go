@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,17 @@ func TestHostRuleMatches(t *testing.T) {
 		{"[2001:db8::1]:443", "2001:db8::1", 443, true},
 		{"2001:db8::1", "2001:DB8:0::1", 443, true},
 		{"api.example.com", "", 443, false},
+		// Not a DNS name: never a match, whatever normalising would make of it.
+		{"d", "d ", 487, false},
+		{"d", " d", 487, false},
+		{"*", "a b", 443, false},
+		{"*", "", 443, false},
+		{"k.example.com", "\u212a.example.com", 443, false}, // the Kelvin sign lower-cases to "k"
+		{"api.example.com", "api.example.com..", 443, false},
+		{"api.example.com", "[api.example.com]", 443, false},
+		{"*.example.com", "-x.example.com", 443, false},
+		{"*.example.com", "x..example.com", 443, false},
+		{"10.0.0.1", "10.0.0.1%eth0", 80, false},
 	}
 	for _, c := range cases {
 		r, err := ParseHostRule(c.rule)
@@ -43,7 +55,9 @@ func TestHostRuleMatches(t *testing.T) {
 }
 
 func TestHostRuleRejects(t *testing.T) {
-	for _, bad := range []string{"", "api.*.com", "*example.com", "a..b", "-a.com", "a_b!.com", "x.com:0", "x.com:99999", "x.com:http", "**.com", strings.Repeat("a", 64) + ".com"} {
+	for _, bad := range []string{"", "api.*.com", "*example.com", "a..b", "-a.com", "a_b!.com", "x.com:0", "x.com:99999", "x.com:http", "**.com", strings.Repeat("a", 64) + ".com",
+		// Each of these would normalise to a rule broader than written.
+		"*.", "*.:443", "*..", ".", "..", "[*]", "[*]:443", "[api.example.com]", "[10.0.0.1]", "fe80::1%eth0", "\u212a.com", "a b.com"} {
 		if _, err := ParseHostRule(bad); err == nil {
 			t.Errorf("%q parsed without error", bad)
 		}
@@ -99,10 +113,13 @@ func TestParseDestination(t *testing.T) {
 	}
 }
 
+// FuzzHostRule: a rule never means more than it says, names that are not
+// DNS names never match, and case and a trailing dot never change an answer.
 func FuzzHostRule(f *testing.F) {
-	for _, s := range []string{"api.example.com", "*.github.com:443", "*", "10.0.0.1", "[::1]:80", "A.B.", "*.a"} {
+	for _, s := range []string{"api.example.com", "*.github.com:443", "*", "10.0.0.1", "[::1]:80", "A.B.", "*.a", "*.", "d"} {
 		f.Add(s, "api.github.com", 443)
 	}
+	f.Add("d", "d ", 487) // found by this fuzzer: "d " matched "d"
 	f.Fuzz(func(t *testing.T, rule, host string, port int) {
 		r, err := ParseHostRule(rule)
 		if err != nil {
@@ -113,21 +130,63 @@ func FuzzHostRule(f *testing.F) {
 		if err != nil || r2 != r {
 			t.Fatalf("%q -> %q -> %+v (%v)", rule, r.String(), r2, err)
 		}
+		// Never broader than written: the canonical host is the written one,
+		// lower-cased, less at most one trailing dot; "*" only from "*".
+		written, _, _ := splitHostPort(rule)
+		written = strings.TrimSuffix(strings.TrimPrefix(written, "["), "]")
+		lw := lowerASCII(written)
+		if r.Host != lw && r.Host+"." != lw {
+			if a, err := netip.ParseAddr(written); err != nil || a.String() != netip.MustParseAddr(r.Host).String() {
+				t.Fatalf("%q parsed to host %q, not what it says", rule, r.Host)
+			}
+		}
+		if r.Host == "*" && lw != "*" {
+			t.Fatalf("%q parsed to \"*\": one stray character allows every host", rule)
+		}
 		m := r.Matches(host, port)
-		// Case and a trailing dot never change the answer.
-		if r.Matches(strings.ToUpper(host)+".", port) != m && !strings.HasSuffix(host, ".") && strings.ToUpper(host) != host {
-			t.Fatalf("%s: case/trailing dot changed the answer for %q", r, host)
+		// A name that is not a DNS name (nor an address) never matches.
+		if _, ok := CanonicalName(host); !ok && m {
+			if _, err := netip.ParseAddr(host); err != nil {
+				t.Fatalf("%s matches %q, which is not a DNS name", r, host)
+			}
+		}
+		// Case and one trailing dot never change the answer.
+		if !strings.HasSuffix(host, ".") {
+			for _, v := range []string{strings.ToUpper(host), host + ".", strings.ToUpper(host) + ".", strings.ToLower(host)} {
+				if _, err := netip.ParseAddr(host); err == nil {
+					break // addresses have no case or trailing dot
+				}
+				if !isASCII(host) {
+					break // ToUpper/ToLower change non-ASCII names into other names
+				}
+				if r.Matches(v, port) != m {
+					t.Fatalf("%s: case/trailing dot changed the answer for %q (%v) vs %q (%v)", r, host, m, v, !m)
+				}
+			}
 		}
 		// A wildcard never matches its apex.
 		if strings.HasPrefix(r.Host, "*.") && r.Matches(r.Host[2:], r.Port) {
 			t.Fatalf("%s matches its apex", r)
 		}
-		// A rule covers itself.
+		// A rule covers itself, and what it covers it matches.
 		if !r.Covers(r) {
 			t.Fatalf("%s does not cover itself", r)
 		}
-		if _, err := ParseDestination(rule); err == nil {
-			_ = r
+		if o, err := ParseHostRule(host); err == nil && r.Covers(o) {
+			for _, n := range []string{o.Host, strings.TrimPrefix(o.Host, "*."), "x." + strings.TrimPrefix(o.Host, "*.")} {
+				if o.Matches(n, o.Port) && !r.Matches(n, o.Port) {
+					t.Fatalf("%s covers %s, which matches %q, but %s does not", r, o, n, r)
+				}
+			}
 		}
 	})
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -186,6 +187,9 @@ type Credential struct {
 type Egress struct {
 	// Proxy is the forward proxy every allowed connection goes through, if any.
 	Proxy string `json:"proxy,omitempty"`
+	// ProxyLocation says where the proxy runs, for the rendered egress
+	// policies: a NetworkPolicy cannot match the proxy's host name.
+	ProxyLocation *Location `json:"proxyLocation,omitempty"`
 	// CAFile is a PEM bundle the probe trusts in addition to the system roots
 	// (an internal CA, or a lab's).
 	CAFile   string         `json:"caFile,omitempty"`
@@ -285,6 +289,58 @@ type DNS struct {
 	// over UDP and TCP ("1.1.1.1" is port 53; "[2001:db8::53]:5353" names
 	// one); default: the must-fail IPs, port 53.
 	OutsideResolvers []string `json:"outsideResolvers,omitempty"`
+	// ResolverLocation says where the sandbox's resolver runs (port 53, UDP
+	// and TCP), for the rendered egress policies.
+	ResolverLocation *Location `json:"resolverLocation,omitempty"`
+}
+
+// Location is where a service the sandbox must reach runs, in the terms a
+// NetworkPolicy peer uses: pods (a namespace, optionally narrowed to the
+// pods a selector picks) or addresses (CIDRs). Exactly one of the two.
+type Location struct {
+	Namespace   string    `json:"namespace,omitempty"`
+	PodSelector *Selector `json:"podSelector,omitempty"`
+	CIDRs       []string  `json:"cidrs,omitempty"`
+}
+
+// Prefixes parses the location's CIDRs (a bare address is its own /32 or
+// /128); validation has refused any that do not parse.
+func (l *Location) Prefixes() []netip.Prefix {
+	if l == nil {
+		return nil
+	}
+	out := make([]netip.Prefix, 0, len(l.CIDRs))
+	for _, c := range l.CIDRs {
+		if p, err := parseLocationCIDR(c); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PodLabels are the location's pod selector labels (nil for every pod).
+func (l *Location) PodLabels() map[string]string {
+	if l == nil || l.PodSelector == nil {
+		return nil
+	}
+	return l.PodSelector.MatchLabels
+}
+
+// parseLocationCIDR accepts "10.0.0.0/8" or a bare address.
+func parseLocationCIDR(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an address", s)
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an address", s)
+	}
+	return p, nil
 }
 
 // Placement is the sandbox node pool: the probe pod is scheduled the same way.

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path"
 	"reflect"
@@ -311,6 +312,81 @@ func (e *Egress) validate(c *collector) {
 		if err := checkHostname(d); err != nil {
 			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())
 		}
+	}
+	if e.ProxyLocation != nil {
+		checkLocation(c, "spec.egress.proxyLocation", e.ProxyLocation)
+		switch ip, err := e.ProxyAddr(); {
+		case e.Proxy == "":
+			c.add("spec.egress.proxyLocation", "set without spec.egress.proxy: there is no proxy to locate")
+		case err == nil && len(e.ProxyLocation.CIDRs) > 0 && !anyContains(e.ProxyLocation.Prefixes(), ip):
+			c.add("spec.egress.proxyLocation.cidrs", fmt.Sprintf("none contains the proxy's address %s (spec.egress.proxy): the rendered policy would allow the wrong place", ip))
+		}
+	}
+	if e.DNS.ResolverLocation != nil {
+		checkLocation(c, "spec.egress.dns.resolverLocation", e.DNS.ResolverLocation)
+	}
+}
+
+// ProxyAddr is the proxy's address when spec.egress.proxy names one by
+// address rather than by name.
+func (e *Egress) ProxyAddr() (netip.Addr, error) {
+	u, err := url.Parse(e.Proxy)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return a.Unmap(), err
+}
+
+func anyContains(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLocation: exactly one form (pods or addresses), valid names and
+// labels, and CIDRs that are canonical and narrower than the whole internet
+// (a location is where one service runs, and the rendered rule opens it).
+func checkLocation(c *collector, pth string, l *Location) {
+	pods := l.Namespace != "" || l.PodSelector != nil
+	switch {
+	case pods && len(l.CIDRs) > 0:
+		c.add(pth, "give either namespace (and podSelector) or cidrs, not both: a location is pods or addresses")
+	case !pods && len(l.CIDRs) == 0:
+		c.add(pth, "empty: give namespace (and podSelector) for pods, or cidrs for addresses")
+	}
+	if pods {
+		switch {
+		case l.Namespace == "":
+			c.add(pth+".namespace", "required with podSelector: a pod selector alone would mean the sandbox's own namespace")
+		case !dns1123Label(l.Namespace):
+			c.add(pth+".namespace", fmt.Sprintf("%q is not a valid namespace name", l.Namespace))
+		}
+		if l.PodSelector != nil {
+			if len(l.PodSelector.MatchLabels) == 0 {
+				c.add(pth+".podSelector.matchLabels", "required: an empty selector means every pod of the namespace; leave podSelector out to say so")
+			}
+			checkLabels(c, pth+".podSelector.matchLabels", l.PodSelector.MatchLabels)
+		}
+	}
+	seen := map[netip.Prefix]bool{}
+	for i, s := range l.CIDRs {
+		cp := fmt.Sprintf("%s.cidrs[%d]", pth, i)
+		p, err := parseLocationCIDR(s)
+		switch {
+		case err != nil:
+			c.add(cp, err.Error())
+		case p.Masked() != p:
+			c.add(cp, fmt.Sprintf("%q has host bits set (did you mean %q?)", s, p.Masked()))
+		case p.Bits() == 0:
+			c.add(cp, fmt.Sprintf("%q is every address: a location is where one service runs", s))
+		case seen[p]:
+			c.add(cp, fmt.Sprintf("%q is listed twice", s))
+		}
+		seen[p] = true
 	}
 }
 

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -14,17 +15,11 @@ import (
 	"github.com/sandprobe/sandprobe/policy"
 )
 
-// Cluster DNS as most distributions label it.
-var (
-	dnsNamespace = "kube-system"
-	dnsPodLabels = map[string]string{"k8s-app": "kube-dns"}
-)
-
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // Reasons of the rules render adds on its own.
 const (
-	reasonDNS   = "cluster DNS: resolve the proxy and the allowed names (whether arbitrary names resolve is tested by the probe)"
+	reasonDNS   = "the declared resolver (spec.egress.dns.resolverLocation): resolve the proxy and the allowed names (whether arbitrary names resolve is tested by the probe)"
 	reasonProxy = "the declared egress proxy: every allowed connection goes through it"
 )
 
@@ -43,10 +38,12 @@ func Namespaces(p *policy.Policy, override string) []string {
 	return []string{"default"}
 }
 
-// NetworkPolicy renders the declared egress as a NetworkPolicy: cluster
-// DNS, the proxy, and every allowance given as an address. A NetworkPolicy
-// cannot name hosts, so name allowances without a proxy are listed in an
-// annotation and left to the CiliumNetworkPolicy.
+// NetworkPolicy renders the declared egress as a NetworkPolicy: the
+// declared resolver, the proxy where it runs, and every allowance given as
+// an address. A NetworkPolicy cannot name hosts, so name allowances without
+// a proxy (and a proxy known only by a host name) are listed in an
+// annotation and left to the CiliumNetworkPolicy; CheckEgress refuses to
+// print a NetworkPolicy with such gaps.
 func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
@@ -66,16 +63,21 @@ func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPoli
 		np.Spec.Egress = append(np.Spec.Egress, rule)
 	}
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	add(networkingv1.NetworkPolicyEgressRule{
-		To: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: dnsNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: dnsPodLabels},
-		}},
-		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: ptrPort(53)}, {Protocol: &tcp, Port: ptrPort(53)}},
-	}, reasonDNS)
+	if loc := p.Spec.Egress.DNS.ResolverLocation; loc != nil {
+		add(networkingv1.NetworkPolicyEgressRule{
+			To:    locationPeers(loc),
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: ptrPort(53)}, {Protocol: &tcp, Port: ptrPort(53)}},
+		}, reasonDNS)
+	}
 	var unexpressed []string
 	if host, port, ns, ok := proxyTarget(p); ok {
-		switch ip, err := netip.ParseAddr(host); {
+		ip, err := netip.ParseAddr(host)
+		switch loc := p.Spec.Egress.ProxyLocation; {
+		case loc != nil:
+			add(networkingv1.NetworkPolicyEgressRule{
+				To:    locationPeers(loc),
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptrPort(port)}},
+			}, reasonProxy)
 		case err == nil:
 			add(ipRule(ip, port), reasonProxy)
 		case ns != "":
@@ -101,6 +103,103 @@ func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPoli
 			": a NetworkPolicy cannot match host names; the CiliumNetworkPolicy allows them"
 	}
 	return np
+}
+
+// locationPeers are the NetworkPolicy peers of a declared location: its
+// namespace (narrowed to its pods' labels), or one ipBlock per CIDR.
+func locationPeers(loc *policy.Location) []networkingv1.NetworkPolicyPeer {
+	var peers []networkingv1.NetworkPolicyPeer
+	for _, pfx := range loc.Prefixes() {
+		peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: pfx.String()}})
+	}
+	if loc.Namespace != "" {
+		peer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: loc.Namespace}}}
+		if l := loc.PodLabels(); len(l) > 0 {
+			peer.PodSelector = &metav1.LabelSelector{MatchLabels: l}
+		}
+		peers = append(peers, peer)
+	}
+	return peers
+}
+
+// ciliumLocation is a declared location as a Cilium egress rule's peer:
+// toEndpoints for pods, toCIDR for addresses.
+func ciliumLocation(loc *policy.Location) map[string]any {
+	if loc.Namespace != "" {
+		sel := map[string]any{"k8s:io.kubernetes.pod.namespace": loc.Namespace}
+		for k, v := range loc.PodLabels() {
+			sel["k8s:"+k] = v
+		}
+		return map[string]any{"toEndpoints": []any{map[string]any{"matchLabels": sel}}}
+	}
+	var cidrs []any
+	for _, pfx := range loc.Prefixes() {
+		cidrs = append(cidrs, pfx.String())
+	}
+	return map[string]any{"toCIDR": cidrs}
+}
+
+// EgressKind is one kind of egress policy render writes.
+type EgressKind string
+
+// The egress policies render writes.
+const (
+	KindNetworkPolicy EgressKind = "networkpolicy"
+	KindCilium        EgressKind = "cilium"
+)
+
+// CheckEgress refuses egress policies that would cut a sandbox off from
+// what its own policy requires: a proxy or a resolver with no declared
+// location, and (in a NetworkPolicy) an allowance given by name without a
+// proxy. The error is one line naming each field.
+func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
+	e := &p.Spec.Egress
+	var problems []string
+	need := func(what string) { problems = append(problems, what) }
+	for _, kind := range kinds {
+		if kind != KindNetworkPolicy {
+			continue
+		}
+		if host, port, ns, ok := proxyTarget(p); ok && e.ProxyLocation == nil && ns == "" {
+			if _, err := netip.ParseAddr(host); err != nil {
+				need(fmt.Sprintf("spec.egress.proxyLocation: required: the proxy %s:%d is a host name, which a NetworkPolicy cannot match; say where it runs (namespace and podSelector, or cidrs)", host, port))
+			}
+		}
+		if e.Proxy == "" {
+			for i, a := range e.Allow {
+				if _, err := netip.ParseAddr(a.Host); err != nil {
+					need(fmt.Sprintf("spec.egress.allow[%d].host: %s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, allow its address, or render only the CiliumNetworkPolicy (--egress cilium)", i, a.Host))
+				}
+			}
+		}
+	}
+	if len(kinds) > 0 && e.DNS.ResolverLocation == nil {
+		if names := namesToResolve(p); len(names) > 0 {
+			need(fmt.Sprintf("spec.egress.dns.resolverLocation: required: the sandbox resolves %s, so its egress policy must allow its resolver; say where it runs (e.g. {namespace: kube-system, podSelector: {matchLabels: {k8s-app: kube-dns}}}, or cidrs)", strings.Join(names, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// namesToResolve are the names the sandbox itself must resolve: the
+// proxy's, or — without a proxy — every allowed name.
+func namesToResolve(p *policy.Policy) []string {
+	if host, _, _, ok := proxyTarget(p); ok {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return []string{host}
+		}
+		return nil
+	}
+	var out []string
+	for _, a := range p.Spec.Egress.Allow {
+		if _, err := netip.ParseAddr(a.Host); err != nil {
+			out = append(out, a.Host)
+		}
+	}
+	return out
 }
 
 func ipRule(ip netip.Addr, port int) networkingv1.NetworkPolicyEgressRule {
@@ -150,21 +249,23 @@ func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
 			dnsNames = append(dnsNames, fqdnSelector(a.Host))
 		}
 	}
-	dnsRule := map[string]any{
-		"toEndpoints": []any{map[string]any{"matchLabels": map[string]any{
-			"k8s:io.kubernetes.pod.namespace": dnsNamespace, "k8s:k8s-app": dnsPodLabels["k8s-app"],
-		}}},
-		"toPorts": []any{map[string]any{
+	if loc := p.Spec.Egress.DNS.ResolverLocation; loc != nil {
+		dnsRule := ciliumLocation(loc)
+		dnsRule["toPorts"] = []any{map[string]any{
 			"ports": []any{map[string]any{"port": "53", "protocol": "ANY"}},
 			"rules": map[string]any{"dns": dnsNames},
-		}},
+		}}
+		if len(dnsNames) == 0 {
+			delete(dnsRule["toPorts"].([]any)[0].(map[string]any), "rules")
+		}
+		add(dnsRule, reasonDNS)
 	}
-	if len(dnsNames) == 0 {
-		delete(dnsRule["toPorts"].([]any)[0].(map[string]any), "rules")
-	}
-	add(dnsRule, reasonDNS)
 	if hasProxy {
 		switch ip, err := netip.ParseAddr(host); {
+		case p.Spec.Egress.ProxyLocation != nil:
+			rule := ciliumLocation(p.Spec.Egress.ProxyLocation)
+			rule["toPorts"] = toPorts(port, "TCP")
+			add(rule, reasonProxy)
 		case err == nil:
 			add(map[string]any{"toCIDR": []any{netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}, "toPorts": toPorts(port, "TCP")}, reasonProxy)
 		case ns != "":

@@ -48,7 +48,16 @@ const (
 	LabelPolicy    = "sandprobe.dev/policy"
 	// AnnotationReasonPrefix + "egress.N" holds the reason of egress rule N.
 	AnnotationReasonPrefix = "sandprobe.dev/reason."
+	// AnnotationPolicy carries the policy file, as written, on a probe pod
+	// whose options set PolicyInline; a downward-API volume hands it to
+	// the probe at PolicyDir/PolicyKey.
+	AnnotationPolicy = "sandprobe.dev/policy"
 )
+
+// MaxInlinePolicy bounds a policy carried in an annotation: the API server
+// refuses more than 256 KiB of annotations per object, and the pod's other
+// annotations need room too.
+const MaxInlinePolicy = 128 << 10
 
 // ProbePodOptions tune the probe pod; the zero value renders a manifest.
 type ProbePodOptions struct {
@@ -60,7 +69,11 @@ type ProbePodOptions struct {
 	// PolicyConfigMap holds the policy under key policy.yaml; default
 	// sandprobe-policy-<policy>.
 	PolicyConfigMap string
-	Nonce           string
+	// PolicyInline, when set, is the policy file itself: the pod carries it
+	// in annotation AnnotationPolicy and mounts it through the downward API,
+	// so it needs no ConfigMap (nor the right to create one) in its namespace.
+	PolicyInline []byte
+	Nonce        string
 	// NodeName pins the probe to one node (one probe per node).
 	NodeName string
 	// Labels are added to the selector's labels (a run id, for sweeping).
@@ -191,11 +204,18 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &q}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: w})
 	}
+	policyVolume := corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: opts.PolicyConfigMap},
+		Items:                []corev1.KeyToPath{{Key: PolicyKey, Path: PolicyKey}},
+	}}
+	if opts.PolicyInline != nil {
+		pod.Annotations[AnnotationPolicy] = string(opts.PolicyInline)
+		policyVolume = corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: PolicyKey, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationPolicy + "']"}}},
+		}}
+	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
-		corev1.Volume{Name: "sandprobe-policy", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: opts.PolicyConfigMap},
-			Items:                []corev1.KeyToPath{{Key: PolicyKey, Path: PolicyKey}},
-		}}},
+		corev1.Volume{Name: "sandprobe-policy", VolumeSource: policyVolume},
 		// The probe reads its own labels to prove it carries the sandbox's.
 		corev1.Volume{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}},

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -10,17 +11,26 @@ import (
 	"github.com/sandprobe/sandprobe/policy"
 )
 
-// Manifests are everything `sandprobe render` prints for Kubernetes.
-func Manifests(p *policy.Policy, raw []byte, opts ProbePodOptions, namespace string) []any {
+// Manifests are everything `sandprobe render` prints for Kubernetes: the
+// policy ConfigMap, the probe pod and the egress policies of the kinds
+// given (both when none is).
+func Manifests(p *policy.Policy, raw []byte, opts ProbePodOptions, namespace string, kinds ...EgressKind) []any {
 	if namespace != "" {
 		opts.Namespace = namespace
 	}
-	out := []any{PolicyConfigMap(p, raw, opts), ProbePod(p, opts)}
-	for _, ns := range Namespaces(p, namespace) {
-		out = append(out, NetworkPolicy(p, ns))
+	if len(kinds) == 0 {
+		kinds = []EgressKind{KindNetworkPolicy, KindCilium}
 	}
-	for _, ns := range Namespaces(p, namespace) {
-		out = append(out, CiliumNetworkPolicy(p, ns))
+	out := []any{PolicyConfigMap(p, raw, opts), ProbePod(p, opts)}
+	if slices.Contains(kinds, KindNetworkPolicy) {
+		for _, ns := range Namespaces(p, namespace) {
+			out = append(out, NetworkPolicy(p, ns))
+		}
+	}
+	if slices.Contains(kinds, KindCilium) {
+		for _, ns := range Namespaces(p, namespace) {
+			out = append(out, CiliumNetworkPolicy(p, ns))
+		}
 	}
 	return out
 }

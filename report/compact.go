@@ -1,9 +1,103 @@
 package report
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 )
+
+// GzipPrefix marks a termination message that holds the whole result,
+// gzip-compressed and base64-encoded, instead of its compact JSON form.
+const GzipPrefix = "sandprobe/gzip+base64:"
+
+// maxDecoded bounds what a compressed termination message may expand to.
+const maxDecoded = 4 << 20
+
+// TerminationMessage is what the probe leaves in its termination message,
+// the first of these that fits in limit bytes: the whole result,
+// gzip-compressed and base64-encoded behind GzipPrefix (a result of some 60
+// findings with their attempt evidence is ~26 KB of JSON, ~4.6 KB so
+// encoded); the same with the passes' texts dropped (Compact, ~2.7 KB);
+// with their attempt evidence dropped too (~1.2 KB); else the compact JSON
+// form, which keeps only the non-passing findings. In a sandbox namespace
+// the runner reads nothing else: it may not read the logs of pods there,
+// which would be every sandbox's log too. Every pass stays in the first
+// three, so the metrics keep one series per checked destination.
+func (p ProbeResult) TerminationMessage(limit int) ([]byte, error) {
+	lean := p
+	lean.Compact = true
+	lean.Findings = make([]Finding, len(p.Findings))
+	for i, f := range p.Findings {
+		if f.Status == Pass {
+			f.Expected, f.Actual, f.Evidence, f.Fix, f.Seconds = "", "", "", "", 0
+		}
+		lean.Findings[i] = f
+	}
+	leaner := lean
+	leaner.Findings = make([]Finding, len(lean.Findings))
+	for i, f := range lean.Findings {
+		if f.Status == Pass {
+			f.Attempt = nil
+		}
+		leaner.Findings[i] = f
+	}
+	for _, r := range []ProbeResult{p, lean, leaner} {
+		msg, ok, err := gzipMessage(r, limit)
+		if err != nil || ok {
+			return msg, err
+		}
+	}
+	return p.CompactJSON(limit)
+}
+
+// gzipMessage encodes a result behind GzipPrefix; ok is false when that
+// does not fit in limit bytes.
+func gzipMessage(r ProbeResult, limit int) ([]byte, bool, error) {
+	full, err := json.Marshal(r)
+	if err != nil {
+		return nil, false, err
+	}
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(full)
+	if err := zw.Close(); err != nil {
+		return nil, false, err
+	}
+	if len(GzipPrefix)+base64.StdEncoding.EncodedLen(gz.Len()) > limit {
+		return nil, false, nil
+	}
+	return []byte(GzipPrefix + base64.StdEncoding.EncodeToString(gz.Bytes())), true, nil
+}
+
+// DecodeTerminationMessage returns the JSON document a termination message
+// holds: a compressed whole result, decoded, or the message itself. ok is
+// false when it was compressed but cannot be decoded.
+func DecodeTerminationMessage(msg string) (doc []byte, compressed bool, err error) {
+	enc, ok := strings.CutPrefix(strings.TrimSpace(msg), GzipPrefix)
+	if !ok {
+		return []byte(msg), false, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return nil, true, fmt.Errorf("decode the compressed result: %w", err)
+	}
+	if len(out) > maxDecoded {
+		return nil, true, fmt.Errorf("the compressed result expands past %d bytes", maxDecoded)
+	}
+	return out, true, nil
+}
 
 // CompactJSON shortens a probe result to fit limit bytes of JSON (a Kubernetes
 // termination message holds 4 KiB). It keeps every non-passing finding,

@@ -89,14 +89,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		up: prometheus.NewDesc(MetricUp,
 			"1 when the last run could check the sandboxes (exit 0 or 1), 0 when it could not (exit 3).", nil, nil),
 		checkSuccess: prometheus.NewDesc(MetricCheckSuccess,
-			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node where the probe ran.",
-			[]string{"check", "target", "node"}, nil),
+			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node and namespace where the probe ran.",
+			[]string{"check", "target", "node", "namespace"}, nil),
 		egressOpen: prometheus.NewDesc(MetricEgressUnexpectedOpen,
-			"Destinations that must fail (hosts, IPs, the metadata address, around the proxy, DNS names) but answered in the last run, per probe location.",
-			[]string{"node"}, nil),
+			"Destinations that must fail (hosts, IPs, the metadata address, around the proxy, DNS names) but answered in the last run, per probe location (node and sandbox namespace).",
+			[]string{"node", "namespace"}, nil),
 		egressUnreachable: prometheus.NewDesc(MetricEgressAllowedUnreachable,
-			"Allowed egress destinations that did not answer in the last run, per probe location.",
-			[]string{"node"}, nil),
+			"Allowed egress destinations that did not answer in the last run, per probe location (node and sandbox namespace).",
+			[]string{"node", "namespace"}, nil),
 		drift: prometheus.NewDesc(MetricDriftFindings,
 			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
 			[]string{"rule", "namespace"}, nil),
@@ -222,11 +222,20 @@ func seriesFor(run Run, now time.Time) *runSeries {
 		s.up = 1
 	}
 
-	type checkKey struct{ check, target, node string }
-	type checkNode struct{ check, node string }
+	// where is a probe location: its node and, on Kubernetes, the sandbox
+	// namespace it stood in.
+	type where struct{ node, ns string }
+	type checkKey struct {
+		check, target string
+		where
+	}
+	type checkNode struct {
+		check string
+		where
+	}
 	checks := map[checkKey]float64{}
 	targets := map[checkNode]map[string]bool{}
-	open, unreachable := map[string]float64{}, map[string]float64{}
+	open, unreachable := map[where]float64{}, map[where]float64{}
 	drift := map[[2]string]float64{}
 
 	for _, f := range run.Findings {
@@ -239,7 +248,7 @@ func seriesFor(run Run, now time.Time) *runSeries {
 			}
 			continue
 		}
-		node := labelValue(NodeLabel(f.Target))
+		node := where{labelValue(NodeLabel(f.Target)), labelValue(f.Namespace)}
 		if Area(f.Check) == "egress" {
 			open[node] += 0
 			unreachable[node] += 0
@@ -270,7 +279,7 @@ func seriesFor(run Run, now time.Time) *runSeries {
 	// Fold the checks whose subjects came out unbounded into one series each.
 	bounded := make(map[checkKey]float64, len(checks))
 	for k, v := range checks {
-		if len(targets[checkNode{k.check, k.node}]) > maxTargetsPerCheck {
+		if len(targets[checkNode{k.check, k.where}]) > maxTargetsPerCheck {
 			k.target = ""
 		}
 		if old, ok := bounded[k]; !ok || v < old {
@@ -278,13 +287,13 @@ func seriesFor(run Run, now time.Time) *runSeries {
 		}
 	}
 	for k, v := range bounded {
-		s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node}, v})
+		s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns}, v})
 	}
-	for node, v := range open {
-		s.egressOpen = append(s.egressOpen, labelled{[]string{node}, v})
+	for w, v := range open {
+		s.egressOpen = append(s.egressOpen, labelled{[]string{w.node, w.ns}, v})
 	}
-	for node, v := range unreachable {
-		s.egressUnreachable = append(s.egressUnreachable, labelled{[]string{node}, v})
+	for w, v := range unreachable {
+		s.egressUnreachable = append(s.egressUnreachable, labelled{[]string{w.node, w.ns}, v})
 	}
 	for k, v := range drift {
 		s.drift = append(s.drift, labelled{[]string{k[0], k[1]}, v})
@@ -312,9 +321,16 @@ func UnexpectedlyOpen(f Finding) bool {
 }
 
 // NodeLabel is the value of the node label for a finding's target: the node
-// name for "node/NAME", the whole target otherwise ("local/sandbox",
-// "image/REF", or the backend for a probe that never reported).
+// name for "node/NAME" and "namespace/NS/node/NAME" (the kube backend's,
+// whose namespace is the finding's Namespace), the whole target otherwise
+// ("local/sandbox", "image/REF", "namespace/NS" for a probe pod that never
+// got a node, or the backend for a probe that never reported).
 func NodeLabel(target string) string {
+	if rest, ok := strings.CutPrefix(target, "namespace/"); ok {
+		if _, node, ok := strings.Cut(rest, "/node/"); ok {
+			return node
+		}
+	}
 	if n, ok := strings.CutPrefix(target, "node/"); ok {
 		return n
 	}

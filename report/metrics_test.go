@@ -112,7 +112,7 @@ const absent = -1
 
 func TestMetricsSeries(t *testing.T) {
 	cs := func(check, target, node string) string {
-		return fmt.Sprintf("sandprobe_check_success{check=%q,node=%q,target=%q}", check, node, target)
+		return fmt.Sprintf("sandprobe_check_success{check=%q,namespace=\"\",node=%q,target=%q}", check, node, target)
 	}
 	manyEnv := Run{Policy: "p", Version: "v"}
 	for i := range maxTargetsPerCheck + 1 {
@@ -130,8 +130,8 @@ func TestMetricsSeries(t *testing.T) {
 			cs("caps.sets", "CapBnd", "worker-1"):                                            1,
 			cs("egress.allowed", "api.anthropic.com:443", "worker-1"):                        1,
 			cs("tools.run", "chromium", "worker-1"):                                          absent, // skipped: not evaluated
-			`sandprobe_egress_unexpected_open{node="worker-1"}`:                              0,
-			`sandprobe_egress_allowed_unreachable{node="worker-1"}`:                          0,
+			`sandprobe_egress_unexpected_open{namespace="",node="worker-1"}`:                 0,
+			`sandprobe_egress_allowed_unreachable{namespace="",node="worker-1"}`:             0,
 			`sandprobe_drift_findings{namespace="sandboxes",rule="drift.pod.runtime-class"}`: 0,
 			cs("drift.pod.runtime-class", "", "pod/sandboxes/a"):                             absent, // drift never names pods
 			"sandprobe_sandboxes_scanned":                                                    12,
@@ -154,9 +154,9 @@ func TestMetricsSeries(t *testing.T) {
 			cs("probe.run", "deadline-exceeded", "worker-3"):           0,
 			cs("probe.result", "", "worker-2"):                         0,
 			// metadata answered + a DNS name resolved; the inconclusive must-fail is not "open".
-			`sandprobe_egress_unexpected_open{node="worker-1"}`:                              2,
-			`sandprobe_egress_allowed_unreachable{node="worker-1"}`:                          1,
-			`sandprobe_egress_unexpected_open{node="local/sandbox"}`:                         absent,
+			`sandprobe_egress_unexpected_open{namespace="",node="worker-1"}`:                 2,
+			`sandprobe_egress_allowed_unreachable{namespace="",node="worker-1"}`:             1,
+			`sandprobe_egress_unexpected_open{namespace="",node="local/sandbox"}`:            absent,
 			`sandprobe_drift_findings{namespace="sandboxes",rule="drift.pod.runtime-class"}`: 2,
 			`sandprobe_drift_findings{namespace="team-a",rule="drift.netpol.egress-open"}`:   1,
 			`sandprobe_drift_findings{namespace="",rule="drift.docker.cap-drop"}`:            1,
@@ -168,8 +168,19 @@ func TestMetricsSeries(t *testing.T) {
 			{Check: "egress.proxy-bypass", Subject: "example.com:80", Target: "node/n", Status: Fail, Class: "answered"},
 		}}, map[string]float64{
 			"sandprobe_up": 1,
-			`sandprobe_egress_unexpected_open{node="n"}`: 1,
-			cs("egress.must-fail", "1.1.1.1:443", "n"):   0,
+			`sandprobe_egress_unexpected_open{namespace="",node="n"}`: 1,
+			cs("egress.must-fail", "1.1.1.1:443", "n"):                0,
+		}},
+		{"kube: node and sandbox namespace", Run{Findings: []Finding{
+			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "namespace/sandboxes/node/w1", Namespace: "sandboxes", Status: Fail, Class: "answered"},
+			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "namespace/team-b/node/w1", Namespace: "team-b", Status: Pass, Class: "timeout"},
+			{Check: "probe.run", Subject: "unschedulable", Target: "namespace/team-c", Status: Error},
+		}}, map[string]float64{
+			`sandprobe_egress_unexpected_open{namespace="sandboxes",node="w1"}`:                                      1,
+			`sandprobe_egress_unexpected_open{namespace="team-b",node="w1"}`:                                         0,
+			`sandprobe_check_success{check="egress.must-fail",namespace="sandboxes",node="w1",target="1.1.1.1:443"}`: 0,
+			`sandprobe_check_success{check="egress.must-fail",namespace="team-b",node="w1",target="1.1.1.1:443"}`:    1,
+			cs("probe.run", "unschedulable", "namespace/team-c"):                                                     0,
 		}},
 		{"duplicate subjects: one failure fails the series", Run{Findings: []Finding{
 			{Check: "fs.writable", Subject: "/tmp", Target: "image/alpine:3", Status: Pass},
@@ -448,10 +459,10 @@ func TestPushgatewayRoundTrip(t *testing.T) {
 		return name + "{" + strings.Join(all, ",") + "}"
 	}
 	for k, want := range map[string]float64{
-		grouped("sandprobe_up", ""):                                                                        0,
-		grouped("sandprobe_egress_unexpected_open", `node="worker-1"`):                                     2,
-		grouped("sandprobe_check_success", `check="probe.run",node="worker-3",target="deadline-exceeded"`): 0,
-		grouped("sandprobe_drift_findings", `namespace="sandboxes",rule="drift.pod.runtime-class"`):        2,
+		grouped("sandprobe_up", ""): 0,
+		grouped("sandprobe_egress_unexpected_open", `namespace="",node="worker-1"`):                                     2,
+		grouped("sandprobe_check_success", `check="probe.run",namespace="",node="worker-3",target="deadline-exceeded"`): 0,
+		grouped("sandprobe_drift_findings", `namespace="sandboxes",rule="drift.pod.runtime-class"`):                     2,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

@@ -127,14 +127,24 @@ func TestDriftJUnit(t *testing.T) {
 // TestRenderThenDrift: render's YAML, piped into drift, is clean — the same
 // path a user takes with `sandprobe render | sandprobe drift -f -`.
 func TestRenderThenDrift(t *testing.T) {
-	for _, c := range []struct{ policy, probeImage string }{
-		{"policy.yaml", "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
-		{"direct-policy.yaml", ""},
-		{"docker-policy.yaml", ""},
-		{"local-policy.yaml", ""},
+	for _, c := range []struct {
+		policy, probeImage string
+		args               []string
+		want, absent       []string
+	}{
+		{policy: "policy.yaml", probeImage: pinnedProbeImage,
+			want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0", "k8s-app: kube-dns"}},
+		// Names without a proxy: only Cilium can express them.
+		{policy: "direct-policy.yaml", args: []string{"--egress", "cilium"},
+			want: []string{"kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0", "toFQDNs"}, absent: []string{"kind: NetworkPolicy"}},
+		{policy: "docker-policy.yaml", want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0"}},
+		// The lab's proxy and resolver by address: ipBlocks on their ports.
+		{policy: "lab-policy.yaml", probeImage: pinnedProbeImage, want: []string{"kind: NetworkPolicy", "cidr: 10.99.53.53/32", "cidr: 10.99.31.28/32", "toCIDR"}},
+		// Nothing allowed, nothing to resolve: a pure default deny.
+		{policy: "local-policy.yaml", want: []string{"kind: NetworkPolicy", "kind: CiliumNetworkPolicy"}, absent: []string{"sandprobe.dev/reason.egress.0"}},
 	} {
 		t.Run(c.policy, func(t *testing.T) {
-			args := []string{"render", "--policy", fx + c.policy}
+			args := append([]string{"render", "--policy", fx + c.policy}, c.args...)
 			if c.probeImage != "" {
 				args = append(args, "--probe-image", c.probeImage)
 			}
@@ -142,9 +152,14 @@ func TestRenderThenDrift(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("render: exit %d: %s", code, stderr)
 			}
-			for _, kind := range []string{"kind: ConfigMap", "kind: Pod", "kind: NetworkPolicy", "kind: CiliumNetworkPolicy", "sandprobe.dev/reason.egress.0"} {
-				if !strings.Contains(yamlOut, kind) {
-					t.Errorf("render output lacks %q", kind)
+			for _, want := range append([]string{"kind: ConfigMap", "kind: Pod"}, c.want...) {
+				if !strings.Contains(yamlOut, want) {
+					t.Errorf("render output lacks %q", want)
+				}
+			}
+			for _, no := range c.absent {
+				if strings.Contains(yamlOut, no+"\n") {
+					t.Errorf("render output has %q", no)
 				}
 			}
 			code, out, stderr := runApp(t, yamlOut, "drift", "--policy", fx+c.policy, "-f", "-", "-o", "json")
@@ -154,6 +169,75 @@ func TestRenderThenDrift(t *testing.T) {
 			var run report.Run
 			if err := json.Unmarshal([]byte(out), &run); err != nil || run.Scanned != 1 {
 				t.Fatalf("scanned %d: %v", run.Scanned, err)
+			}
+		})
+	}
+}
+
+// pinnedProbeImage satisfies spec.image.requireDigest (on by default).
+const pinnedProbeImage = "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestRenderRefusesCutOff: render will not write an egress policy that
+// cuts the sandbox off from what its own policy requires — the proxy or the
+// resolver with nowhere to allow, a name a NetworkPolicy cannot match —
+// exit 2, one line naming each field, and nothing on stdout.
+func TestRenderRefusesCutOff(t *testing.T) {
+	lab, err := os.ReadFile(fx + "lab-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := func(line string) string {
+		var out []string
+		for _, l := range strings.Split(string(lab), "\n") {
+			if !strings.Contains(l, line) {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	for _, c := range []struct {
+		name, stdin, policy string
+		args                []string
+		code                int
+		stderr              []string
+	}{
+		{name: "proxy by name, no location", stdin: without("proxyLocation"), code: 2,
+			stderr: []string{"spec.egress.proxyLocation: required: the proxy proxy.lab.test:3128 is a host name"}},
+		{name: "names to resolve, no resolver", stdin: without("resolverLocation"), code: 2,
+			stderr: []string{"spec.egress.dns.resolverLocation: required: the sandbox resolves proxy.lab.test"}},
+		{name: "both", stdin: without("Location"), code: 2,
+			stderr: []string{"spec.egress.proxyLocation: required", "; spec.egress.dns.resolverLocation: required"}},
+		// Cilium matches the proxy by name, but still needs the resolver.
+		{name: "cilium only, proxy by name", stdin: without("proxyLocation"), args: []string{"--egress", "cilium"}, code: 0},
+		{name: "cilium only, no resolver", stdin: without("resolverLocation"), args: []string{"--egress", "cilium"}, code: 2,
+			stderr: []string{"spec.egress.dns.resolverLocation: required"}},
+		{name: "names without a proxy", policy: fx + "direct-policy.yaml", code: 2,
+			stderr: []string{"spec.egress.allow[0].host: api.anthropic.com cannot be expressed in a NetworkPolicy", "spec.egress.allow[1].host: *.github.com"}},
+		{name: "bad --egress", policy: fx + "lab-policy.yaml", args: []string{"--egress", "calico"}, code: 2,
+			stderr: []string{"--egress: want networkpolicy, cilium or both, got \"calico\""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pol := c.policy
+			if pol == "" {
+				pol = "-"
+			}
+			code, out, stderr := runApp(t, c.stdin, append([]string{"render", "--policy", pol, "--probe-image", pinnedProbeImage}, c.args...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			if c.code == 0 {
+				return
+			}
+			if out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+			if strings.Count(strings.TrimRight(stderr, "\n"), "\n") != 0 {
+				t.Errorf("stderr is not one line: %q", stderr)
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, stderr)
+				}
 			}
 		})
 	}

@@ -33,7 +33,7 @@ type kubeFlags struct {
 func (k *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kube: the cluster's kubeconfig (default $KUBECONFIG, ~/.kube/config, or the pod's service account inside a cluster)")
 	fs.StringVar(&k.context, "context", "", "kube: the kubeconfig context to use")
-	fs.StringVar(&k.namespace, "namespace", kube.DefaultNamespace, "kube: the namespace of the probe pods and of each run's policy ConfigMap")
+	fs.StringVar(&k.namespace, "namespace", "", "kube: put every probe pod in this namespace instead of each of the policy's spec.namespaces (it is then governed by this namespace's egress policies, not the sandboxes')")
 	fs.StringVar(&k.probeImage, "probe-image", "", "kube: the sandprobe image, with the static binary at /sandprobe (default: spec.probe.image)")
 	fs.StringVar(&k.pullPolicy, "image-pull-policy", "", "kube: Always, IfNotPresent or Never for the probe pod's images (default IfNotPresent)")
 	fs.BoolVar(&k.perNode, "per-node", false, "kube: one probe pod on each node that can host sandboxes, in parallel (CNI agents roll out node by node)")
@@ -53,9 +53,13 @@ type kubeCycle struct {
 }
 
 // backend builds the kube backend and the drift client from the flags.
-// A kubeconfig that cannot be loaded is bad input; a cluster that does not
-// answer is found out by the cycle (exit 3).
-func (k *kubeFlags) backend(a *app, cf *cycleFlags, logger *slog.Logger) (*kubeCycle, func(), error) {
+// A kubeconfig that cannot be loaded, or a policy that says nowhere to put
+// the probe, is bad input; a cluster that does not answer is found out by
+// the cycle (exit 3).
+func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *slog.Logger) (*kubeCycle, func(), error) {
+	if k.namespace == "" && len(p.Spec.Namespaces) == 0 {
+		return nil, nil, fmt.Errorf("spec.namespaces is empty: the kube backend runs the probe in each sandbox namespace, so the same egress policies select it as select the sandboxes; declare them in the policy, or name one with --namespace")
+	}
 	switch corev1.PullPolicy(k.pullPolicy) {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
@@ -89,19 +93,21 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, logger *slog.Logger) (*kubeC
 	return kc, pr.done, nil
 }
 
-// reach asks the API server for the probe namespace once, briefly, so an
-// unreachable cluster is one clear error instead of one per phase.
-func (kc *kubeCycle) reach(ctx context.Context) error {
+// reach asks the API server for the pods of the first probe namespace
+// once, briefly, so an unreachable cluster is one clear error instead of
+// one per phase.
+func (kc *kubeCycle) reach(ctx context.Context, spec runner.ProbeSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err := kc.backend.API.ListPods(ctx, kc.flags.namespace, metav1.ListOptions{Limit: 1})
+	ns := kc.backend.Namespaces(spec)[0]
+	_, err := kc.backend.API.ListPods(ctx, ns, metav1.ListOptions{Limit: 1})
 	var status apierrors.APIStatus
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &status):
 		// It answered, but not as asked: credentials or RBAC.
-		return fmt.Errorf("the cluster at %s refused to list pods in %s: %s", kc.host, kc.flags.namespace, oneLineErr(err))
+		return fmt.Errorf("the cluster at %s refused to list pods in %s: %s", kc.host, ns, oneLineErr(err))
 	}
 	return fmt.Errorf("cannot reach the cluster at %s: %s", kc.host, oneLineErr(err))
 }
@@ -138,8 +144,9 @@ func (kc *kubeCycle) driftPhase(ctx context.Context, p *policy.Policy, run *repo
 }
 
 // unreachable is the run of a cycle whose cluster did not answer.
-func (kc *kubeCycle) unreachable(p *policy.Policy, err error, start time.Time) report.Run {
-	cnr := &runner.CouldNotRun{Target: kc.backend.Target(), Reason: runner.ReasonLaunch, Detail: err.Error()}
+func (kc *kubeCycle) unreachable(spec runner.ProbeSpec, err error, start time.Time) report.Run {
+	p := spec.Policy
+	cnr := &runner.CouldNotRun{Target: kc.backend.Target(spec), Reason: runner.ReasonLaunch, Detail: err.Error()}
 	return report.Run{
 		Policy: p.Metadata.Name, Version: probes.Version(), Backend: "kube", StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
 		Findings: []report.Finding{cnr.Finding()},

@@ -106,17 +106,17 @@ func TestRunMetricsFile(t *testing.T) {
 	}{
 		{"healthy", nil, 0, map[string]float64{
 			"sandprobe_up": 1,
-			`sandprobe_check_success{check="fs.root-readonly",node="local/sandbox",target="/"}`: 1,
-			`sandprobe_runs_total{result="pass"}`:                                               1,
+			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 1,
+			`sandprobe_runs_total{result="pass"}`: 1,
 		}},
 		{"sabotaged: a read-write root", []string{"--sabotage", "writable-root"}, 1, map[string]float64{
 			"sandprobe_up": 1, // it could check; what it found is the failure
-			`sandprobe_check_success{check="fs.root-readonly",node="local/sandbox",target="/"}`: 0,
-			`sandprobe_runs_total{result="fail"}`:                                               1,
+			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 0,
+			`sandprobe_runs_total{result="fail"}`: 1,
 		}},
 		{"could not run", []string{"--netns", "sandprobe-no-such-netns"}, 3, map[string]float64{
 			"sandprobe_up": 0,
-			`sandprobe_check_success{check="probe.run",node="local/sandprobe-no-such-netns",target="launch-failed"}`: 0,
+			`sandprobe_check_success{check="probe.run",namespace="",node="local/sandprobe-no-such-netns",target="launch-failed"}`: 0,
 		}},
 	}
 	var lastSuccess float64
@@ -161,8 +161,8 @@ func TestRunPushgateway(t *testing.T) {
 	t.Logf("run with push: %v", time.Since(start))
 	got := httpSamples(t, gw+"/metrics")
 	for k, want := range map[string]float64{
-		`sandprobe_up{cluster="lab-1",instance="",job="sandprobe"}`:                                                                1,
-		`sandprobe_check_success{check="identity.uid",cluster="lab-1",instance="",job="sandprobe",node="local/sandbox",target=""}`: 1,
+		`sandprobe_up{cluster="lab-1",instance="",job="sandprobe"}`:                                                                             1,
+		`sandprobe_check_success{check="identity.uid",cluster="lab-1",instance="",job="sandprobe",namespace="",node="local/sandbox",target=""}`: 1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

@@ -80,9 +80,9 @@ func (a *app) emitProbe(res report.ProbeResult, termLog, out string) int {
 		}
 	}
 	if termLog != "" {
-		compact, err := res.CompactJSON(report.TerminationMsgSize)
+		msg, err := res.TerminationMessage(report.TerminationMsgSize)
 		if err == nil {
-			err = os.WriteFile(termLog, compact, 0o644)
+			err = os.WriteFile(termLog, msg, 0o644)
 		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe probe: termination message %s: %v\n", termLog, err)

@@ -4,24 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 )
 
 func (a *app) cmdRender(_ context.Context, args []string) int {
-	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|docker|docker-json]")
+	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist]")
 	var (
 		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
-	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; docker: the docker run command line; docker-json: its argv as a JSON array")
+	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; rbac: the runner's Role and RoleBinding in each sandbox namespace; docker: the docker run command line; docker-json: its argv as a JSON array; proxy-allowlist: the forward proxy's host filter (anchored EREs, one per allowance)")
 	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
 	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
 	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
 	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
+	var egress string
+	fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -32,16 +36,29 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 	switch format {
 	case "yaml":
 		opts := render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce}
+		kinds, err := egressKinds(egress)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: --egress: %v\n", err)
+			return report.ExitBadInput
+		}
 		if err := render.CheckPinned(p, opts); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 			return report.ExitBadInput
 		}
-		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace)...); err != nil {
+		// An egress policy that cuts the sandbox off from what its own
+		// policy requires would page someone for a "regression" render made.
+		if err := render.CheckEgress(p, kinds...); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe render: %s: %v\n", policyPath, err)
+			return report.ExitBadInput
+		}
+		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace, kinds...)...); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 			return report.ExitCouldNotRun
 		}
 	case "admission":
 		return a.renderAdmission(p, raw, namespace)
+	case "rbac":
+		return a.renderRBAC(p, namespace)
 	case "docker", "docker-json":
 		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
 		if format == "docker" {
@@ -52,9 +69,30 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 		if err := enc.Encode(cmd.Argv()); err != nil {
 			return report.ExitCouldNotRun
 		}
+	case "proxy-allowlist":
+		if err := render.WriteProxyAllowList(a.stdout, p); err != nil {
+			return report.ExitCouldNotRun
+		}
 	default:
-		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, docker or docker-json, got %q\n", format)
+		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, rbac, docker, docker-json or proxy-allowlist, got %q\n", format)
 		return report.ExitBadInput
 	}
 	return report.ExitOK
+}
+
+// egressKinds parses --egress: a comma-separated subset of networkpolicy
+// and cilium, at least one.
+func egressKinds(v string) ([]render.EgressKind, error) {
+	var kinds []render.EgressKind
+	for _, k := range strings.Split(v, ",") {
+		switch kind := render.EgressKind(strings.TrimSpace(k)); kind {
+		case render.KindNetworkPolicy, render.KindCilium:
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+		default:
+			return nil, fmt.Errorf("want networkpolicy, cilium or both, got %q", k)
+		}
+	}
+	return kinds, nil
 }

@@ -97,7 +97,7 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 		}
 		be, closeBackend = dbe, closeFn
 	case "kube":
-		kc, closeFn, err := cf.kube.backend(a, cf, logger)
+		kc, closeFn, err := cf.kube.backend(a, cf, p, logger)
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, oneLineErr(err))
 			return nil, false
@@ -139,9 +139,9 @@ func (c *cycle) run(ctx context.Context) report.Run {
 		return probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
 	}
 	start := time.Now()
-	if err := c.kube.reach(ctx); err != nil {
+	if err := c.kube.reach(ctx, spec); err != nil {
 		c.say(err.Error())
-		return c.kube.unreachable(c.policy, err, start)
+		return c.kube.unreachable(spec, err, start)
 	}
 	run := probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
 	if c.kube.flags.drift && ctx.Err() == nil {

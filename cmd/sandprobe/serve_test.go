@@ -159,10 +159,10 @@ func TestServeScrapeWhileRunInFlight(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		"sandprobe_up": 1,
-		`sandprobe_check_success{check="identity.uid",node="fake-1",target=""}`:      1,
-		`sandprobe_check_success{check="fs.root-readonly",node="fake-1",target="/"}`: 1,
-		`sandprobe_runs_total{result="pass"}`:                                        1,
-		`sandprobe_info{policy="local-sandbox",version="dev"}`:                       1,
+		`sandprobe_check_success{check="identity.uid",namespace="",node="fake-1",target=""}`:      1,
+		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="fake-1",target="/"}`: 1,
+		`sandprobe_runs_total{result="pass"}`:                                                     1,
+		`sandprobe_info{policy="local-sandbox",version="dev"}`:                                    1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
@@ -299,9 +299,9 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 	got := httpSamples(t, base+"/metrics")
 	for k, want := range map[string]float64{
 		"sandprobe_up": 1,
-		`sandprobe_check_success{check="identity.uid",node="local/sandbox",target=""}`:      1,
-		`sandprobe_check_success{check="fs.root-readonly",node="local/sandbox",target="/"}`: 1,
-		`sandprobe_runs_total{result="error"}`:                                              0,
+		`sandprobe_check_success{check="identity.uid",namespace="",node="local/sandbox",target=""}`:      1,
+		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 1,
+		`sandprobe_runs_total{result="error"}`:                                                           0,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tear down the cluster started by hack/cluster/up.sh and leave the machine as
-# it was: stop every process it started, unmount what the kubelet and
+# it was: stop every process it started (and the NetworkPolicy engine of
+# netpol.sh with its iptables chains and ipsets), unmount what the kubelet and
 # containerd mounted, remove the kubepods cgroups, the CNI bridge, the dummy
 # node interface, the ip rules and the nftables table, restore the sysctls
 # that were changed, and delete the state and data directories.
@@ -26,6 +27,10 @@ if pid_alive kubelet && pid_alive kube-apiserver && [[ -f $KUBECONFIG_ADMIN ]]; 
 fi
 
 # ---- 2. processes ----------------------------------------------------------------------
+# The NetworkPolicy engine first (if a test started it): stop kube-router and
+# remove its chains, jump rules and ipsets (hack/cluster/netpol.sh).
+"$cluster_lib_dir/netpol.sh" down || log "warning: the NetworkPolicy engine's teardown failed (hack/cluster/netpol.sh leftovers)"
+
 # kubelet first (so it doesn't restart containers), then containerd, then the
 # control plane; each gets SIGTERM and a grace period, then SIGKILL.
 if [[ -d $PIDS ]]; then

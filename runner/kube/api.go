@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,9 @@ type API interface {
 	ListConfigMaps(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
 	DeleteConfigMap(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 	ListEvents(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.EventList, error)
+	// WhoAmI is the user name the API server authenticates these
+	// requests as (a SelfSubjectReview).
+	WhoAmI(ctx context.Context) (string, error)
 }
 
 // restAPI speaks core/v1 through one REST client whose scheme knows only
@@ -150,4 +154,30 @@ func (a *restAPI) ListEvents(ctx context.Context, namespace string, opts metav1.
 	out := &corev1.EventList{}
 	err := a.c.Get().Namespace(namespace).Resource("events").VersionedParams(&opts, a.params).Do(ctx).Into(out)
 	return out, err
+}
+
+// WhoAmI posts a SelfSubjectReview (authentication.k8s.io/v1, served since
+// Kubernetes 1.28 and open to every authenticated user). It is JSON, not
+// protobuf: the client's scheme knows only core/v1, and the answer is tiny.
+func (a *restAPI) WhoAmI(ctx context.Context) (string, error) {
+	raw, err := a.c.Post().AbsPath("/apis/authentication.k8s.io/v1/selfsubjectreviews").
+		SetHeader("Content-Type", runtime.ContentTypeJSON).SetHeader("Accept", runtime.ContentTypeJSON).
+		Body([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)).Do(ctx).Raw()
+	if err != nil {
+		return "", fmt.Errorf("selfsubjectreview: %w", err)
+	}
+	var review struct {
+		Status struct {
+			UserInfo struct {
+				Username string `json:"username"`
+			} `json:"userInfo"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &review); err != nil {
+		return "", fmt.Errorf("selfsubjectreview: %w", err)
+	}
+	if review.Status.UserInfo.Username == "" {
+		return "", fmt.Errorf("selfsubjectreview: no user name in the answer")
+	}
+	return review.Status.UserInfo.Username, nil
 }

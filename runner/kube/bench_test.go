@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -21,8 +20,8 @@ import (
 // BenchmarkKubeCycle measures what the runner adds to a probe on the real
 // cluster, against the bare minimum measured in the same run.
 //
-//   - runner: Backend.Run of the lab policy under runc (sweep, ConfigMap,
-//     pod, watch, log, node, delete and wait until gone, ConfigMap gone).
+//   - runner: Backend.Run of the lab policy under runc (who-am-I, sweep,
+//     pod, watch, log, node, delete and wait until gone).
 //     overhead = wall − pod start-up − T, where start-up runs from the
 //     create call to the probe's own start (its StartedAt, same clock) and
 //     T is the policy's egress timeout, which the probe waits out once.
@@ -88,7 +87,7 @@ func BenchmarkKubeCycle(b *testing.B) {
 	b.ReportMetric(overhead.Seconds(), "overhead-s")
 	b.ReportMetric(bareWall.Seconds(), "bare-s")
 	b.ReportMetric(bareOverhead.Seconds(), "bare-overhead-s")
-	fmt.Printf("kube cycle: runner's own steps: sweep+ConfigMap+create %.2fs, probe exit→terminal seen %.2fs, collect (log, node) %.2fs, delete until gone %.2fs, ConfigMap delete %.2fs\n",
+	fmt.Printf("kube cycle: runner's own steps: who-am-I+sweep+create %.2fs, probe exit→terminal seen %.2fs, collect (log, node) %.2fs, delete until gone %.2fs, after %.2fs\n",
 		(before / n).Seconds(), (seen / n).Seconds(), (collect / n).Seconds(), (del / n).Seconds(), (after / n).Seconds())
 	fmt.Printf("kube cycle: runner %.2fs = start-up %.2fs + probe %.2fs (T=%s) + rest; overhead beyond start-up+T %.2fs (goal ≤ 2s); bare client-go %.2fs, of which start-up %.2fs, rest %.2fs\n",
 		runWall.Seconds(), runStart.Seconds(), runProbe.Seconds(), T, overhead.Seconds(), bareWall.Seconds(), bareStart.Seconds(), bareOverhead.Seconds())
@@ -101,13 +100,8 @@ func BenchmarkKubeCycle(b *testing.B) {
 func bareCycle(b *testing.B, ctx context.Context, cs kubernetes.Interface, spec runner.ProbeSpec) (time.Duration, time.Duration) {
 	b.Helper()
 	pol := spec.Policy
-	cm := render.PolicyConfigMap(pol, spec.PolicyBytes, render.ProbePodOptions{Namespace: clusterNS, PolicyConfigMap: "sandprobe-bench-bare"})
-	if _, err := cs.CoreV1().ConfigMaps(clusterNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
-	defer cs.CoreV1().ConfigMaps(clusterNS).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
 	pod := render.ProbePod(pol, render.ProbePodOptions{Name: "sandprobe-bench-bare", Namespace: clusterNS, ProbeImage: labImageRef,
-		PolicyConfigMap: cm.Name, Nonce: spec.Nonce, ProbeArgs: []string{"--only", "identity"}})
+		PolicyInline: spec.PolicyBytes, Nonce: spec.Nonce, ProbeArgs: []string{"--only", "identity"}})
 	for i := range pod.Spec.Containers {
 		pod.Spec.Containers[i].ImagePullPolicy = corev1.PullNever
 	}

@@ -67,9 +67,13 @@ type clusterEnv struct {
 	kubeconfig, bin, kubectl string
 }
 
+// clusterImages remembers which cluster the images went into: another
+// helper's test may tear the cluster down and bring up a new one between
+// two of ours (each test holds the lock only for itself), and a new cluster
+// has none of them.
 var clusterImages struct {
-	once sync.Once
-	err  error
+	mu      sync.Mutex
+	cluster time.Time // the admin kubeconfig's mtime: new with every cluster
 }
 
 // newClusterEnv takes the cluster (and its lock) for the test, imports the
@@ -81,10 +85,17 @@ func newClusterEnv(t testing.TB) *clusterEnv {
 	}
 	kubeconfig := testenv.Cluster(t)
 	e := &clusterEnv{kubeconfig: kubeconfig, bin: testenv.Binary(t), kubectl: filepath.Join(testenv.KubeAssets(t), "kubectl")}
-	clusterImages.once.Do(func() { clusterImages.err = e.importImages(t) })
-	if clusterImages.err != nil {
-		t.Fatal(clusterImages.err)
+	clusterImages.mu.Lock()
+	if fi, err := os.Stat(kubeconfig); err != nil || !fi.ModTime().Equal(clusterImages.cluster) {
+		if err := e.importImages(t); err != nil {
+			clusterImages.mu.Unlock()
+			t.Fatal(err)
+		}
+		if err == nil {
+			clusterImages.cluster = fi.ModTime()
+		}
 	}
+	clusterImages.mu.Unlock()
 	e.apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -424,8 +435,8 @@ handler: runc
 				if f.Subject == runner.HostKernelSubject {
 					hk = &r.report.Findings[i]
 				}
-				if !strings.HasPrefix(f.Target, "node/") {
-					t.Errorf("finding %s targets %q, want node/NAME", f.Name(), f.Target)
+				if !strings.HasPrefix(f.Target, "namespace/"+clusterNS+"/node/") {
+					t.Errorf("finding %s targets %q, want namespace/%s/node/NAME", f.Name(), f.Target, clusterNS)
 				}
 			}
 			switch {

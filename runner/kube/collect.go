@@ -26,7 +26,7 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), collectTimeout)
 	defer cancel()
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = "node/" + p.Spec.NodeName
+		a.target = Target(a.ns, p.Spec.NodeName)
 	}
 	if err := a.podProblem(p); err != nil {
 		return res, err
@@ -49,7 +49,7 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 		a.b.log().Debug("probe log unavailable; using the termination message", "pod", a.ns+"/"+a.name, "err", logErr)
 		// With TerminationMessageFallbackToLogsOnError a probe that died
 		// before writing its result leaves the tail of its output here.
-		if !looksJSON(term.Message) {
+		if !looksLikeResult(term.Message) {
 			stderr = term.Message
 		}
 	}
@@ -65,7 +65,10 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 	case len(out.docs) == 1:
 		doc = out.docs[0]
 	case strings.TrimSpace(term.Message) != "":
-		doc = []byte(term.Message)
+		var err error
+		if doc, _, err = report.DecodeTerminationMessage(term.Message); err != nil {
+			return res, a.cannot(runner.ReasonGarbled, "the termination message of pod %s/%s: %v", a.ns, a.name, err)
+		}
 	case logErr != nil:
 		return res, a.cannot(runner.ReasonLogsUnavailable, "cannot read the log of pod %s/%s (%s) and it left no termination message", a.ns, a.name, oneLine(logErr))
 	case strings.TrimSpace(stderr) != "":
@@ -82,6 +85,11 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 	}
 	res.Target = a.target
 	a.kernelCheck(ctx, p, &res)
+	// The namespace is half of where the probe stood: the same node can
+	// host sandbox namespaces under different policies.
+	for i := range res.Findings {
+		res.Findings[i].Namespace = a.ns
+	}
 	return res, nil
 }
 
@@ -190,8 +198,11 @@ func memoryLimit(p *corev1.Pod) string {
 	return "(none set)"
 }
 
-func looksJSON(s string) bool {
-	return strings.HasPrefix(strings.TrimSpace(s), "{")
+// looksLikeResult tells a result in a termination message (compact JSON,
+// or the whole result compressed) from the tail of a crashed probe's output.
+func looksLikeResult(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "{") || strings.HasPrefix(s, report.GzipPrefix)
 }
 
 func metaOf(o runtime.Object) (metav1.Object, error) { return meta.Accessor(o) }

@@ -21,21 +21,20 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
 
-// DefaultNamespace is where the runner creates probe pods.
-const DefaultNamespace = "sandprobe-system"
+// RunnerNamespace is the runner's own namespace in manifests/: the
+// ServiceAccount, the CronJob and (later) the control pods live there.
+const RunnerNamespace = "sandprobe-system"
 
 // Labels and annotations the backend puts on what it creates (besides
 // render's), so a leftover can be found and judged without its runner.
 const (
-	// LabelRun is the run's id, on every probe pod and policy ConfigMap.
+	// LabelRun is the run's id, on every probe pod.
 	LabelRun = "sandprobe.dev/run"
 	// LabelNonce (and AnnotationNonce) carry the nonce the probe must echo.
 	LabelNonce      = "sandprobe.dev/nonce"
@@ -43,8 +42,15 @@ const (
 	// AnnotationDeadline is the run's deadline ("2m0s"): past creation plus
 	// this (plus SweepAfter) the object is a leftover.
 	AnnotationDeadline = "sandprobe.dev/deadline"
-	// AnnotationTarget is the target the pod reports for ("node/worker-3").
+	// AnnotationTarget is the target the pod reports for
+	// ("namespace/sandboxes/node/worker-3").
 	AnnotationTarget = "sandprobe.dev/target"
+	// AnnotationCreatedBy is the user that created the pod, as the API
+	// server authenticated it. The runner-scope admission policy lets the
+	// runner delete only pods whose annotation names the runner, and
+	// refuses this annotation to anyone it does not name: so the runner
+	// deletes only pods it created.
+	AnnotationCreatedBy = "sandprobe.dev/created-by"
 )
 
 // Defaults of the Backend's knobs.
@@ -62,11 +68,14 @@ const (
 	maxLog        = maxStdout + 64<<10
 )
 
-// Backend runs the probe in pods of one namespace.
+// Backend runs the probe in pods where sandboxes run: in each namespace of
+// spec.namespaces, so the NetworkPolicies and Cilium policies that select
+// the sandboxes there select the probe too.
 type Backend struct {
 	API API
-	// Namespace holds the probe pods and the per-run policy ConfigMap;
-	// "" is DefaultNamespace.
+	// Namespace, when set, holds every probe pod instead of the policy's
+	// namespaces (the old shape: a namespace of the runner's own, governed
+	// by its own egress policies, not the sandboxes').
 	Namespace string
 	// ProbeImage holds the static sandprobe at /sandprobe; "" is
 	// spec.probe.image, then render's default.
@@ -111,10 +120,33 @@ type podTimes struct {
 	result           report.ProbeResult
 }
 
-// Target names the namespace in findings about the run as a whole.
-func (b *Backend) Target() string { return "namespace/" + b.namespace() }
+// Namespaces are where the probe pods go: Namespace when set, else the
+// policy's spec.namespaces.
+func (b *Backend) Namespaces(spec runner.ProbeSpec) []string {
+	if b.Namespace != "" {
+		return []string{b.Namespace}
+	}
+	return spec.Policy.Spec.Namespaces
+}
 
-func (b *Backend) namespace() string { return cmp.Or(b.Namespace, DefaultNamespace) }
+// Target names the run as a whole in findings: its one namespace, or the
+// backend when the probes go to several.
+func (b *Backend) Target(spec runner.ProbeSpec) string {
+	if ns := b.Namespaces(spec); len(ns) == 1 {
+		return "namespace/" + ns[0]
+	}
+	return "kube"
+}
+
+// Target names where one probe pod reports from: its namespace and, once
+// known, its node. Pod names are new every run; these stay the same, so
+// metric series do too.
+func Target(ns, node string) string {
+	if node == "" {
+		return "namespace/" + ns
+	}
+	return "namespace/" + ns + "/node/" + node
+}
 
 func (b *Backend) now() time.Time {
 	if b.Now != nil {
@@ -138,16 +170,18 @@ func (b *Backend) progress(msg string) {
 
 // run is what all pods of one Run share.
 type run struct {
-	id        string
-	spec      runner.ProbeSpec
-	deadline  time.Duration
-	configMap string
+	id       string
+	spec     runner.ProbeSpec
+	deadline time.Duration
+	// createdBy is the runner's user name as the API server sees it, for
+	// AnnotationCreatedBy; "" when it could not be learnt.
+	createdBy string
 	track     *tracker
 }
 
-// Run sweeps leftovers, creates the policy ConfigMap and one probe pod (or
-// one per sandbox node), waits for each to end, collects the results and
-// deletes everything it created.
+// Run sweeps leftovers, creates one probe pod in each sandbox namespace
+// (one per namespace and sandbox node with PerNode), waits for each to
+// end, collects the results and deletes every pod it created.
 func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
 	defer b.progress("")
 	deadline := spec.Deadline
@@ -157,15 +191,26 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if deadline <= 0 {
 		deadline = 2 * time.Minute
 	}
+	namespaces := b.Namespaces(spec)
+	if len(namespaces) == 0 {
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch,
+			Detail: "the policy declares no spec.namespaces: the probe runs in each sandbox namespace, so declare them (or name one with --namespace)"}
+	}
 	if err := b.checkRuntimeClass(spec); err != nil {
 		return nil, err
 	}
+	if err := checkPolicySize(spec); err != nil {
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonBadPolicy, Detail: err.Error()}
+	}
+	me := b.whoAmI(ctx)
 	b.progress("sweeping leftover probe pods")
-	if err := b.Sweep(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("sweep: %w", ctx.Err())
+	for _, ns := range namespaces {
+		if err := b.Sweep(ctx, ns, me); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("sweep: %w", ctx.Err())
+			}
+			return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
 		}
-		return nil, &runner.CouldNotRun{Target: b.Target(), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
 	}
 	nodes := []string{""}
 	if b.PerNode {
@@ -174,26 +219,21 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			return nil, err
 		}
 	}
-	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: deadline}
+	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: deadline, createdBy: me}
 	r.track = newTracker(b.progress, b.now)
-	cm, err := b.createConfigMap(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	r.configMap = cm
-	// The ConfigMap goes even when ctx is cancelled (ctrl-C, SIGTERM).
-	defer b.deleteConfigMap(context.WithoutCancel(ctx), cm)
 
 	type outcome struct {
 		res report.ProbeResult
 		err error
 	}
 	p := pool.NewWithResults[outcome]().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
-	for _, node := range nodes {
-		p.Go(func() outcome {
-			res, err := b.probeOne(ctx, r, node)
-			return outcome{res, err}
-		})
+	for _, ns := range namespaces {
+		for _, node := range nodes {
+			p.Go(func() outcome {
+				res, err := b.probeOne(ctx, r, ns, node)
+				return outcome{res, err}
+			})
+		}
 	}
 	var (
 		results []report.ProbeResult
@@ -217,40 +257,31 @@ func (b *Backend) checkRuntimeClass(spec runner.ProbeSpec) error {
 	if b.RuntimeClass == "" || slices.Contains(classes, b.RuntimeClass) {
 		return nil
 	}
-	return &runner.CouldNotRun{Target: b.Target(), Reason: runner.ReasonLaunch,
+	return &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch,
 		Detail: fmt.Sprintf("runtime class %q is not one of the policy's spec.runtime.classNames %v", b.RuntimeClass, classes)}
 }
 
-// createConfigMap stores the policy, as written, for this run's pods. One
-// per run, so concurrent runners (a CronJob and an operator at a terminal)
-// never change each other's policy under a running probe.
-func (b *Backend) createConfigMap(ctx context.Context, r *run) (string, error) {
-	opts := render.ProbePodOptions{Namespace: b.namespace(), PolicyConfigMap: "sandprobe-run-" + r.id}
-	cm := render.PolicyConfigMap(r.spec.Policy, r.spec.PolicyBytes, opts)
-	cm.Labels[LabelRun] = r.id
-	cm.Annotations = map[string]string{AnnotationDeadline: r.deadline.String()}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := b.API.CreateConfigMap(cctx, cm); err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("create configmap %s/%s: %w", cm.Namespace, cm.Name, ctx.Err())
-		}
-		detail := fmt.Sprintf("create configmap %s/%s: %v", cm.Namespace, cm.Name, err)
-		if apierrors.IsNotFound(err) {
-			detail += fmt.Sprintf(" (does namespace %s exist? kubectl apply -k manifests/ creates it)", cm.Namespace)
-		}
-		return "", &runner.CouldNotRun{Target: b.Target(), Reason: runner.ReasonLaunch, Detail: detail}
+// checkPolicySize refuses a policy too large to travel in an annotation.
+func checkPolicySize(spec runner.ProbeSpec) error {
+	if n := len(spec.PolicyBytes); n > render.MaxInlinePolicy {
+		return fmt.Errorf("the policy file is %d bytes; a probe pod carries it in an annotation, which holds at most %d", n, render.MaxInlinePolicy)
 	}
-	return cm.Name, nil
+	return nil
 }
 
-func (b *Backend) deleteConfigMap(ctx context.Context, name string) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// whoAmI asks the API server who the runner is, for AnnotationCreatedBy.
+// Without an answer the pods carry no such annotation: they still run,
+// but the runner-scope admission policy will not let this identity delete
+// them (the kubelet's activeDeadlineSeconds still ends them).
+func (b *Backend) whoAmI(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := b.API.DeleteConfigMap(ctx, b.namespace(), name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		b.log().Warn("could not delete the policy configmap; the next run's sweep will", "configmap", b.namespace()+"/"+name, "err", err)
+	user, err := b.API.WhoAmI(ctx)
+	if err != nil {
+		b.log().Warn("cannot learn the runner's identity (SelfSubjectReview); probe pods go without "+AnnotationCreatedBy, "err", oneLine(err))
+		return ""
 	}
+	return user
 }
 
 var _ runner.Backend = (*Backend)(nil)

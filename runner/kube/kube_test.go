@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -49,7 +50,7 @@ func TestHealthyRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if len(results) != 1 || results[0].Target != "node/node-a" {
+	if len(results) != 1 || results[0].Target != Target(f.ns, "node-a") {
 		t.Fatalf("results: %+v", results)
 	}
 	res := results[0]
@@ -71,6 +72,26 @@ func TestHealthyRun(t *testing.T) {
 	}
 	if seen.Labels["sandbox"] != "true" || seen.Labels[LabelRun] == "" || seen.Labels[LabelNonce] != spec.Nonce || seen.Annotations[AnnotationNonce] != spec.Nonce {
 		t.Errorf("labels %v annotations %v", seen.Labels, seen.Annotations)
+	}
+	// The policy travels in the pod itself: no ConfigMap in the namespace.
+	if seen.Annotations[render.AnnotationPolicy] != string(spec.PolicyBytes) {
+		t.Errorf("annotation %s = %q, want the policy as written", render.AnnotationPolicy, seen.Annotations[render.AnnotationPolicy])
+	}
+	for _, v := range seen.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.HostPath != nil || v.Projected != nil {
+			t.Errorf("volume %s is not emptyDir or downwardAPI: %+v", v.Name, v.VolumeSource)
+		}
+	}
+	if a := seen.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("automountServiceAccountToken %v, want false", a)
+	}
+	if by := seen.Annotations[AnnotationCreatedBy]; by == "" {
+		t.Errorf("no %s annotation: the runner-scope admission policy would not let it delete the pod", AnnotationCreatedBy)
+	}
+	for _, f := range res.Findings {
+		if f.Namespace != seen.Namespace {
+			t.Errorf("finding %s has namespace %q, want %q", f.Name(), f.Namespace, seen.Namespace)
+		}
 	}
 	if rc := seen.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
 		t.Errorf("runtimeClassName %v", rc)
@@ -279,7 +300,7 @@ func TestFailClosed(t *testing.T) {
 			if cnr.Reason != c.reason || !strings.Contains(cnr.Detail, c.detail) {
 				t.Errorf("got %s: %s\nwant %s containing %q", cnr.Reason, cnr.Detail, c.reason, c.detail)
 			}
-			if !strings.HasPrefix(cnr.Target, "node/") && !strings.HasPrefix(cnr.Target, "namespace/") {
+			if !strings.HasPrefix(cnr.Target, "namespace/"+f.ns) {
 				t.Errorf("target %q names neither the node nor the pod", cnr.Target)
 			}
 			if took := time.Since(start); took > 15*time.Second {
@@ -362,5 +383,36 @@ func TestAdmissionRefused(t *testing.T) {
 	}
 	if left := f.leftovers(); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestWholeResultFromTerminationMessage: where the runner may not read pod
+// logs (a sandbox namespace; envtest has no kubelet to serve them anyway),
+// the whole result still arrives, compressed in the termination message,
+// passes and evidence included.
+func TestWholeResultFromTerminationMessage(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", "6.1.0-test", nil)
+	f.kubelet(runThen(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		res := probeResult(pod, "4.4.0")
+		for i := range res.Findings {
+			res.Findings[i].Evidence = "what was attempted and what stopped it"
+		}
+		msg, err := res.TerminationMessage(report.TerminationMsgSize)
+		if err != nil {
+			t.Error(err)
+		}
+		k.exit(ctx, pod, 0, "Completed", string(msg))
+	}))
+	results, err := f.backend().Run(context.Background(), specFor(t, gvisorPolicy))
+	if err != nil || len(results) != 1 {
+		t.Fatalf("run: %v %+v", err, results)
+	}
+	res := results[0]
+	if res.Compact || res.OmittedPasses != 0 {
+		t.Errorf("compact %v, %d passes omitted: want the whole result", res.Compact, res.OmittedPasses)
+	}
+	if i := slices.IndexFunc(res.Findings, func(f report.Finding) bool { return f.Status == report.Pass && f.Evidence != "" }); i < 0 {
+		t.Errorf("no passing finding with its evidence: %+v", res.Findings)
 	}
 }

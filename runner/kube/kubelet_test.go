@@ -90,6 +90,25 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, cfg: cfg, cs: cs, api: api, ns: ns}
 }
 
+// sibling is another namespace of the same test on the same API server.
+func (f *fixture) sibling(suffix string) *fixture {
+	f.t.Helper()
+	ns := strings.TrimRight(f.ns[:min(len(f.ns), 50)], "-") + "-" + suffix
+	ctx := context.Background()
+	if _, err := f.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"sandprobe-test": "true"}}}, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+	return &fixture{t: f.t, cfg: f.cfg, cs: f.cs, api: f.api, ns: ns}
+}
+
+// withNamespaces is a policy document declaring its sandbox namespaces.
+func withNamespaces(doc string, namespaces ...string) string {
+	return strings.Replace(doc, "  runtime:", "  namespaces: ["+strings.Join(namespaces, ", ")+"]\n  runtime:", 1)
+}
+
 // backend is a Backend on the fixture's namespace with short graces.
 func (f *fixture) backend() *Backend {
 	return &Backend{API: f.api, Namespace: f.ns, ProbeImage: "sandprobe.local/sandprobe:test", PullPolicy: corev1.PullNever,

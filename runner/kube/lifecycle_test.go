@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
-	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -146,16 +145,16 @@ func TestPerNode(t *testing.T) {
 	for _, r := range results {
 		targets = append(targets, r.Target)
 	}
-	if want := []string{"node/pn-a", "node/pn-d", "node/pn-f"}; !slices.Equal(targets, want) {
+	if want := []string{Target(f.ns, "pn-a"), Target(f.ns, "pn-d"), Target(f.ns, "pn-f")}; !slices.Equal(targets, want) {
 		t.Errorf("results for %v, want %v", targets, want)
 	}
 	probs := runner.Problems("kube", err)
-	if len(probs) != 1 || probs[0].Target != "node/pn-b" || probs[0].Reason != runner.ReasonImagePull {
+	if len(probs) != 1 || probs[0].Target != Target(f.ns, "pn-b") || probs[0].Reason != runner.ReasonImagePull {
 		t.Errorf("problems %+v, want one image-pull-failed on node/pn-b", probs)
 	}
 	mu.Lock()
 	for node, target := range pinned {
-		if target != "node/"+node {
+		if target != Target(f.ns, node) {
 			t.Errorf("pod for %s landed on %s", target, node)
 		}
 	}
@@ -164,13 +163,13 @@ func TestPerNode(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, r := range results {
-		f := r.Findings[slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Subject == runner.HostKernelSubject })]
+		hk := r.Findings[slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Subject == runner.HostKernelSubject })]
 		want := report.Pass
-		if r.Target == "node/pn-d" {
+		if r.Target == Target(f.ns, "pn-d") {
 			want = report.Fail
 		}
-		if f.Status != want || !strings.Contains(f.Evidence, "6.1.0-"+strings.TrimPrefix(r.Target, "node/pn-")) {
-			t.Errorf("%s: host-kernel %s (%s), want %s against its own node's kernel", r.Target, f.Status, f.Evidence, want)
+		if hk.Status != want || !strings.Contains(hk.Evidence, "6.1.0-"+strings.TrimPrefix(r.Target, Target(f.ns, "pn-"))) {
+			t.Errorf("%s: host-kernel %s (%s), want %s against its own node's kernel", r.Target, hk.Status, hk.Evidence, want)
 		}
 	}
 	lmu.Lock()
@@ -180,6 +179,68 @@ func TestPerNode(t *testing.T) {
 	lmu.Unlock()
 	if left := f.leftovers(); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestSandboxNamespaces: without Namespace the probe stands in each of the
+// policy's namespaces (with PerNode, once per namespace and node), each
+// result named by its namespace and node; a policy without namespaces has
+// nowhere to put the probe.
+func TestSandboxNamespaces(t *testing.T) {
+	a := newFixture(t)
+	b := a.sibling("b")
+	a.node("sn-1", "6.1.0-1", map[string]string{"pool": "sandbox"})
+	a.node("sn-2", "6.1.0-2", map[string]string{"pool": "sandbox"})
+	var mu sync.Mutex
+	seen := map[string]string{} // pod namespace/name → its node
+	script := func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		node := k.bind(ctx, pod, "nowhere")
+		mu.Lock()
+		seen[pod.Namespace+"/"+node] = pod.Annotations[AnnotationTarget]
+		mu.Unlock()
+		k.running(ctx, pod)
+		k.exit(ctx, pod, 0, "Completed", message(t, probeResult(pod, "4.4.0")))
+	}
+	a.kubelet(script)
+	b.kubelet(script)
+	be := a.backend()
+	be.Namespace = ""
+	be.PerNode = true
+	spec := specFor(t, withNamespaces(gvisorPolicy, b.ns, a.ns))
+	results, err := be.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, r := range results {
+		targets = append(targets, r.Target)
+		for _, f := range r.Findings {
+			if !strings.HasPrefix(r.Target, "namespace/"+f.Namespace+"/") {
+				t.Errorf("%s: finding %s in namespace %q", r.Target, f.Name(), f.Namespace)
+			}
+		}
+	}
+	want := []string{Target(a.ns, "sn-1"), Target(a.ns, "sn-2"), Target(b.ns, "sn-1"), Target(b.ns, "sn-2")}
+	slices.Sort(want)
+	if !slices.Equal(targets, want) {
+		t.Errorf("results for %v, want %v", targets, want)
+	}
+	for where, target := range seen {
+		ns, node, _ := strings.Cut(where, "/")
+		if target != Target(ns, node) {
+			t.Errorf("pod in %s on %s says it reports for %s", ns, node, target)
+		}
+	}
+	for _, f := range []*fixture{a, b} {
+		if left := f.leftovers(); len(left) > 0 {
+			t.Errorf("left behind in %s: %v", f.ns, left)
+		}
+	}
+
+	_, err = be.Run(context.Background(), specFor(t, gvisorPolicy))
+	var cnr *runner.CouldNotRun
+	if !errors.As(err, &cnr) || !strings.Contains(cnr.Detail, "spec.namespaces") {
+		t.Errorf("a policy without namespaces: err = %v, want a could-not-run naming spec.namespaces", err)
 	}
 }
 
@@ -200,10 +261,10 @@ func TestPerNodeNoNode(t *testing.T) {
 	}
 }
 
-// TestSweep: probe pods and ConfigMaps of a killed runner are deleted once
-// past their deadline plus SweepAfter, and not before (their runner may
-// still be at work); other pods in the namespace are never touched; and
-// every Run sweeps first.
+// TestSweep: probe pods of a killed runner are deleted once past their
+// deadline plus SweepAfter, and not before (their runner may still be at
+// work); pods another user's runner created, and other pods in the
+// namespace, are never touched; and every Run sweeps first.
 func TestSweep(t *testing.T) {
 	f := newFixture(t)
 	f.node("node-a", "6.1.0-test", nil)
@@ -224,20 +285,25 @@ func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	b := f.backend()
 	spec := specFor(t, gvisorPolicy)
-	// What a killed runner leaves: its ConfigMap and running pods.
-	killed := &run{id: "killed0001", spec: spec, deadline: 20 * time.Second, configMap: "sandprobe-run-killed0001"}
-	cm := render.PolicyConfigMap(spec.Policy, spec.PolicyBytes, render.ProbePodOptions{Namespace: f.ns, PolicyConfigMap: killed.configMap})
-	cm.Labels[LabelRun] = killed.id
-	cm.Annotations = map[string]string{AnnotationDeadline: "20s"}
-	if _, err := f.cs.CoreV1().ConfigMaps(f.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	me, err := f.api.WhoAmI(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// What a killed runner leaves: running pods. And one that another
+	// user's runner left, which is theirs to sweep.
+	killed := &run{id: "killed0001", spec: spec, deadline: 20 * time.Second, createdBy: me}
 	for _, node := range []string{"", "node-a"} {
-		pod := b.probePod(killed, node)
+		pod := b.probePod(killed, f.ns, node)
 		pod.Name += "-killed"
 		if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	theirs := &run{id: "theirs0001", spec: spec, deadline: 20 * time.Second, createdBy: "someone-else"}
+	pod := b.probePod(theirs, f.ns, "")
+	pod.Name += "-theirs"
+	if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "not-a-probe", Labels: map[string]string{"sandbox": "true"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
@@ -247,7 +313,7 @@ func TestSweep(t *testing.T) {
 	time.Sleep(time.Second) // let the kubelet start them
 
 	// Young: their runner may be alive.
-	if err := b.Sweep(ctx); err != nil {
+	if err := b.Sweep(ctx, f.ns, me); err != nil {
 		t.Fatal(err)
 	}
 	if left := f.leftovers(); len(left) != 4 {
@@ -259,8 +325,8 @@ func TestSweep(t *testing.T) {
 	if err != nil || len(results) != 1 {
 		t.Fatalf("run after the sweep: %v %+v", err, results)
 	}
-	if left := f.leftovers(); !slices.Equal(left, []string{"pod/not-a-probe"}) {
-		t.Errorf("after the sweep: %v, want only pod/not-a-probe", left)
+	if left := f.leftovers(); !slices.Equal(left, []string{"pod/not-a-probe", "pod/" + pod.Name}) {
+		t.Errorf("after the sweep: %v, want only pod/not-a-probe and %s", left, pod.Name)
 	}
 }
 
@@ -308,7 +374,7 @@ func TestUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend{API: api}
+	b := &Backend{API: api, Namespace: RunnerNamespace}
 	start := time.Now()
 	_, err = b.Run(context.Background(), specFor(t, gvisorPolicy))
 	var cnr *runner.CouldNotRun

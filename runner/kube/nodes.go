@@ -28,7 +28,7 @@ func (b *Backend) sandboxNodes(ctx context.Context, spec runner.ProbeSpec) ([]st
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("list nodes: %w", ctx.Err())
 		}
-		return nil, &runner.CouldNotRun{Target: b.Target(), Reason: runner.ReasonLaunch, Detail: oneLine(fmt.Errorf("list nodes: %w", err))}
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(fmt.Errorf("list nodes: %w", err))}
 	}
 	var names, skipped []string
 	for i := range list.Items {
@@ -48,7 +48,7 @@ func (b *Backend) sandboxNodes(ctx context.Context, spec runner.ProbeSpec) ([]st
 		if len(skipped) > 0 {
 			detail = fmt.Sprintf("no node can host sandboxes: %s", strings.Join(skipped, "; "))
 		}
-		return nil, &runner.CouldNotRun{Target: b.Target(), Reason: runner.ReasonUnschedulable, Detail: detail}
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonUnschedulable, Detail: detail}
 	}
 	return names, nil
 }

@@ -11,11 +11,14 @@ import (
 	"github.com/sandprobe/sandprobe/render"
 )
 
-// probePod is render's sandbox look-alike with what this run adds: the run
-// and nonce labels, the ConfigMap of this run, the runtime class and nonce
-// handed to the probe, the run's deadline, and, per node, an affinity that
-// pins it to its node through the scheduler.
-func (b *Backend) probePod(r *run, node string) *corev1.Pod {
+// probePod is render's sandbox look-alike, in namespace ns, with what this
+// run adds: the run and nonce labels, the policy itself in an annotation
+// (no ConfigMap: the runner needs no right to create one in a sandbox
+// namespace), the runtime class and nonce handed to the probe, the run's
+// deadline, who created it, no service-account token whatever the policy
+// allows (the runner-scope admission policy requires that), and, per node,
+// an affinity that pins it to its node through the scheduler.
+func (b *Backend) probePod(r *run, ns, node string) *corev1.Pod {
 	p := r.spec.Policy
 	var args []string
 	if class := b.runtimeClass(r); class != "" {
@@ -25,13 +28,13 @@ func (b *Backend) probePod(r *run, node string) *corev1.Pod {
 		args = append(args, "--no-network")
 	}
 	opts := render.ProbePodOptions{
-		Name:            podName(p.Metadata.Name, r.id, node),
-		Namespace:       b.namespace(),
-		ProbeImage:      b.ProbeImage,
-		PolicyConfigMap: r.configMap,
-		Nonce:           r.spec.Nonce,
-		Labels:          map[string]string{LabelRun: r.id, LabelNonce: r.spec.Nonce},
-		ProbeArgs:       args,
+		Name:         podName(p.Metadata.Name, r.id, node),
+		Namespace:    ns,
+		ProbeImage:   b.ProbeImage,
+		PolicyInline: r.spec.PolicyBytes,
+		Nonce:        r.spec.Nonce,
+		Labels:       map[string]string{LabelRun: r.id, LabelNonce: r.spec.Nonce},
+		ProbeArgs:    args,
 	}
 	pod := render.ProbePod(p, opts)
 	if pod.Annotations == nil {
@@ -39,8 +42,15 @@ func (b *Backend) probePod(r *run, node string) *corev1.Pod {
 	}
 	pod.Annotations[AnnotationNonce] = r.spec.Nonce
 	pod.Annotations[AnnotationDeadline] = r.deadline.String()
+	if r.createdBy != "" {
+		pod.Annotations[AnnotationCreatedBy] = r.createdBy
+	}
+	// A token would hand whatever runs in a sandbox look-alike an identity
+	// in the cluster; a policy that allows one only allows it to be there.
+	f := false
+	pod.Spec.AutomountServiceAccountToken = &f
 	if node != "" {
-		pod.Annotations[AnnotationTarget] = "node/" + node
+		pod.Annotations[AnnotationTarget] = Target(ns, node)
 		// Through the scheduler, not spec.nodeName: the pod then meets the
 		// same admission, taints and resource fit as a sandbox would, and a
 		// node that cannot take it shows up as unschedulable.

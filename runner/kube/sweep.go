@@ -17,29 +17,27 @@ import (
 	"github.com/sandprobe/sandprobe/render"
 )
 
-// leftoverSelector matches what a run creates: probe pods and policy
-// ConfigMaps carrying a run id, made by sandprobe.
+// leftoverSelector matches what a run creates: probe pods carrying a run
+// id, made by sandprobe.
 func leftoverSelector() string {
 	req, _ := labels.NewRequirement(LabelRun, selection.Exists, nil)
 	return labels.SelectorFromSet(labels.Set{render.LabelManagedBy: "sandprobe"}).Add(*req).String()
 }
 
-// Sweep deletes the probe pods and policy ConfigMaps of earlier runs that
-// are older than their deadline plus SweepAfter: a runner that was killed
+// Sweep deletes the probe pods of earlier runs in namespace ns that are
+// older than their deadline plus SweepAfter: a runner that was killed
 // (SIGKILL, a node lost under the CronJob) never deleted them. Younger ones
-// may belong to a runner still at work and are left alone. An error means
-// the namespace could not even be listed: the cluster is out of reach.
-func (b *Backend) Sweep(ctx context.Context) error {
-	ns := b.namespace()
+// may belong to a runner still at work and are left alone, and so are pods
+// another user created (AnnotationCreatedBy other than me, when both are
+// known): the runner-scope admission policy would refuse to delete them,
+// and their own runner sweeps them. An error means the namespace could not
+// even be listed: the cluster is out of reach.
+func (b *Backend) Sweep(ctx context.Context, ns, me string) error {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pods, err := b.API.ListPods(lctx, ns, metav1.ListOptions{LabelSelector: leftoverSelector()})
 	if err != nil {
 		return fmt.Errorf("reach the cluster: list probe pods in %s: %w", ns, err)
-	}
-	cms, err := b.API.ListConfigMaps(lctx, ns, metav1.ListOptions{LabelSelector: leftoverSelector()})
-	if err != nil {
-		return fmt.Errorf("list policy configmaps in %s: %w", ns, err)
 	}
 	now := b.now()
 	p := pool.New().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
@@ -48,16 +46,12 @@ func (b *Backend) Sweep(ctx context.Context) error {
 		if !b.expired(pod.ObjectMeta, now) {
 			continue
 		}
-		b.log().Info("sweeping a probe pod a killed runner left behind", "pod", ns+"/"+pod.Name, "created", pod.CreationTimestamp.Time, "phase", pod.Status.Phase)
-		p.Go(func() { b.deletePod(ctx, ns, pod.Name) })
-	}
-	for i := range cms.Items {
-		cm := &cms.Items[i]
-		if !b.expired(cm.ObjectMeta, now) {
+		if by := pod.Annotations[AnnotationCreatedBy]; me != "" && by != "" && by != me {
+			b.log().Debug("a leftover probe pod of another user; its runner sweeps it", "pod", ns+"/"+pod.Name, "createdBy", by)
 			continue
 		}
-		b.log().Info("sweeping a policy configmap a killed runner left behind", "configmap", ns+"/"+cm.Name)
-		p.Go(func() { b.deleteConfigMap(ctx, cm.Name) })
+		b.log().Info("sweeping a probe pod a killed runner left behind", "pod", ns+"/"+pod.Name, "created", pod.CreationTimestamp.Time, "phase", pod.Status.Phase)
+		p.Go(func() { b.deletePod(ctx, ns, pod.Name) })
 	}
 	p.Wait()
 	return nil

@@ -45,18 +45,15 @@ func (a *attempt) cannot(reason, format string, args ...any) error {
 
 // probeOne creates one probe pod, waits for it to end, collects its result
 // and deletes it.
-func (b *Backend) probeOne(ctx context.Context, r *run, node string) (report.ProbeResult, error) {
+func (b *Backend) probeOne(ctx context.Context, r *run, ns, node string) (report.ProbeResult, error) {
 	runCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
-	pod := b.probePod(r, node)
+	pod := b.probePod(r, ns, node)
 	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: node}
 	// Until the pod has a node, the run is named by its namespace, not the
 	// pod: a pod name is new every run and would make a new metric series
 	// each time (the details name the pod).
-	a.target = "namespace/" + a.ns
-	if node != "" {
-		a.target = "node/" + node
-	}
+	a.target = Target(a.ns, node)
 	defer r.track.set(a.ns+"/"+a.name, "")
 	r.track.set(a.ns+"/"+a.name, "creating")
 	created, err := b.API.CreatePod(runCtx, pod)
@@ -96,7 +93,9 @@ func (a *attempt) createError(err error) error {
 	case a.runCtx.Err() != nil:
 		return a.cannot(runner.ReasonDeadline, "create pod %s/%s: not done within %s", a.ns, a.name, a.r.deadline)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"):
-		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (grant the runner's service account create on pods in %s)", a.ns, a.name, err, a.ns)
+		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (grant the runner's service account create on pods in %s: sandprobe render --format rbac)", a.ns, a.name, err, a.ns)
+	case apierrors.IsNotFound(err):
+		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (does namespace %s exist? it is one of the policy's spec.namespaces)", a.ns, a.name, err, a.ns)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		// An admission plugin or policy (ValidatingAdmissionPolicy, Pod
 		// Security, a webhook, a quota) refused a pod that looks exactly
@@ -273,7 +272,7 @@ var createFailures = map[string]bool{
 func (a *attempt) judge() (bool, error) {
 	p := a.pod
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = "node/" + p.Spec.NodeName
+		a.target = Target(a.ns, p.Spec.NodeName)
 	}
 	key := a.ns + "/" + a.name
 	if terminal(p) {
