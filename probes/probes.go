@@ -149,7 +149,7 @@ func Catalogue() []Check {
 			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Runtime.ClassNames) > 0 }},
 		{ID: "pod.labels", Run: checkPodLabels,
-			Proves: "the probe pod carries the sandbox selector's labels (read back through the downward API), so the network policies that select sandboxes select it too",
+			Proves: "the probe pod carries the sandbox selector's labels, as admitted (read back through the downward API); whether the policies that select sandboxes select it too is the kube runner's parity check (parity.policies), from outside",
 			Fix:    "give the probe pod (and every sandbox) the selector's labels: spec.selector.matchLabels",
 			Needs:  func(e *Env) bool { return e.PodInfoDir != "" }},
 		{ID: "image.entrypoint", Run: checkImageEntrypoint, Late: true,
