@@ -145,7 +145,7 @@ func Catalogue() []Check {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })
 			}},
 		{ID: "runtime.isolation", Run: checkRuntimeIsolation,
-			Proves:  "the sandbox runs under the isolation its runtime class declares (gVisor's kernel, a VM) and, where the runner knows the node's kernel, not on the node's own kernel",
+			Proves:  "the sandbox runs under the isolation its runtime class declares: gVisor's kernel (its own markers), or a VM — a hypervisor counts only when the runner, reading the node's kernel from outside (every backend does), finds the probe's kernel is not the node's; inconclusive when the node's kernel cannot be read",
 			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Runtime.ClassNames) > 0 }},
 		{ID: "pod.labels", Run: checkPodLabels,
