@@ -410,29 +410,27 @@ func (e *Engine) NoteCiliumCluster(col *Collector) {
 
 // ciliumLabels are the labels Cilium gives a pod's endpoint: its own, its
 // namespace, service account and cluster, and its namespace's labels.
-func ciliumLabels(pod *corev1.Pod, nsLabels map[string]string, cluster string) labels.Set {
-	set := make(labels.Set, len(pod.Labels)+len(nsLabels)+3)
-	for k, v := range pod.Labels {
+func ciliumLabels(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) labels.Set {
+	set := make(labels.Set, len(podLabels)+len(nsLabels)+3)
+	for k, v := range podLabels {
 		set[k] = v
 	}
 	for k, v := range nsLabels {
 		set[ciliumNamespaceLabelPrefix+k] = v
 	}
-	set[ciliumNamespaceLabel] = pod.Namespace
-	set[ciliumServiceAccountLabel] = orDefault(pod.Spec.ServiceAccountName, "default")
+	set[ciliumNamespaceLabel] = ns
+	set[ciliumServiceAccountLabel] = orDefault(serviceAccount, "default")
 	set[ciliumClusterLabel] = cluster
 	return set
 }
 
-// checkPod stamps the findings of every Cilium rule selecting the pod and
-// reports whether any of them restricts its egress.
-func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[string]string, cluster string) bool {
-	if idx.count == 0 {
-		return false
-	}
-	set := ciliumLabels(pod, nsLabels, cluster)
+// selecting lists the rules, namespaced and cluster-wide, whose endpoint
+// selector matches a pod with these labels and service account in ns, as
+// Cilium sees it (its namespace's labels, the cluster's name).
+func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) []*compiledCiliumRule {
+	set := ciliumLabels(ns, podLabels, serviceAccount, nsLabels, cluster)
 	var sel []*compiledCiliumRule
-	for _, r := range idx.byNS[pod.Namespace] {
+	for _, r := range idx.byNS[ns] {
 		if r.selector.Matches(set) {
 			sel = append(sel, r)
 		}
@@ -442,6 +440,16 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[stri
 			sel = append(sel, r)
 		}
 	}
+	return sel
+}
+
+// checkPod stamps the findings of every Cilium rule selecting the pod and
+// reports whether any of them restricts its egress.
+func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[string]string, cluster string) bool {
+	if idx.count == 0 {
+		return false
+	}
+	sel := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName, nsLabels, cluster)
 	restricted := false
 	for _, r := range sel {
 		if r.egress {

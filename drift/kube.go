@@ -241,21 +241,17 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 	}
 	before := col.Scanned
 	e := k.Engine
-	if err := k.loadNamespaces(ctx, col); err != nil {
-		return err
-	}
-	if err := k.loadNetworkPolicies(ctx); err != nil {
-		return err
-	}
-	ciliumKnown, err := k.loadCilium(ctx, col)
+	ciliumKnown, err := k.LoadPolicies(ctx, nil, col)
 	if err != nil {
 		return err
 	}
-	e.NoteCiliumCluster(col)
-	adminKnown, err := k.loadAdminNetworkPolicies(ctx, col)
-	if err != nil {
-		return err
+	for _, ns := range e.p.Spec.Namespaces {
+		if !e.KnowsNamespace(ns) {
+			col.MissingNamespace(e.p, ns, k.Source)
+		}
 	}
+	col.Checked("scan")
+	adminKnown := e.anp.known()
 	e.SetEgressKnown(true)
 	col.Checked("pod")
 	col.Checked("netpol")
@@ -283,10 +279,44 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 // terminalPhases leaves out pods that no longer run anything.
 const terminalPhases = "status.phase!=Succeeded,status.phase!=Failed"
 
-// loadNamespaces records every namespace's labels and fails each declared
-// namespace that does not exist.
-func (k *KubeScan) loadNamespaces(ctx context.Context, col *Collector) error {
-	err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+// LoadPolicies reads into the engine what decides the egress of pods in
+// namespaces (nil: in every namespace): every namespace's labels, the
+// NetworkPolicies and namespaced Cilium policies of those namespaces, and
+// the cluster-wide Cilium and admin network policies. It says whether
+// Cilium's policies were read; col hears the notes (a CRD not installed).
+func (k *KubeScan) LoadPolicies(ctx context.Context, namespaces []string, col *Collector) (bool, error) {
+	if k.PageSize <= 0 {
+		k.PageSize = 500
+	}
+	if k.Logger == nil {
+		k.Logger = slog.New(slog.DiscardHandler)
+	}
+	if namespaces == nil {
+		namespaces = []string{""}
+	}
+	if err := k.loadNamespaces(ctx); err != nil {
+		return false, err
+	}
+	for _, ns := range namespaces {
+		if err := k.loadNetworkPolicies(ctx, ns); err != nil {
+			return false, err
+		}
+	}
+	ciliumKnown, err := k.loadCilium(ctx, col, namespaces)
+	if err != nil {
+		return false, err
+	}
+	k.Engine.NoteCiliumCluster(col)
+	if _, err := k.loadAdminNetworkPolicies(ctx, col); err != nil {
+		return false, err
+	}
+	return ciliumKnown, nil
+}
+
+// loadNamespaces records every namespace's labels: admin network policies
+// and Cilium select on them, and a declared namespace must exist.
+func (k *KubeScan) loadNamespaces(ctx context.Context) error {
+	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
 		list, err := k.API.ListNamespaces(ctx, opts)
 		if err != nil {
 			return "", fmt.Errorf("list namespaces: %w", err)
@@ -296,23 +326,13 @@ func (k *KubeScan) loadNamespaces(ctx context.Context, col *Collector) error {
 		}
 		return list.Continue, nil
 	})
-	if err != nil {
-		return err
-	}
-	for _, ns := range k.Engine.p.Spec.Namespaces {
-		if !k.Engine.KnowsNamespace(ns) {
-			col.MissingNamespace(k.Engine.p, ns, k.Source)
-		}
-	}
-	col.Checked("scan")
-	return nil
 }
 
-func (k *KubeScan) loadNetworkPolicies(ctx context.Context) error {
+func (k *KubeScan) loadNetworkPolicies(ctx context.Context, ns string) error {
 	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
-		list, err := k.API.ListNetworkPolicies(ctx, "", opts)
+		list, err := k.API.ListNetworkPolicies(ctx, ns, opts)
 		if err != nil {
-			return "", fmt.Errorf("list networkpolicies in all namespaces: %w", err)
+			return "", fmt.Errorf("list networkpolicies in %s: %w", namespaceText(ns), err)
 		}
 		k.Logger.Debug("networkpolicies page", "policies", len(list.Items), "more", list.Continue != "")
 		for i := range list.Items {
@@ -324,10 +344,11 @@ func (k *KubeScan) loadNetworkPolicies(ctx context.Context) error {
 	})
 }
 
-// loadCilium reads Cilium policies when the cilium.io group is served; when
-// it is not, the run says so once in its notes (not an error: many clusters
-// run another CNI).
-func (k *KubeScan) loadCilium(ctx context.Context, col *Collector) (bool, error) {
+// loadCilium reads Cilium policies when the cilium.io group is served: the
+// namespaced ones of namespaces ("" for all) and the cluster-wide ones.
+// When it is not served, the run says so once in its notes (not an error:
+// many clusters run another CNI).
+func (k *KubeScan) loadCilium(ctx context.Context, col *Collector, namespaces []string) (bool, error) {
 	version, err := k.API.PreferredVersion(ctx, "cilium.io")
 	if err != nil {
 		return false, err
@@ -336,7 +357,13 @@ func (k *KubeScan) loadCilium(ctx context.Context, col *Collector) (bool, error)
 		col.Note("Cilium CRDs are not installed (API group cilium.io not served): CiliumNetworkPolicy and CiliumClusterwideNetworkPolicy were not checked")
 		return false, nil
 	}
-	return k.loadCRDPolicies(ctx, col, "cilium.io", []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"}, func(string) string { return version }, k.Engine.AddCiliumPolicy)
+	where := func(res string) []string {
+		if res == "ciliumclusterwidenetworkpolicies" {
+			return []string{""}
+		}
+		return namespaces
+	}
+	return k.loadCRDPolicies(ctx, col, "cilium.io", []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"}, func(string) string { return version }, where, k.Engine.AddCiliumPolicy)
 }
 
 // loadAdminNetworkPolicies reads AdminNetworkPolicies and the
@@ -357,38 +384,53 @@ func (k *KubeScan) loadAdminNetworkPolicies(ctx context.Context, col *Collector)
 		}
 		return "v1alpha1"
 	}
-	return k.loadCRDPolicies(ctx, col, PolicyAPIGroup, []string{"adminnetworkpolicies", "baselineadminnetworkpolicies", "clusternetworkpolicies"}, versionOf, k.Engine.AddAdminNetworkPolicy)
+	everywhere := func(string) []string { return []string{""} }
+	return k.loadCRDPolicies(ctx, col, PolicyAPIGroup, []string{"adminnetworkpolicies", "baselineadminnetworkpolicies", "clusternetworkpolicies"}, versionOf, everywhere, k.Engine.AddAdminNetworkPolicy)
 }
 
-// loadCRDPolicies lists CRD-backed policies of a served group; a resource
-// the group does not serve is noted, not an error.
+// loadCRDPolicies lists CRD-backed policies of a served group in the
+// namespaces where(resource) names ("" for all); a resource the group does
+// not serve is noted, not an error.
 func (k *KubeScan) loadCRDPolicies(ctx context.Context, col *Collector, group string, resources []string, version func(string) string,
-	add func(*unstructured.Unstructured) error) (bool, error) {
+	where func(string) []string, add func(*unstructured.Unstructured) error) (bool, error) {
 	found := false
 	for _, res := range resources {
 		gvr := schema.GroupVersionResource{Group: group, Version: version(res), Resource: res}
-		err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
-			list, err := k.API.ListResource(ctx, gvr, "", opts)
-			if err != nil {
-				return "", err
-			}
-			for i := range list.Items {
-				if err := add(&list.Items[i]); err != nil {
+		served := true
+		for _, ns := range where(res) {
+			err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+				list, err := k.API.ListResource(ctx, gvr, ns, opts)
+				if err != nil {
 					return "", err
 				}
+				for i := range list.Items {
+					if err := add(&list.Items[i]); err != nil {
+						return "", err
+					}
+				}
+				return list.GetContinue(), nil
+			})
+			switch {
+			case apierrors.IsNotFound(err):
+				served = false
+			case err != nil:
+				return false, fmt.Errorf("list %s.%s in %s: %w", res, group, namespaceText(ns), err)
 			}
-			return list.GetContinue(), nil
-		})
-		switch {
-		case apierrors.IsNotFound(err):
-			col.Note("%s.%s/%s is not served: not checked", res, group, gvr.Version)
-		case err != nil:
-			return false, fmt.Errorf("list %s.%s in all namespaces: %w", res, group, err)
-		default:
-			found = true
 		}
+		if !served {
+			col.Note("%s.%s/%s is not served: not checked", res, group, gvr.Version)
+			continue
+		}
+		found = true
 	}
 	return found, nil
+}
+
+func namespaceText(ns string) string {
+	if ns == "" {
+		return "all namespaces"
+	}
+	return "namespace " + ns
 }
 
 // scanWorkloads checks the pod template of every workload that is a
