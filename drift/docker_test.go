@@ -443,3 +443,46 @@ func TestDockerLive(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerNothingFound: an engine holding no container with the
+// selector's labels is not a clean run: drift.scan.sandboxes-found fails,
+// from the CLI too (exit 1).
+func TestDockerNothingFound(t *testing.T) {
+	h := needDocker(t)
+	p := dockerPolicy(t, func(p *policy.Policy) {
+		p.Spec.Selector.MatchLabels["sandprobe.dev/drift-run"] = fmt.Sprintf("nobody-%d", time.Now().UnixNano())
+	})
+	e, err := drift.NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := drift.NewCollector()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := (&drift.DockerScan{API: h.api, Engine: e, Source: "the test engine"}).Run(ctx, col); err != nil {
+		t.Fatal(err)
+	}
+	col.Summary(p)
+	failed := 0
+	for _, f := range col.Findings {
+		switch {
+		case f.Check == drift.ScanSandboxesFound && f.Status == report.Fail:
+			failed++
+		case f.Status == report.Pass:
+			t.Errorf("a pass with nothing found: %s %s", f.Check, f.Actual)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("want one failing %s, got %+v", drift.ScanSandboxesFound, col.Findings)
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	raw, _ := os.ReadFile(filepath.Join(repoRoot(), "fixtures", "docker-policy.yaml"))
+	doc := strings.Replace(string(raw), `selector: {matchLabels: {sandbox: "true"}}`, `selector: {matchLabels: {sandbox: "true", sandprobe.dev/drift-run: nobody-at-all}}`, 1)
+	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := testenv.Exec(t, testenv.Binary(t), "drift", "--policy", policyFile, "--docker", "--docker-host", h.host)
+	if code != report.ExitNonConformant || !strings.Contains(stdout, drift.ScanSandboxesFound) {
+		t.Errorf("drift --docker with nothing to find: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
