@@ -370,23 +370,7 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
 	if idx.count == 0 {
 		return false
 	}
-	set := make(labels.Set, len(pod.Labels)+2)
-	for k, v := range pod.Labels {
-		set[k] = v
-	}
-	set[ciliumNamespaceLabel] = pod.Namespace
-	set[ciliumServiceAccountLabel] = orDefault(pod.Spec.ServiceAccountName, "default")
-	var sel []*compiledCiliumRule
-	for _, r := range idx.byNS[pod.Namespace] {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
-		}
-	}
-	for _, r := range idx.cluster {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
-		}
-	}
+	sel := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName)
 	restricted := false
 	for _, r := range sel {
 		if r.egress {
@@ -400,6 +384,29 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
 		idx.missing(c, sel)
 	}
 	return restricted
+}
+
+// selecting lists the rules, namespaced and cluster-wide, whose endpoint
+// selector matches a pod with these labels and service account in ns.
+func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string) []*compiledCiliumRule {
+	set := make(labels.Set, len(podLabels)+2)
+	for k, v := range podLabels {
+		set[k] = v
+	}
+	set[ciliumNamespaceLabel] = ns
+	set[ciliumServiceAccountLabel] = orDefault(serviceAccount, "default")
+	var sel []*compiledCiliumRule
+	for _, r := range idx.byNS[ns] {
+		if r.selector.Matches(set) {
+			sel = append(sel, r)
+		}
+	}
+	for _, r := range idx.cluster {
+		if r.selector.Matches(set) {
+			sel = append(sel, r)
+		}
+	}
+	return sel
 }
 
 // missing reports declared names that no selecting Cilium rule allows, once

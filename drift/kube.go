@@ -148,10 +148,7 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 		k.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := k.Engine
-	if err := k.loadNetworkPolicies(ctx); err != nil {
-		return err
-	}
-	ciliumKnown, err := k.loadCilium(ctx, col)
+	ciliumKnown, err := k.LoadPolicies(ctx, nil, col)
 	if err != nil {
 		return err
 	}
@@ -170,11 +167,33 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 // terminalPhases leaves out pods that no longer run anything.
 const terminalPhases = "status.phase!=Succeeded,status.phase!=Failed"
 
-func (k *KubeScan) loadNetworkPolicies(ctx context.Context) error {
+// LoadPolicies reads the NetworkPolicies and Cilium policies that can
+// select pods in namespaces (nil: in every namespace) into the engine: the
+// namespaced ones of those namespaces and the cluster-wide ones. It says
+// whether Cilium's policies were read; col hears the notes.
+func (k *KubeScan) LoadPolicies(ctx context.Context, namespaces []string, col *Collector) (bool, error) {
+	if k.PageSize <= 0 {
+		k.PageSize = 500
+	}
+	if k.Logger == nil {
+		k.Logger = slog.New(slog.DiscardHandler)
+	}
+	if namespaces == nil {
+		namespaces = []string{""}
+	}
+	for _, ns := range namespaces {
+		if err := k.loadNetworkPolicies(ctx, ns); err != nil {
+			return false, err
+		}
+	}
+	return k.loadCilium(ctx, col, namespaces)
+}
+
+func (k *KubeScan) loadNetworkPolicies(ctx context.Context, ns string) error {
 	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
-		list, err := k.API.ListNetworkPolicies(ctx, "", opts)
+		list, err := k.API.ListNetworkPolicies(ctx, ns, opts)
 		if err != nil {
-			return "", fmt.Errorf("list networkpolicies in all namespaces: %w", err)
+			return "", fmt.Errorf("list networkpolicies in %s: %w", namespaceText(ns), err)
 		}
 		k.Logger.Debug("networkpolicies page", "policies", len(list.Items), "more", list.Continue != "")
 		for i := range list.Items {
@@ -186,10 +205,11 @@ func (k *KubeScan) loadNetworkPolicies(ctx context.Context) error {
 	})
 }
 
-// loadCilium reads Cilium policies when the cilium.io group is served; when
-// it is not, the run says so once in its notes (not an error: many clusters
-// run another CNI).
-func (k *KubeScan) loadCilium(ctx context.Context, col *Collector) (bool, error) {
+// loadCilium reads Cilium policies when the cilium.io group is served: the
+// namespaced ones of namespaces ("" for all) and the cluster-wide ones.
+// When it is not served, the run says so once in its notes (not an error:
+// many clusters run another CNI).
+func (k *KubeScan) loadCilium(ctx context.Context, col *Collector, namespaces []string) (bool, error) {
 	version, err := k.API.PreferredVersion(ctx, "cilium.io")
 	if err != nil {
 		return false, err
@@ -201,26 +221,36 @@ func (k *KubeScan) loadCilium(ctx context.Context, col *Collector) (bool, error)
 	found := false
 	for _, res := range []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"} {
 		gvr := schema.GroupVersionResource{Group: "cilium.io", Version: version, Resource: res}
-		err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
-			list, err := k.API.ListResource(ctx, gvr, "", opts)
-			if err != nil {
-				return "", err
-			}
-			for i := range list.Items {
-				if err := k.Engine.AddCiliumPolicy(&list.Items[i]); err != nil {
+		where := namespaces
+		if res == "ciliumclusterwidenetworkpolicies" {
+			where = []string{""}
+		}
+		served := true
+		for _, ns := range where {
+			err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+				list, err := k.API.ListResource(ctx, gvr, ns, opts)
+				if err != nil {
 					return "", err
 				}
+				for i := range list.Items {
+					if err := k.Engine.AddCiliumPolicy(&list.Items[i]); err != nil {
+						return "", err
+					}
+				}
+				return list.GetContinue(), nil
+			})
+			switch {
+			case apierrors.IsNotFound(err):
+				served = false
+			case err != nil:
+				return false, fmt.Errorf("list %s.cilium.io in %s: %w", res, namespaceText(ns), err)
 			}
-			return list.GetContinue(), nil
-		})
-		switch {
-		case apierrors.IsNotFound(err):
-			col.Note("%s.cilium.io/%s is not served: not checked", res, version)
-		case err != nil:
-			return false, fmt.Errorf("list %s.cilium.io in all namespaces: %w", res, err)
-		default:
-			found = true
 		}
+		if !served {
+			col.Note("%s.cilium.io/%s is not served: not checked", res, version)
+			continue
+		}
+		found = true
 	}
 	return found, nil
 }
@@ -296,6 +326,13 @@ func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector) error {
 		}
 		return list.GetContinue(), nil
 	})
+}
+
+func namespaceText(ns string) string {
+	if ns == "" {
+		return "all namespaces"
+	}
+	return "namespace " + ns
 }
 
 // pages drives Limit/Continue pagination: fetch returns the continue token.

@@ -495,10 +495,11 @@ has_fw() { [[ $(iptables -w -t filter -S) == *"POD name:$2 namespace: $1"* ]]; }
 until_kr "a firewall chain for agent-2" has_fw "$sandbox_ns" agent-2
 "$netpol" enforced "$sandbox_ns" agent-2 && fail "kube-router applies $("$netpol" policies "$sandbox_ns" agent-2) to agent-2: something selects it"
 say "${red}started${reset} — no NetworkPolicy selects it: kube-router lets everything through for agent-2"
-# TODO(issue-10-placement): once the runner probes where an unlabelled pod
-# stands, expect what answered too:
-#   expect_caught sandprobe-unlabelled blocked.lab.test pod/$sandbox_ns/agent-2
-expect_caught sandprobe-unlabelled - pod/$sandbox_ns/agent-2
+# The runner adds a probe where agent-2 stands (its labels, its node, egress
+# only; reported as .../as/agent-2): what answered it is named too.
+expect_caught sandprobe-unlabelled blocked.lab.test pod/$sandbox_ns/agent-2
+grep -q 'testsuite name="namespace/[^"]*/as/agent-2"' "$out/sandprobe-unlabelled.xml" \
+  || fail "no probe stood where agent-2 stands (no JUnit suite .../as/agent-2 in $out/sandprobe-unlabelled.xml)"
 kc -n "$sandbox_ns" delete pod agent-2 --grace-period=1 --wait=true | quote
 step "undone" "agent-2 is gone"
 expect_green sandprobe-unlabelled-undone

@@ -13,9 +13,9 @@ import (
 )
 
 // checkPodLabels reads the pod's own labels from its downward-API volume and
-// proves the probe pod carries the sandbox selector's labels: a probe pod
-// that does not look like a sandbox to the network policies proves nothing
-// about them.
+// proves the probe pod carries the sandbox selector's labels, as admitted
+// (a mutating webhook could have changed them). It claims no more: which
+// policies select the pod only the runner can see, from outside (parity).
 func checkPodLabels(_ context.Context, env *Env) []report.Finding {
 	path := filepath.Join(env.PodInfoDir, "labels")
 	raw, err := os.ReadFile(path)
@@ -33,16 +33,17 @@ func checkPodLabels(_ context.Context, env *Env) []report.Finding {
 	}
 	sort.Strings(keys)
 	var out []report.Finding
+	ev := "downward API " + path + "; which egress policies select the pod is the runner's parity check"
 	for _, k := range keys {
 		exp := fmt.Sprintf("%s=%q", k, want[k])
 		v, ok := have[k]
 		switch {
 		case !ok:
-			out = append(out, fail(k, exp, "label missing: no network policy keyed on it selects this pod", "downward API "+path))
+			out = append(out, fail(k, exp, "label missing", ev))
 		case v != want[k]:
-			out = append(out, fail(k, exp, fmt.Sprintf("%s=%q", k, v), "downward API "+path))
+			out = append(out, fail(k, exp, fmt.Sprintf("%s=%q", k, v), ev))
 		default:
-			out = append(out, pass(k, exp, exp, "downward API "+path))
+			out = append(out, pass(k, exp, exp, ev))
 		}
 	}
 	return out

@@ -43,7 +43,7 @@ const (
 // stay closed was reachable.
 func mustFail(check string) bool {
 	switch check {
-	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil:
+	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil, "egress.dns-bypass":
 		return true
 	}
 	return false
@@ -321,13 +321,15 @@ func UnexpectedlyOpen(f Finding) bool {
 }
 
 // NodeLabel is the value of the node label for a finding's target: the node
-// name for "node/NAME" and "namespace/NS/node/NAME" (the kube backend's,
-// whose namespace is the finding's Namespace), the whole target otherwise
-// ("local/sandbox", "image/REF", "namespace/NS" for a probe pod that never
-// got a node, or the backend for a probe that never reported).
+// name for "node/NAME" and "namespace/NS/node/NAME[/as/POD]" (the kube
+// backend's, whose namespace is the finding's Namespace; /as/POD for the
+// probe standing in for a pod without the sandbox labels), the whole target
+// otherwise ("local/sandbox", "image/REF", "namespace/NS" for a probe pod
+// that never got a node, or the backend for a probe that never reported).
 func NodeLabel(target string) string {
 	if rest, ok := strings.CutPrefix(target, "namespace/"); ok {
 		if _, node, ok := strings.Cut(rest, "/node/"); ok {
+			node, _, _ = strings.Cut(node, "/")
 			return node
 		}
 	}

@@ -175,8 +175,9 @@ func TestMetricsSeries(t *testing.T) {
 			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "namespace/sandboxes/node/w1", Namespace: "sandboxes", Status: Fail, Class: "answered"},
 			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "namespace/team-b/node/w1", Namespace: "team-b", Status: Pass, Class: "timeout"},
 			{Check: "probe.run", Subject: "unschedulable", Target: "namespace/team-c", Status: Error},
+			{Check: "egress.must-fail", Subject: "10.0.0.1:443", Target: "namespace/sandboxes/node/w1/as/forgot-its-label", Namespace: "sandboxes", Status: Fail, Class: "answered"},
 		}}, map[string]float64{
-			`sandprobe_egress_unexpected_open{namespace="sandboxes",node="w1"}`:                                      1,
+			`sandprobe_egress_unexpected_open{namespace="sandboxes",node="w1"}`:                                      2,
 			`sandprobe_egress_unexpected_open{namespace="team-b",node="w1"}`:                                         0,
 			`sandprobe_check_success{check="egress.must-fail",namespace="sandboxes",node="w1",target="1.1.1.1:443"}`: 0,
 			`sandprobe_check_success{check="egress.must-fail",namespace="team-b",node="w1",target="1.1.1.1:443"}`:    1,

@@ -77,17 +77,17 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 		return nil, nil, err
 	}
 	kc := &kubeCycle{host: cfg.Host, flags: *k, logger: logger}
-	if k.drift {
-		dcfg := rest.CopyConfig(cfg)
-		dcfg.QPS, dcfg.Burst = 50, 100
-		if kc.driftAPI, err = drift.NewKubeAPI(dcfg); err != nil {
-			return nil, nil, err
-		}
+	// The same client reads the egress policies for parity (every run)
+	// and the live objects for drift.
+	dcfg := rest.CopyConfig(cfg)
+	dcfg.QPS, dcfg.Burst = 50, 100
+	if kc.driftAPI, err = drift.NewKubeAPI(dcfg); err != nil {
+		return nil, nil, err
 	}
 	pr := newProgress(a.stderr, isTerminal(a.stderr), logger)
 	kc.backend = &kube.Backend{
 		API: api, Namespace: k.namespace, ProbeImage: k.probeImage, PullPolicy: corev1.PullPolicy(k.pullPolicy),
-		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, UnschedulableGrace: k.unschedulableGrace,
+		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, UnschedulableGrace: k.unschedulableGrace, Policies: kc.driftAPI,
 		Progress: pr.show, Logger: logger,
 	}
 	return kc, pr.done, nil

@@ -222,9 +222,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if err != nil {
 		return nil, err
 	}
-	if f, ok := runner.HostKernelCheck(spec.Policy, class, facts.hostKernel, res); ok {
-		res.Findings = append(res.Findings, f)
-	}
+	runner.CrossCheckKernel(spec.Policy, class, facts.hostKernel, nil, &res)
 	explainWritable(res.Findings, imageModes)
 	return []report.ProbeResult{res}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -364,6 +365,18 @@ func labPolicy(t testing.TB, runtime string) string {
 			t.Fatalf("fixtures/lab-policy.yaml has no %q", old)
 		}
 		doc = strings.Replace(doc, old, repl, 1)
+	}
+	// Network safety: pods reach the host's network, so every metadata
+	// target must be a lab stand-in; a policy that lost its override would
+	// dial the real 169.254.169.254.
+	p, err := policy.Load([]byte(doc))
+	if err != nil {
+		t.Fatalf("lab policy for pods: %v", err)
+	}
+	for _, a := range p.Spec.Egress.Metadata.Addresses {
+		if !strings.HasPrefix(a, "10.99.") {
+			t.Fatalf("lab policy for pods dials metadata address %s, not a lab stand-in", a)
+		}
 	}
 	return doc
 }

@@ -21,12 +21,12 @@ import (
 // none. The result comes from the log; when the log cannot be read (no
 // kubelet connection, a node without an address), from the termination
 // message, which holds the compact form of the same result.
-func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
+func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 	var res report.ProbeResult
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), collectTimeout)
 	defer cancel()
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = Target(a.ns, p.Spec.NodeName)
+		a.target = a.pl.target(p.Spec.NodeName)
 	}
 	if err := a.podProblem(p); err != nil {
 		return res, err
@@ -85,6 +85,8 @@ func (a *attempt) collect(p *corev1.Pod) (report.ProbeResult, error) {
 	}
 	res.Target = a.target
 	a.kernelCheck(ctx, p, &res)
+	admitted.Spec.NodeName = p.Spec.NodeName
+	a.parity(ctx, admitted, &res)
 	// The namespace is half of where the probe stood: the same node can
 	// host sandbox namespaces under different policies.
 	for i := range res.Findings {
@@ -162,22 +164,12 @@ func (a *attempt) kernelCheck(ctx context.Context, p *corev1.Pod, res *report.Pr
 		class = *p.Spec.RuntimeClassName
 	}
 	pol := a.r.spec.Policy
-	node, err := a.b.API.GetNode(ctx, p.Spec.NodeName)
+	node, err := a.r.nodes.get(ctx, p.Spec.NodeName)
 	if err != nil {
-		// Applies at all? Ask with a stand-in kernel.
-		if _, ok := runner.HostKernelCheck(pol, class, "?", *res); ok {
-			res.Findings = append(res.Findings, report.Finding{
-				Check: "runtime.isolation", Subject: runner.HostKernelSubject, Status: report.Error,
-				Expected: "the node's kernel release, to compare with the probe's",
-				Actual:   fmt.Sprintf("cannot read node %s: %s", p.Spec.NodeName, oneLine(err)),
-				Fix:      "grant the runner's service account get on nodes",
-			})
-		}
+		runner.CrossCheckKernel(pol, class, "", fmt.Errorf("cannot read node %s: %s", p.Spec.NodeName, oneLine(err)), res)
 		return
 	}
-	if f, ok := runner.HostKernelCheck(pol, class, node.Status.NodeInfo.KernelVersion, *res); ok {
-		res.Findings = append(res.Findings, f)
-	}
+	runner.CrossCheckKernel(pol, class, node.Status.NodeInfo.KernelVersion, nil, res)
 }
 
 func containerStatus(ss []corev1.ContainerStatus, name string) *corev1.ContainerStatus {

@@ -17,11 +17,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -86,6 +88,13 @@ type Backend struct {
 	// RuntimeClass picks which of spec.runtime.classNames the probe pod
 	// runs under; "" is the first.
 	RuntimeClass string
+	// Policies reads the NetworkPolicies and Cilium policies that govern
+	// the sandbox namespaces, for the parity check; nil leaves parity
+	// unproven (an error finding, and every egress verdict inconclusive).
+	Policies drift.KubeAPI
+	// MaxStrays bounds the probes for pods without the sandbox labels (0
+	// is DefaultMaxStrays; negative: none).
+	MaxStrays int
 	// PerNode runs one pod on each node that can host sandboxes (it matches
 	// spec.placement.nodeSelector and every taint is tolerated), in
 	// parallel, at most Parallel at a time (0 is DefaultParallel).
@@ -177,6 +186,9 @@ type run struct {
 	// AnnotationCreatedBy; "" when it could not be learnt.
 	createdBy string
 	track     *tracker
+	// survey is what governs the probe namespaces, for parity.
+	survey *survey
+	nodes  *nodeCache
 }
 
 // Run sweeps leftovers, creates one probe pod in each sandbox namespace
@@ -202,15 +214,21 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if err := checkPolicySize(spec); err != nil {
 		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonBadPolicy, Detail: err.Error()}
 	}
+	// Who the runner is, what is left of earlier runs, and what governs
+	// the sandbox namespaces are independent: read them at once.
 	me := b.whoAmI(ctx)
-	b.progress("sweeping leftover probe pods")
+	b.progress("sweeping leftover probe pods, reading the sandbox namespaces' egress policies")
+	var sv *survey
+	prep := pool.New().WithErrors().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
+	prep.Go(func() error { sv = b.survey(ctx, spec.Policy, namespaces); return nil })
 	for _, ns := range namespaces {
-		if err := b.Sweep(ctx, ns, me); err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("sweep: %w", ctx.Err())
-			}
-			return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
+		prep.Go(func() error { return b.Sweep(ctx, ns, me) })
+	}
+	if err := prep.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sweep: %w", ctx.Err())
 		}
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
 	}
 	nodes := []string{""}
 	if b.PerNode {
@@ -219,21 +237,40 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			return nil, err
 		}
 	}
-	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: deadline, createdBy: me}
+	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: deadline, createdBy: me, survey: sv, nodes: newNodeCache(b.API)}
 	r.track = newTracker(b.progress, b.now)
+
+	var placements []placement
+	unprobed := map[string]report.Finding{}
+	maxStrays := cmp.Or(b.MaxStrays, DefaultMaxStrays)
+	for _, ns := range namespaces {
+		class := b.runtimeClass(r, ns)
+		for _, node := range nodes {
+			placements = append(placements, placement{ns: ns, node: node, runtimeClass: class})
+		}
+		if sv.err != nil || maxStrays < 0 || spec.NoNetwork {
+			continue
+		}
+		strays, over := sv.strays(ns, maxStrays)
+		maxStrays -= len(strays)
+		for _, st := range strays {
+			placements = append(placements, placement{ns: ns, node: st.pod.node, runtimeClass: st.pod.runtimeClass, stray: st})
+		}
+		if len(over) > 0 {
+			unprobed[ns] = unprobedStrays(ns, over, cmp.Or(b.MaxStrays, DefaultMaxStrays))
+		}
+	}
 
 	type outcome struct {
 		res report.ProbeResult
 		err error
 	}
 	p := pool.NewWithResults[outcome]().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
-	for _, ns := range namespaces {
-		for _, node := range nodes {
-			p.Go(func() outcome {
-				res, err := b.probeOne(ctx, r, ns, node)
-				return outcome{res, err}
-			})
-		}
+	for _, pl := range placements {
+		p.Go(func() outcome {
+			res, err := b.probeOne(ctx, r, pl)
+			return outcome{res, err}
+		})
 	}
 	var (
 		results []report.ProbeResult
@@ -247,6 +284,12 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		results = append(results, o.res)
 	}
 	slices.SortFunc(results, func(a, b report.ProbeResult) int { return cmp.Compare(a.Target, b.Target) })
+	// Strays past the bound are named in their namespace's first result.
+	for ns, f := range unprobed {
+		if i := slices.IndexFunc(results, func(res report.ProbeResult) bool { return strings.HasPrefix(res.Target, "namespace/"+ns) }); i >= 0 {
+			results[i].Findings = append(results[i].Findings, f)
+		}
+	}
 	return results, errors.Join(errs...)
 }
 

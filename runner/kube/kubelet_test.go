@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/render"
@@ -41,11 +42,12 @@ func TestMain(m *testing.M) {
 
 // fixture is one test's namespace on the shared API server.
 type fixture struct {
-	t   *testing.T
-	cfg *rest.Config
-	cs  kubernetes.Interface
-	api API
-	ns  string
+	t        *testing.T
+	cfg      *rest.Config
+	cs       kubernetes.Interface
+	api      API
+	policies drift.KubeAPI
+	ns       string
 }
 
 var runtimeClassesOnce sync.Once
@@ -87,7 +89,11 @@ func newFixture(t *testing.T) *fixture {
 			}
 		}
 	})
-	return &fixture{t: t, cfg: cfg, cs: cs, api: api, ns: ns}
+	pol, err := drift.NewKubeAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, cfg: cfg, cs: cs, api: api, policies: pol, ns: ns}
 }
 
 // sibling is another namespace of the same test on the same API server.
@@ -101,7 +107,7 @@ func (f *fixture) sibling(suffix string) *fixture {
 	if _, err := f.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		f.t.Fatal(err)
 	}
-	return &fixture{t: f.t, cfg: f.cfg, cs: f.cs, api: f.api, ns: ns}
+	return &fixture{t: f.t, cfg: f.cfg, cs: f.cs, api: f.api, policies: f.policies, ns: ns}
 }
 
 // withNamespaces is a policy document declaring its sandbox namespaces.
@@ -111,7 +117,7 @@ func withNamespaces(doc string, namespaces ...string) string {
 
 // backend is a Backend on the fixture's namespace with short graces.
 func (f *fixture) backend() *Backend {
-	return &Backend{API: f.api, Namespace: f.ns, ProbeImage: "sandprobe.local/sandprobe:test", PullPolicy: corev1.PullNever,
+	return &Backend{API: f.api, Policies: f.policies, Namespace: f.ns, ProbeImage: "sandprobe.local/sandprobe:test", PullPolicy: corev1.PullNever,
 		UnschedulableGrace: time.Second, Logger: testLogger(f.t)}
 }
 

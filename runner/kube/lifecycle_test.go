@@ -293,14 +293,14 @@ func TestSweep(t *testing.T) {
 	// user's runner left, which is theirs to sweep.
 	killed := &run{id: "killed0001", spec: spec, deadline: 20 * time.Second, createdBy: me}
 	for _, node := range []string{"", "node-a"} {
-		pod := b.probePod(killed, f.ns, node)
+		pod := b.probePod(killed, placement{ns: f.ns, node: node})
 		pod.Name += "-killed"
 		if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	theirs := &run{id: "theirs0001", spec: spec, deadline: 20 * time.Second, createdBy: "someone-else"}
-	pod := b.probePod(theirs, f.ns, "")
+	pod := b.probePod(theirs, placement{ns: f.ns})
 	pod.Name += "-theirs"
 	if _, err := f.cs.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

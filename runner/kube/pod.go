@@ -11,25 +11,56 @@ import (
 	"github.com/sandprobe/sandprobe/render"
 )
 
-// probePod is render's sandbox look-alike, in namespace ns, with what this
-// run adds: the run and nonce labels, the policy itself in an annotation
-// (no ConfigMap: the runner needs no right to create one in a sandbox
-// namespace), the runtime class and nonce handed to the probe, the run's
-// deadline, who created it, no service-account token whatever the policy
-// allows (the runner-scope admission policy requires that), and, per node,
-// an affinity that pins it to its node through the scheduler.
-func (b *Backend) probePod(r *run, ns, node string) *corev1.Pod {
+// placement is where one probe pod of a run stands.
+type placement struct {
+	ns   string
+	node string // "" when the scheduler picks
+	// runtimeClass is the class it runs under ("" for none).
+	runtimeClass string
+	// stray, when set, makes this the probe that stands in for pods of the
+	// namespace without the sandbox labels: their labels, class and node.
+	stray *stray
+}
+
+// target names where the pod reports from once it runs on node.
+func (pl placement) target(node string) string {
+	t := Target(pl.ns, node)
+	if pl.stray != nil {
+		t += "/as/" + pl.stray.pod.name
+	}
+	return t
+}
+
+// probePod is render's sandbox look-alike, in its placement's namespace,
+// with what this run adds: the run and nonce labels, the policy itself in
+// an annotation (no ConfigMap: the runner needs no right to create one in
+// a sandbox namespace), the runtime class and nonce handed to the probe,
+// the run's deadline, who created it, no service-account token whatever
+// the policy allows (the runner-scope admission policy requires that), and,
+// per node, an affinity that pins it to its node through the scheduler. A
+// stray's probe carries that pod's labels instead of the sandbox's, and
+// checks egress only.
+func (b *Backend) probePod(r *run, pl placement) *corev1.Pod {
 	p := r.spec.Policy
 	var args []string
-	if class := b.runtimeClass(r); class != "" {
-		args = append(args, "--runtime-class", class)
+	if pl.runtimeClass != "" && pl.stray == nil {
+		args = append(args, "--runtime-class", pl.runtimeClass)
 	}
 	if r.spec.NoNetwork {
 		args = append(args, "--no-network")
 	}
+	if pl.stray != nil {
+		// Where a pod without the sandbox labels stands, the question is
+		// what it can reach; its identity and filesystem are drift's.
+		args = append(args, "--only", "egress")
+	}
+	name := podName(p.Metadata.Name, r.id, pl.node)
+	if pl.stray != nil {
+		name = podName(p.Metadata.Name, r.id, "stray/"+pl.stray.pod.name)
+	}
 	opts := render.ProbePodOptions{
-		Name:         podName(p.Metadata.Name, r.id, node),
-		Namespace:    ns,
+		Name:         name,
+		Namespace:    pl.ns,
 		ProbeImage:   b.ProbeImage,
 		PolicyInline: r.spec.PolicyBytes,
 		Nonce:        r.spec.Nonce,
@@ -40,6 +71,9 @@ func (b *Backend) probePod(r *run, ns, node string) *corev1.Pod {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
+	if pl.stray != nil {
+		pl.stray.relabel(pod, p.Spec.Selector.MatchLabels)
+	}
 	pod.Annotations[AnnotationNonce] = r.spec.Nonce
 	pod.Annotations[AnnotationDeadline] = r.deadline.String()
 	if r.createdBy != "" {
@@ -49,18 +83,20 @@ func (b *Backend) probePod(r *run, ns, node string) *corev1.Pod {
 	// in the cluster; a policy that allows one only allows it to be there.
 	f := false
 	pod.Spec.AutomountServiceAccountToken = &f
-	if node != "" {
-		pod.Annotations[AnnotationTarget] = Target(ns, node)
+	if pl.node != "" {
+		pod.Annotations[AnnotationTarget] = pl.target(pl.node)
 		// Through the scheduler, not spec.nodeName: the pod then meets the
 		// same admission, taints and resource fit as a sandbox would, and a
 		// node that cannot take it shows up as unschedulable.
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{pl.node}}},
 			}}},
 		}}
 	}
-	if class := b.runtimeClass(r); class != "" {
+	pod.Spec.RuntimeClassName = nil
+	if pl.runtimeClass != "" {
+		class := pl.runtimeClass
 		pod.Spec.RuntimeClassName = &class
 	}
 	// The kubelet kills the probe at the run's deadline even if this runner
@@ -85,14 +121,19 @@ func (b *Backend) adaptContainer(c *corev1.Container, probe bool) {
 	}
 }
 
-// runtimeClass is the class the pod runs under: the chosen one, else the
-// policy's first (render's choice).
-func (b *Backend) runtimeClass(r *run) string {
+// runtimeClass is the class the namespace's probe runs under: the chosen
+// one, else the declared class most live sandboxes there use (the
+// policy's first when none runs or the survey failed).
+func (b *Backend) runtimeClass(r *run, ns string) string {
 	if b.RuntimeClass != "" {
 		return b.RuntimeClass
 	}
-	if cs := r.spec.Policy.Spec.Runtime.ClassNames; len(cs) > 0 {
-		return cs[0]
+	classes := r.spec.Policy.Spec.Runtime.ClassNames
+	if r.survey != nil && r.survey.err == nil {
+		return r.survey.runtimeClassFor(ns, classes)
+	}
+	if len(classes) > 0 {
+		return classes[0]
 	}
 	return ""
 }

@@ -30,6 +30,8 @@ type attempt struct {
 	runCtx   context.Context // ctx bounded by the run's deadline
 	ns, name string
 	node     string // the node it was sent to, "" when the scheduler picks
+	pl       placement
+	stray    *stray // set for the probe of pods without the sandbox labels
 	target   string
 	pod      *corev1.Pod // the latest state seen
 	rv       string      // the resource version to watch from
@@ -45,15 +47,15 @@ func (a *attempt) cannot(reason, format string, args ...any) error {
 
 // probeOne creates one probe pod, waits for it to end, collects its result
 // and deletes it.
-func (b *Backend) probeOne(ctx context.Context, r *run, ns, node string) (report.ProbeResult, error) {
+func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.ProbeResult, error) {
 	runCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
-	pod := b.probePod(r, ns, node)
-	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: node}
+	pod := b.probePod(r, pl)
+	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: pl.node, pl: pl, stray: pl.stray}
 	// Until the pod has a node, the run is named by its namespace, not the
 	// pod: a pod name is new every run and would make a new metric series
 	// each time (the details name the pod).
-	a.target = Target(a.ns, node)
+	a.target = pl.target(pl.node)
 	defer r.track.set(a.ns+"/"+a.name, "")
 	r.track.set(a.ns+"/"+a.name, "creating")
 	created, err := b.API.CreatePod(runCtx, pod)
@@ -62,6 +64,9 @@ func (b *Backend) probeOne(ctx context.Context, r *run, ns, node string) (report
 	}
 	a.times.created = time.Now()
 	a.pod, a.rv = created, created.ResourceVersion
+	// Parity judges the pod as admitted: a mutating webhook may have
+	// changed its labels.
+	admitted := created.DeepCopy()
 	// Deletion must happen even when ctx is cancelled or the deadline
 	// passed, so it gets a fresh context of its own.
 	defer func() {
@@ -72,14 +77,14 @@ func (b *Backend) probeOne(ctx context.Context, r *run, ns, node string) (report
 			b.observe(a.times)
 		}
 	}()
-	b.log().Debug("probe pod created", "pod", a.ns+"/"+a.name, "node", node, "runtimeClass", b.runtimeClass(r))
+	b.log().Debug("probe pod created", "pod", a.ns+"/"+a.name, "node", pl.node, "runtimeClass", pl.runtimeClass, "stray", pl.stray != nil)
 	final, err := a.wait()
 	if err != nil {
 		return report.ProbeResult{}, err
 	}
 	a.times.finished = time.Now()
 	r.track.set(a.ns+"/"+a.name, "collecting the result")
-	res, err := a.collect(final)
+	res, err := a.collect(final, admitted)
 	a.times.collected = time.Now()
 	a.times.result = res
 	return res, err
@@ -272,7 +277,7 @@ var createFailures = map[string]bool{
 func (a *attempt) judge() (bool, error) {
 	p := a.pod
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = Target(a.ns, p.Spec.NodeName)
+		a.target = a.pl.target(p.Spec.NodeName)
 	}
 	key := a.ns + "/" + a.name
 	if terminal(p) {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -227,5 +229,19 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		return nil, err
 	}
 	res.Target = target
+	// The same half of runtime.isolation as the other backends: this
+	// sandbox is namespaces on this machine's kernel, and a hypervisor the
+	// probe sees is this machine's, never a VM of its own.
+	kernel, kerr := hostKernel()
+	runner.CrossCheckKernel(spec.Policy, "", kernel, kerr, &res)
 	return []report.ProbeResult{res}, nil
+}
+
+// hostKernel is this machine's kernel release (uname -r).
+func hostKernel() (string, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "", fmt.Errorf("uname: %w", err)
+	}
+	return unix.ByteSliceToString(u.Release[:]), nil
 }

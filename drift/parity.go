@@ -1,0 +1,70 @@
+package drift
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// What governs a pod's egress, for the kube runner's parity check: the
+// probe stands where the sandboxes stand only if exactly the same egress
+// policies select it. The engine's policy index answers it, so the runner
+// and drift can never disagree about which policy selects which pod.
+
+// EgressPolicies lists the egress policies that select a pod with these
+// labels and service account in namespace ns: NetworkPolicies whose
+// policyTypes include Egress ("networkpolicy/NS/NAME") and Cilium rules
+// with egress or egressDeny rules ("ciliumnetworkpolicy/NS/NAME",
+// "ciliumclusterwidenetworkpolicy/NAME"), sorted, each once. A policy that
+// selects the pod for ingress only does not govern its egress and is left
+// out.
+func (e *Engine) EgressPolicies(ns string, podLabels map[string]string, serviceAccount string) []string {
+	var out []string
+	e.net.selecting(ns, podLabels, func(np *compiledNetpol) {
+		if np.egress {
+			out = append(out, "networkpolicy/"+np.ns+"/"+np.name)
+		}
+	})
+	for _, r := range e.cil.selecting(ns, podLabels, serviceAccount) {
+		if r.egress {
+			out = append(out, r.id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// SelectorKeys lists the pod label keys that the selectors of the egress
+// policies able to select pods in ns look at (with Cilium's source prefix
+// and its own namespace and service-account keys left out), sorted. A pod
+// keeps its place under those policies with only these labels.
+func (e *Engine) SelectorKeys(ns string) []string {
+	keys := map[string]bool{}
+	add := func(sel labels.Selector, egress bool) {
+		if !egress {
+			return
+		}
+		reqs, _ := sel.Requirements()
+		for _, r := range reqs {
+			if k := r.Key(); k != ciliumNamespaceLabel && k != ciliumServiceAccountLabel {
+				keys[k] = true
+			}
+		}
+	}
+	if nsp := e.net.byNS[ns]; nsp != nil {
+		for _, c := range nsp.scan {
+			add(c.selector, c.egress)
+		}
+		for _, vals := range nsp.byLabel {
+			for _, cs := range vals {
+				for _, c := range cs {
+					add(c.selector, c.egress)
+				}
+			}
+		}
+	}
+	for _, r := range append(slices.Clone(e.cil.byNS[ns]), e.cil.cluster...) {
+		add(r.selector, r.egress)
+	}
+	return sortedKeys(keys)
+}

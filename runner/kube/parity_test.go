@@ -1,0 +1,251 @@
+package kube
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// egressResult is what a probe reports: a must-fail target blocked and an
+// allowed host reached, both passing.
+func egressResult(pod *corev1.Pod) report.ProbeResult {
+	res := probeResult(pod, "4.4.0")
+	res.Findings = append(res.Findings,
+		report.Finding{Check: "egress.must-fail", Subject: "blocked.lab.test:443", Status: report.Pass, Class: "timeout", Expected: "no answer", Actual: "timeout"},
+		report.Finding{Check: "egress.allowed", Subject: "api.lab.test:443", Status: report.Pass, Class: "answered", Expected: "answered", Actual: "answered"},
+	)
+	return res
+}
+
+// probesOnly plays the kubelet for probe pods and leaves every other pod
+// (the live sandboxes) as created.
+func probesOnly(t *testing.T, seen func(*corev1.Pod)) script {
+	return func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+		if pod.Labels[LabelRun] == "" {
+			return
+		}
+		if seen != nil {
+			seen(pod)
+		}
+		k.bind(ctx, pod, "node-a")
+		k.running(ctx, pod)
+		k.exit(ctx, pod, 0, "Completed", message(t, egressResult(pod)))
+	}
+}
+
+func (f *fixture) livePod(name string, labels map[string]string, runtimeClass, node string) {
+	f.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "sandbox.invalid/agent:1"}}}}
+	if runtimeClass != "" {
+		p.Spec.RuntimeClassName = &runtimeClass
+	}
+	if _, err := f.cs.CoreV1().Pods(f.ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) egressPolicy(name string, selector metav1.LabelSelector) {
+	f.t.Helper()
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: selector, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
+	if _, err := f.cs.NetworkingV1().NetworkPolicies(f.ns).Create(context.Background(), np, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func findings(res report.ProbeResult, check string) []report.Finding {
+	var out []report.Finding
+	for _, f := range res.Findings {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestParity: on a real API server, the probe is compared with the live
+// sandboxes of its namespace before its egress verdicts count. The same
+// policies, class and node: proven. A NetworkPolicy that selects the
+// sandboxes through an extra label the probe lacks, one that singles out
+// the probe, a runtime class no sandbox uses, a node pool they do not run
+// in: a failing finding naming it, and every egress verdict inconclusive.
+// No sandbox at all: unproven, said so, never a silent pass.
+func TestParity(t *testing.T) {
+	sandbox := map[string]string{"sandbox": "true"}
+	withTeam := map[string]string{"sandbox": "true", "team": "a"}
+	cases := []struct {
+		name  string
+		setup func(f *fixture)
+		class string // --runtime-class
+		// want is the status of each parity check; egress is the status the
+		// egress verdicts end with.
+		want   map[string]report.Status
+		egress report.Status
+		says   string // in the failing finding's actual
+	}{
+		{name: "governed like the sandboxes", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+			f.livePod("agent-1", withTeam, "gvisor", "node-a")
+		}, want: map[string]report.Status{CheckParityPolicies: report.Pass, CheckParityRuntimeClass: report.Pass, CheckParityNodePool: report.Pass}, egress: report.Pass},
+		{name: "a policy selects the sandboxes through a label the probe lacks", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+			f.egressPolicy("team-a-egress", metav1.LabelSelector{MatchLabels: withTeam})
+			f.livePod("agent-1", withTeam, "gvisor", "node-a")
+		}, want: map[string]report.Status{CheckParityPolicies: report.Fail}, egress: report.Inconclusive, says: "team-a-egress selects sandbox agent-1 but not the probe"},
+		{name: "a policy singles out the probe", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+			f.egressPolicy("probe-only", metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "sandprobe-probe"}})
+			f.livePod("agent-1", sandbox, "gvisor", "node-a")
+		}, want: map[string]report.Status{CheckParityPolicies: report.Fail}, egress: report.Inconclusive, says: "probe-only selects the probe but not sandbox agent-1"},
+		{name: "a policy singles out the probe and no sandbox runs", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+			f.egressPolicy("probe-only", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelRun, Operator: metav1.LabelSelectorOpExists}}})
+		}, want: map[string]report.Status{CheckParityPolicies: report.Fail}, egress: report.Inconclusive, says: "selects the probe but not a pod with exactly the declared labels"},
+		{name: "no live sandbox", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+		}, want: map[string]report.Status{CheckParityPolicies: report.Skip, CheckParityRuntimeClass: report.Skip, CheckParityNodePool: report.Skip}, egress: report.Pass},
+		{name: "the sandboxes run under another class", class: "gvisor", setup: func(f *fixture) {
+			f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+			f.livePod("agent-1", sandbox, "kata", "node-a")
+		}, want: map[string]report.Status{CheckParityPolicies: report.Pass, CheckParityRuntimeClass: report.Fail}, egress: report.Inconclusive, says: "no live sandbox does"},
+		{name: "the probe picks the sandboxes' class", setup: func(f *fixture) {
+			f.livePod("agent-1", sandbox, "kata", "node-a")
+			f.livePod("agent-2", sandbox, "kata", "node-a")
+		}, want: map[string]report.Status{CheckParityRuntimeClass: report.Pass}, egress: report.Pass},
+		{name: "the sandboxes run in another pool", setup: func(f *fixture) {
+			f.livePod("agent-1", sandbox, "gvisor", "node-b")
+		}, want: map[string]report.Status{CheckParityNodePool: report.Fail}, egress: report.Inconclusive, says: "pools cloud.google.com/gke-nodepool=sandboxes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.node("node-a", "6.1.0", map[string]string{"cloud.google.com/gke-nodepool": "general"})
+			f.node("node-b", "6.1.0", map[string]string{"cloud.google.com/gke-nodepool": "sandboxes"})
+			c.setup(f)
+			var mu sync.Mutex
+			var probes []*corev1.Pod
+			f.kubelet(probesOnly(t, func(p *corev1.Pod) { mu.Lock(); probes = append(probes, p); mu.Unlock() }))
+			b := f.backend()
+			b.RuntimeClass = c.class
+			results, err := b.Run(context.Background(), specFor(t, strings.Replace(gvisorPolicy, "[gvisor]", "[gvisor, kata]", 1)))
+			if err != nil || len(results) != 1 {
+				t.Fatalf("run: %v %+v", err, results)
+			}
+			res := results[0]
+			for _, fd := range res.Findings {
+				if report.Area(fd.Check) == "parity" {
+					t.Logf("%s %s %s: %s", fd.Check, fd.Subject, fd.Status, fd.Actual)
+				}
+			}
+			for check, want := range c.want {
+				fs := findings(res, check)
+				if len(fs) == 0 {
+					t.Errorf("no %s finding", check)
+					continue
+				}
+				for _, fd := range fs {
+					if fd.Status != want {
+						t.Errorf("%s %s: %s (%s), want %s", check, fd.Subject, fd.Status, fd.Actual, want)
+					}
+					if fd.Status == report.Fail && (!strings.Contains(fd.Actual, c.says) || fd.Fix == "") {
+						t.Errorf("%s says %q (fix %q), want it to say %q", check, fd.Actual, fd.Fix, c.says)
+					}
+				}
+			}
+			for _, fd := range res.Findings {
+				if report.Area(fd.Check) == "egress" && fd.Status != c.egress {
+					t.Errorf("%s %s: %s, want %s (%s)", fd.Check, fd.Subject, fd.Status, c.egress, fd.Actual)
+				}
+			}
+			if c.name == "the probe picks the sandboxes' class" {
+				if len(probes) != 1 || probes[0].Spec.RuntimeClassName == nil || *probes[0].Spec.RuntimeClassName != "kata" {
+					t.Errorf("probe pods %v: want one under kata, the class the sandboxes run under", probes)
+				}
+			}
+		})
+	}
+}
+
+// TestStrayProbe: a pod in the sandbox namespace without the sandbox
+// labels stands outside the sandbox policies. The run adds a probe where it
+// stands: its labels (only those the namespace's policies look at, never a
+// controller's), its runtime class, its node, egress checks only, reported
+// as namespace/NS/node/NODE/as/POD; pods with the same such labels share
+// one. A pod the sandbox policies govern anyway gets none.
+func TestStrayProbe(t *testing.T) {
+	f := newFixture(t)
+	f.node("node-a", "6.1.0", nil)
+	f.node("node-b", "6.1.0", nil)
+	sandbox := map[string]string{"sandbox": "true"}
+	f.egressPolicy("deny-egress", metav1.LabelSelector{MatchLabels: sandbox})
+	f.egressPolicy("web-egress", metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}})
+	f.egressPolicy("everyone", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}})
+	f.livePod("agent-1", sandbox, "gvisor", "node-a")
+	f.livePod("forgot-its-label", map[string]string{"app": "web", "pod-template-hash": "5d8f"}, "", "node-b")
+	f.livePod("forgot-its-label-too", map[string]string{"app": "web", "pod-template-hash": "77aa"}, "", "node-b")
+	f.livePod("unlabelled", nil, "runc", "node-a")
+	var mu sync.Mutex
+	var probes []*corev1.Pod
+	f.kubelet(probesOnly(t, func(p *corev1.Pod) { mu.Lock(); probes = append(probes, p); mu.Unlock() }))
+	results, err := f.backend().Run(context.Background(), specFor(t, gvisorPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, r := range results {
+		targets = append(targets, r.Target)
+	}
+	want := []string{Target(f.ns, "node-a"), Target(f.ns, "node-a") + "/as/unlabelled", Target(f.ns, "node-b") + "/as/forgot-its-label"}
+	slices.Sort(want)
+	if !slices.Equal(targets, want) {
+		t.Fatalf("results for %v, want %v", targets, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range probes {
+		stands := p.Annotations["sandprobe.dev/stands-for"]
+		if stands == "" {
+			continue
+		}
+		args := strings.Join(p.Spec.Containers[0].Args, " ")
+		if !strings.Contains(args, "--only egress") || strings.Contains(args, "--runtime-class") {
+			t.Errorf("stray probe %s runs %q, want egress only, no runtime class check", p.Name, args)
+		}
+		if _, ok := p.Labels["sandbox"]; ok {
+			t.Errorf("stray probe %s carries the sandbox label: %v", p.Name, p.Labels)
+		}
+		if _, ok := p.Labels["pod-template-hash"]; ok {
+			t.Errorf("stray probe %s carries a controller's label: a ReplicaSet could adopt it: %v", p.Name, p.Labels)
+		}
+		switch stands {
+		case "forgot-its-label,forgot-its-label-too":
+			if p.Labels["app"] != "web" || p.Spec.RuntimeClassName != nil {
+				t.Errorf("stray probe for the web pods: labels %v class %v", p.Labels, p.Spec.RuntimeClassName)
+			}
+		case "unlabelled":
+			if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != "runc" {
+				t.Errorf("stray probe for unlabelled: class %v, want runc (where it stands)", p.Spec.RuntimeClassName)
+			}
+		default:
+			t.Errorf("stray probe stands for %q", stands)
+		}
+	}
+	for _, r := range results {
+		if !strings.Contains(r.Target, "/as/") {
+			continue
+		}
+		ps := findings(r, CheckParityPolicies)
+		if len(ps) != 1 || ps[0].Status != report.Pass {
+			t.Errorf("%s: parity %+v, want the stray's probe governed like the stray", r.Target, ps)
+		}
+	}
+}
