@@ -52,7 +52,10 @@ type adminPolicy struct {
 	// subject: namespaces (by their labels), and optionally pods in them.
 	nsSel  labels.Selector
 	podSel labels.Selector // nil: every pod of the selected namespaces
-	rules  []adminRule
+	// podKey/podValue index the policy by one of its pod matchLabels.
+	podKey, podValue string
+	pos              int // place in the evaluation order
+	rules            []adminRule
 }
 
 type adminRule struct {
@@ -67,6 +70,15 @@ type adminRule struct {
 type adminIndex struct {
 	policies []*adminPolicy // sorted: tier, priority, name
 	sorted   bool
+	// byNS caches, per namespace and tier, the policies whose namespace
+	// selector matches it: namespaces' labels do not change during a scan.
+	byNS map[string]*[2]adminLookup
+}
+
+// adminLookup finds the policies that may select a pod by one of its labels.
+type adminLookup struct {
+	scan    []*adminPolicy
+	byLabel map[string]map[string][]*adminPolicy
 }
 
 // AddAdminNetworkPolicy adds an AdminNetworkPolicy, BaselineAdminNetworkPolicy
@@ -78,7 +90,7 @@ func (e *Engine) AddAdminNetworkPolicy(obj *unstructured.Unstructured) error {
 	}
 	if ap != nil {
 		e.anp.policies = append(e.anp.policies, ap)
-		e.anp.sorted = false
+		e.anp.sorted, e.anp.byNS = false, nil
 	}
 	return nil
 }
@@ -186,6 +198,10 @@ func (m *egressModel) compileAdmin(obj *unstructured.Unstructured) (*adminPolicy
 		}
 		if ap.podSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.PodSelector); err != nil {
 			return nil, fmt.Errorf("%s: spec.subject.pods.podSelector: %w", id, err)
+		}
+		if ml := subject.Pods.PodSelector.MatchLabels; len(ml) > 0 {
+			ap.podKey = sortedKeys(ml)[0]
+			ap.podValue = ml[ap.podKey]
 		}
 	default:
 		return nil, fmt.Errorf("%s: spec.subject: neither namespaces nor pods", id)
@@ -379,9 +395,9 @@ func (m *egressModel) adminPeerIsProxy(nsSel *metav1.LabelSelector, ports []port
 	return m.proxy != nil && m.proxy.ns != "" && onlyPort(ports, m.proxy.port) && selectsOnlyNamespace(nsSel, m.proxy.ns)
 }
 
-// selecting returns the policies of a tier that select a pod, in the order
-// the tier evaluates them (priority, then name).
-func (idx *adminIndex) selecting(tier adminTier, nsLabels, podLabels map[string]string) []*adminPolicy {
+// selecting returns the policies of a tier that select a pod in namespace
+// ns, in the order the tier evaluates them (priority, then name).
+func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels map[string]string) []*adminPolicy {
 	if !idx.sorted {
 		sort.SliceStable(idx.policies, func(i, j int) bool {
 			a, b := idx.policies[i], idx.policies[j]
@@ -393,15 +409,55 @@ func (idx *adminIndex) selecting(tier adminTier, nsLabels, podLabels map[string]
 			}
 			return a.id < b.id
 		})
-		idx.sorted = true
-	}
-	var out []*adminPolicy
-	nsSet, podSet := labels.Set(nsLabels), labels.Set(podLabels)
-	for _, ap := range idx.policies {
-		if ap.tier != tier || !ap.nsSel.Matches(nsSet) || (ap.podSel != nil && !ap.podSel.Matches(podSet)) {
-			continue
+		for i, ap := range idx.policies {
+			ap.pos = i
 		}
-		out = append(out, ap)
+		idx.sorted, idx.byNS = true, nil
+	}
+	if idx.byNS == nil {
+		idx.byNS = map[string]*[2]adminLookup{}
+	}
+	inNS := idx.byNS[ns]
+	if inNS == nil {
+		inNS = &[2]adminLookup{}
+		nsSet := labels.Set(nsLabels)
+		for _, ap := range idx.policies {
+			if !ap.nsSel.Matches(nsSet) {
+				continue
+			}
+			l := &inNS[ap.tier]
+			if ap.podKey == "" {
+				l.scan = append(l.scan, ap)
+				continue
+			}
+			if l.byLabel == nil {
+				l.byLabel = map[string]map[string][]*adminPolicy{}
+			}
+			if l.byLabel[ap.podKey] == nil {
+				l.byLabel[ap.podKey] = map[string][]*adminPolicy{}
+			}
+			l.byLabel[ap.podKey][ap.podValue] = append(l.byLabel[ap.podKey][ap.podValue], ap)
+		}
+		idx.byNS[ns] = inNS
+	}
+	l := &inNS[tier]
+	var out []*adminPolicy
+	podSet := labels.Set(podLabels)
+	match := func(ap *adminPolicy) {
+		if ap.podSel == nil || ap.podSel.Matches(podSet) {
+			out = append(out, ap)
+		}
+	}
+	for _, ap := range l.scan {
+		match(ap)
+	}
+	if len(l.byLabel) > 0 {
+		for k, v := range podLabels {
+			for _, ap := range l.byLabel[k][v] {
+				match(ap)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].pos < out[j].pos })
 	}
 	return out
 }

@@ -98,7 +98,13 @@ type ciliumEgress struct {
 type ciliumIndex struct {
 	byNS    map[string][]*compiledCiliumRule
 	cluster []*compiledCiliumRule
-	count   int
+	// lookupNS and lookupCluster find the rules that may select a pod
+	// without matching all of them: 500 policies in a namespace must not
+	// make every pod 500 selector matches.
+	lookupNS      map[string]*ciliumLookup
+	lookupCluster *ciliumLookup
+	seq           int
+	count         int
 	// missingSeen holds the selections whose missing names were reported:
 	// one info finding per distinct set of policies, not one per pod.
 	missingSeen map[string]bool
@@ -109,6 +115,8 @@ type ciliumIndex struct {
 
 type compiledCiliumRule struct {
 	id       string // "ciliumnetworkpolicy/ns/name" or "ciliumclusterwidenetworkpolicy/name"
+	seq      int    // order of addition, for a stable report
+	wide     bool   // a CiliumClusterwideNetworkPolicy's
 	selector labels.Selector
 	// egress: the rule puts the pods it selects into egress default deny.
 	egress bool
@@ -128,7 +136,51 @@ type fqdnAllow struct {
 }
 
 func newCiliumIndex() *ciliumIndex {
-	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{}}
+	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{},
+		lookupNS: map[string]*ciliumLookup{}, lookupCluster: newCiliumLookup()}
+}
+
+// ciliumLookup indexes rules by one of their matchLabels pairs (a pod can
+// only be selected by rules indexed under one of its own labels); rules
+// without matchLabels are matched against every pod.
+type ciliumLookup struct {
+	scan    []*compiledCiliumRule
+	byLabel map[string]map[string][]*compiledCiliumRule
+}
+
+func newCiliumLookup() *ciliumLookup {
+	return &ciliumLookup{byLabel: map[string]map[string][]*compiledCiliumRule{}}
+}
+
+func (l *ciliumLookup) add(r *compiledCiliumRule, matchLabels map[string]string) {
+	if len(matchLabels) == 0 {
+		l.scan = append(l.scan, r)
+		return
+	}
+	k := sortedKeys(matchLabels)[0]
+	if l.byLabel[k] == nil {
+		l.byLabel[k] = map[string][]*compiledCiliumRule{}
+	}
+	l.byLabel[k][matchLabels[k]] = append(l.byLabel[k][matchLabels[k]], r)
+}
+
+// each calls fn for every rule whose selector matches set.
+func (l *ciliumLookup) each(set labels.Set, fn func(*compiledCiliumRule)) {
+	for _, r := range l.scan {
+		if r.selector.Matches(set) {
+			fn(r)
+		}
+	}
+	if len(l.byLabel) == 0 {
+		return
+	}
+	for k, v := range set {
+		for _, r := range l.byLabel[k][v] {
+			if r.selector.Matches(set) {
+				fn(r)
+			}
+		}
+	}
 }
 
 // AddCiliumPolicy adds a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy.
@@ -170,10 +222,18 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		for j := range cr.findings {
 			cr.findings[j].evidence = ev
 		}
+		e.cil.seq++
+		cr.seq, cr.wide = e.cil.seq, clusterwide
 		if clusterwide {
 			e.cil.cluster = append(e.cil.cluster, cr)
+			e.cil.lookupCluster.add(cr, norm.MatchLabels)
 		} else {
-			e.cil.byNS[cp.Metadata.Namespace] = append(e.cil.byNS[cp.Metadata.Namespace], cr)
+			ns := cp.Metadata.Namespace
+			e.cil.byNS[ns] = append(e.cil.byNS[ns], cr)
+			if e.cil.lookupNS[ns] == nil {
+				e.cil.lookupNS[ns] = newCiliumLookup()
+			}
+			e.cil.lookupNS[ns].add(cr, norm.MatchLabels)
 		}
 	}
 	e.cil.count++
@@ -430,16 +490,18 @@ func ciliumLabels(ns string, podLabels map[string]string, serviceAccount string,
 func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) []*compiledCiliumRule {
 	set := ciliumLabels(ns, podLabels, serviceAccount, nsLabels, cluster)
 	var sel []*compiledCiliumRule
-	for _, r := range idx.byNS[ns] {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
-		}
+	add := func(r *compiledCiliumRule) { sel = append(sel, r) }
+	if l := idx.lookupNS[ns]; l != nil {
+		l.each(set, add)
 	}
-	for _, r := range idx.cluster {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
+	idx.lookupCluster.each(set, add)
+	// In the order they were added, namespaced first, as a report reads.
+	sort.Slice(sel, func(i, j int) bool {
+		if sel[i].wide != sel[j].wide {
+			return sel[j].wide
 		}
-	}
+		return sel[i].seq < sel[j].seq
+	})
 	return sel
 }
 

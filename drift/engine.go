@@ -113,6 +113,7 @@ func (e *Engine) SetNamespace(name string, nsLabels map[string]string) {
 	// The API server sets it on every namespace; files may leave it out.
 	l[namespaceNameLabel] = name
 	e.nsLabels[name] = l
+	e.anp.byNS = nil // selections by namespace labels are stale
 }
 
 // KnowsNamespace reports whether a namespace was recorded.

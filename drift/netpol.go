@@ -142,7 +142,7 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 	}
 	var admin tierVerdict
 	if e.anp.known() {
-		admin = walkTier(e.anp.selecting(tierAdmin, nsLabels, pod.Labels))
+		admin = walkTier(e.anp.selecting(tierAdmin, pod.Namespace, nsLabels, pod.Labels))
 		for _, r := range admin.hits {
 			stamp(r.findings)
 		}
@@ -167,7 +167,7 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 		}
 		restricted = npSelected
 		if !npSelected && e.anp.known() {
-			base := walkTier(e.anp.selecting(tierBaseline, nsLabels, pod.Labels))
+			base := walkTier(e.anp.selecting(tierBaseline, pod.Namespace, nsLabels, pod.Labels))
 			for _, r := range base.hits {
 				stamp(r.findings)
 			}

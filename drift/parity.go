@@ -34,7 +34,7 @@ func (e *Engine) EgressPolicies(ns string, podLabels map[string]string, serviceA
 	}
 	// Admin network policies select by namespace labels and pod labels.
 	for _, tier := range []adminTier{tierAdmin, tierBaseline} {
-		for _, ap := range e.anp.selecting(tier, e.namespaceLabels(ns), podLabels) {
+		for _, ap := range e.anp.selecting(tier, ns, e.namespaceLabels(ns), podLabels) {
 			if len(ap.rules) > 0 {
 				out = append(out, ap.id)
 			}
