@@ -38,7 +38,11 @@ const (
 // The alerts DESIGN.md promises, each with a runbook.
 var wantAlerts = []string{
 	"SandboxEgressReopened", "SandboxAllowedHostUnreachable", "SandboxIsolationBroken",
-	"SandboxDrift", "SandboxProbeFailing", "SandboxProbeStale", "SandboxEgressUnproven",
+	"SandboxDrift", "SandboxProbeFailing", "SandboxProbeStale",
+	// Issue 12: credentials page someone; nothing found is not conformant.
+	"SandboxCredentialsExposed", "SandboxNoneFound",
+	// Issue 10: a deny nobody could prove, a probe not placed like the sandboxes.
+	"SandboxEgressUnproven",
 }
 
 type rule struct {
@@ -234,7 +238,7 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run that touches every series: a probe check, egress, drift.
-	m.Observe(report.Run{Policy: "p", Version: "v", Findings: []report.Finding{
+	m.Observe(report.Run{Policy: "p", Version: "v", Phases: map[string]float64{"drift": 1}, DeclaredNamespaces: 1, Findings: []report.Finding{
 		{Check: "identity.uid", Target: "node/n", Status: report.Pass},
 		{Check: "egress.allowed", Subject: "api.example:443", Target: "node/n", Status: report.Pass},
 		{Check: "drift.pod.runtime-class", Target: "pod/ns/a", Namespace: "ns", Status: report.Fail},
@@ -247,8 +251,8 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		exposed[mf.GetName()] = true
 	}
-	if len(exposed) != 13 {
-		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter and sandprobe_egress_denies_unproven, got %d: %v", len(exposed), exposed)
+	if len(exposed) != 14 {
+		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter, sandprobe_policy_namespaces and sandprobe_egress_denies_unproven, got %d: %v", len(exposed), exposed)
 	}
 	_, rules := loadRules(t)
 	for _, r := range rules {

@@ -75,17 +75,9 @@ func (p *Policy) Default() {
 	if e.Concurrency == 0 {
 		e.Concurrency = 64
 	}
-	if e.Metadata.Address == "" {
-		e.Metadata.Address = DefaultMetadataAddress
-	}
-	if e.Metadata.Port == 0 {
-		e.Metadata.Port = DefaultMetadataPort
-	}
+	e.defaultProof()
 	if e.DNS.ArbitraryNames == "" {
 		e.DNS.ArbitraryNames = "deny"
-	}
-	if e.Proxy != "" && len(e.ProxyDenyStatus) == 0 {
-		e.ProxyDenyStatus = append([]int(nil), DefaultProxyDenyStatus...)
 	}
 	for i := range e.Allow {
 		a := &e.Allow[i]

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,8 +127,8 @@ func TestReferencePolicyDefaults(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"metadata address", s.Egress.Metadata.Address, "169.254.169.254"},
-		{"metadata port", s.Egress.Metadata.Port, 80},
+		{"metadata addresses", strings.Join(s.Egress.Metadata.Addresses, " "), "169.254.169.254 fd00:ec2::254 169.254.170.2 100.100.100.200"},
+		{"metadata ports", fmt.Sprint(s.Egress.Metadata.Ports), "[80 443]"},
 		{"timeout", s.Egress.Timeout.Duration, 3 * time.Second},
 		{"token path", s.TokenPath, DefaultTokenPath},
 		{"no_new_privs", s.NoNewPrivs(), true},
@@ -219,4 +220,44 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMetadataSet: the usual metadata places by default; the one-address
+// form and the list form each replace them; writing both is an error.
+func TestMetadataSet(t *testing.T) {
+	head := "apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  identity: {uid: 65532, gid: 65532}\n"
+	cases := []struct {
+		name, metadata, addrs, ports, err string
+	}{
+		{"defaults", "{}", "169.254.169.254 fd00:ec2::254 169.254.170.2 100.100.100.200", "[80 443]", ""},
+		{"one address", "{address: 10.99.169.254, port: 80}", "10.99.169.254", "[80]", ""},
+		{"a list", `{addresses: [10.99.169.254, "fd99:0:0:169::254"], ports: [80, 443, 8775]}`, "10.99.169.254 fd99:0:0:169::254", "[80 443 8775]", ""},
+		{"both forms", "{address: 10.0.0.1, addresses: [10.0.0.2]}", "", "", "spec.egress.metadata.address: write either address (one) or addresses (a list), not both"},
+		{"a name in the list", "{addresses: [10.0.0.1, metadata.google.internal]}", "", "", `spec.egress.metadata.addresses[1]: must be an IP address, got "metadata.google.internal"`},
+		{"port out of range", "{ports: [80, 70000]}", "", "", "spec.egress.metadata.ports[1]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Load([]byte(head + "  egress: {metadata: " + c.metadata + "}\n"))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := p.Spec.Egress.Metadata
+			if got := strings.Join(m.Addresses, " "); got != c.addrs || fmt.Sprint(m.Ports) != c.ports {
+				t.Errorf("addresses %q ports %v, want %q %s", got, m.Ports, c.addrs, c.ports)
+			}
+			// Defaulting again changes nothing.
+			again := *p
+			again.Default()
+			if err := again.Validate(); err != nil {
+				t.Errorf("defaulted twice: %v", err)
+			}
+		})
+	}
 }

@@ -237,6 +237,10 @@ type Target struct {
 	// destination suddenly answers with a reset, something changed.
 	Expect string `json:"expect,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Addresses are a must-fail host's addresses, dialled directly besides
+	// what the name resolves to: with a resolver that refuses the name,
+	// they are how the probe tests the path itself.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // UnmarshalJSON accepts the short string form as well as the object form.
@@ -251,14 +255,21 @@ func (t *Target) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("must be a string or an object with target, port, expect, reason: %w", err)
+		return fmt.Errorf("must be a string or an object with target, port, expect, reason, addresses: %w", err)
 	}
 	*t = Target(p)
 	return nil
 }
 
-// MetadataTarget is the cloud metadata address; it always has to fail.
+// MetadataTarget is where cloud metadata services answer; every address
+// must fail on every port. By default: 169.254.169.254 (AWS, GCP, Azure,
+// OCI), fd00:ec2::254 (AWS over IPv6), 169.254.170.2 (ECS and Fargate task
+// metadata) and 100.100.100.200 (Alibaba Cloud), on ports 80 and 443.
 type MetadataTarget struct {
+	// Addresses and Ports replace the defaults.
+	Addresses []string `json:"addresses,omitempty"`
+	Ports     []int    `json:"ports,omitempty" validate:"dive,gte=1,lte=65535"`
+	// Address and Port are the one-address form: address: A is addresses: [A].
 	Address string `json:"address,omitempty"`
 	Port    int    `json:"port,omitempty" validate:"gte=0,lte=65535"`
 }
@@ -269,6 +280,15 @@ type DNS struct {
 	ArbitraryNames string `json:"arbitraryNames,omitempty" validate:"omitempty,oneof=deny allow"`
 	// Domains under which a random name is tried; defaults to the allowed hosts' domains.
 	Domains []string `json:"domains,omitempty"`
+	// CanaryZone is a zone the operator controls whose authority answers
+	// every name under it (a wildcard record): a random name under it that
+	// resolves inside the sandbox proves queries leave it. Without one, an
+	// NXDOMAIN cannot be told from a forwarder relaying the authority's.
+	CanaryZone string `json:"canaryZone,omitempty"`
+	// OutsideResolvers are DNS servers the sandbox must not reach directly
+	// over UDP and TCP ("1.1.1.1" is port 53; "[2001:db8::53]:5353" names
+	// one); default: the must-fail IPs, port 53.
+	OutsideResolvers []string `json:"outsideResolvers,omitempty"`
 	// ResolverLocation says where the sandbox's resolver runs (port 53, UDP
 	// and TCP), for the rendered egress policies.
 	ResolverLocation *Location `json:"resolverLocation,omitempty"`

@@ -307,9 +307,7 @@ func (e *Egress) validate(c *collector) {
 	e.validateProof(c)
 	checkTargets("hosts", e.MustFail.Hosts, false)
 	checkTargets("ips", e.MustFail.IPs, true)
-	if _, err := netip.ParseAddr(e.Metadata.Address); err != nil {
-		c.add("spec.egress.metadata.address", fmt.Sprintf("must be an IP address, got %q", e.Metadata.Address))
-	}
+	e.Metadata.validate(c)
 	for i, d := range e.DNS.Domains {
 		if err := checkHostname(d); err != nil {
 			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())

@@ -15,6 +15,7 @@ import (
 const (
 	OpDial    = ""        // connect (directly or through the proxy); the default
 	OpResolve = "resolve" // resolve the name through the sandbox's resolver only
+	OpQuery   = "query"   // ask one DNS server directly (Server, over Network)
 )
 
 // Attempt is one planned network attempt: what to reach, how, and what the
@@ -29,13 +30,17 @@ type Attempt struct {
 	Scheme   string // https, http or tcp
 	ViaProxy bool
 	Expect   string // a pinned failure class (direct must-fail targets only)
-	Op       string // OpDial or OpResolve
+	Op       string // OpDial, OpResolve or OpQuery
+	// Server and Network are where an OpQuery goes: "10.0.0.1:53", udp or tcp.
+	Server, Network string
 	// AllAddrs dials every address the name resolves to: a must-fail name is
 	// only closed if each of its A and AAAA addresses is.
 	AllAddrs bool
 	// Addresses are known without DNS (the policy lists them): dialled
 	// besides what the name resolves to, and alone when it does not.
 	Addresses []string
+	// role says what a DNS attempt stands for (dnsRandom, dnsCanary, dnsName).
+	role string
 }
 
 // MustAnswer reports whether the attempt has to get through (an allowance).

@@ -27,9 +27,9 @@ import (
 // directly, or through the declared forward proxy, optionally completing a
 // TLS handshake.
 type NetClient struct {
-	resolver *net.Resolver
-	proxy    *url.URL
-	roots    *x509.CertPool
+	dns   dnsConfig
+	proxy *url.URL
+	roots *x509.CertPool
 	// denyStatus are the statuses by which the proxy refuses a destination.
 	denyStatus []int
 }
@@ -37,7 +37,7 @@ type NetClient struct {
 // NewNetClient builds the client the policy's egress section describes: its
 // proxy and the CA bundle it trusts besides the system roots.
 func NewNetClient(e policy.Egress) (*NetClient, error) {
-	c := &NetClient{resolver: &net.Resolver{PreferGo: true}, denyStatus: e.ProxyDenyStatuses()}
+	c := &NetClient{dns: readDNSConfig("/etc/resolv.conf", "/etc/hosts"), denyStatus: e.ProxyDenyStatuses()}
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
 		if err != nil {
@@ -62,13 +62,11 @@ func NewNetClient(e policy.Egress) (*NetClient, error) {
 	return c, nil
 }
 
-// useDNSServer makes the client ask one DNS server for every name instead
-// of resolv.conf's.
+// useDNSServer makes the client ask one DNS server for every name, with no
+// search list and no hosts file (tests: a loopback server).
 func (c *NetClient) useDNSServer(server string) {
-	c.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, server)
-	}}
+	c.dns = defaultDNSConfig()
+	c.dns.servers, c.dns.attempts = []string{server}, 1
 }
 
 // errProxyDenied is a proxy refusing a destination with its deny status
@@ -98,11 +96,7 @@ func (c *NetClient) lookup(ctx context.Context, host string) ([]string, error) {
 	if ip := net.ParseIP(host); ip != nil {
 		return []string{host}, nil
 	}
-	addrs, err := c.resolver.LookupHost(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	return addrs, nil
+	return c.dns.resolve(ctx, host)
 }
 
 // dialAddr connects TCP to one address (no resolution).
@@ -187,6 +181,7 @@ type outcome struct {
 	class, detail     string
 	errno, signal     string
 	stoppedBy, status string
+	rcode, resolver   string
 }
 
 // fill copies the outcome's evidence into an attempt's.
@@ -195,16 +190,20 @@ func (o outcome) fill(ev *report.Attempt) {
 	if o.status != "" {
 		ev.ProxyStatus = o.status
 	}
+	if o.rcode != "" || o.resolver != "" {
+		ev.Rcode, ev.Resolver = o.rcode, o.resolver
+	}
 }
 
 // signals says what each errno of a failed connect means on the wire.
 var signals = map[syscall.Errno]string{
-	syscall.ECONNREFUSED: "TCP reset or ICMP port-unreachable",
-	syscall.EHOSTUNREACH: "ICMP host-unreachable (IPv4: also admin-prohibited)",
-	syscall.ENETUNREACH:  "ICMP net-unreachable, or no route",
-	syscall.EACCES:       "ICMPv6 admin-prohibited, or a local firewall",
-	syscall.EPERM:        "a local firewall refused the packet",
-	syscall.ETIMEDOUT:    "no answer: dropped",
+	syscall.ECONNREFUSED:  "TCP reset or ICMP port-unreachable",
+	syscall.EHOSTUNREACH:  "ICMP host-unreachable (IPv4: also admin-prohibited)",
+	syscall.ENETUNREACH:   "ICMP net-unreachable, or no route",
+	syscall.EADDRNOTAVAIL: "no source address of this family: the sandbox has no such network",
+	syscall.EACCES:        "ICMPv6 admin-prohibited, or a local firewall",
+	syscall.EPERM:         "a local firewall refused the packet",
+	syscall.ETIMEDOUT:     "no answer: dropped",
 }
 
 // classify maps an attempt's error to a verdict class, a short detail and
@@ -216,6 +215,10 @@ func classify(err error) outcome {
 	var pd *errProxyDenied
 	if errors.As(err, &pd) {
 		return outcome{class: policy.VerdictProxyDenied, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: pd.status}
+	}
+	var own *errDNS
+	if errors.As(err, &own) {
+		return classifyDNS(own)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
@@ -239,7 +242,7 @@ func classify(err error) outcome {
 	if errors.As(err, &errno) {
 		o := outcome{errno: unix.ErrnoName(errno), signal: signals[errno], stoppedBy: report.StoppedByNetwork}
 		switch errno {
-		case syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EACCES, syscall.EPERM:
+		case syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EADDRNOTAVAIL, syscall.EACCES, syscall.EPERM:
 			o.class = policy.VerdictRefused
 			o.detail = fmt.Sprintf("%s (%s)", o.errno, o.signal)
 			return o

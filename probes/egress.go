@@ -69,6 +69,10 @@ func checkEgressDNSExfil(ctx context.Context, env *Env) []report.Finding {
 	return egressFindings(ctx, env, checkDNSExfil)
 }
 
+func checkEgressDNSBypass(ctx context.Context, env *Env) []report.Finding {
+	return egressFindings(ctx, env, checkDNSBypass)
+}
+
 // PlanEgress turns the policy into attempts; planning problems (an
 // allowance with only a wildcard to dial) become skip findings.
 func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
@@ -107,7 +111,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 			port = policy.DefaultMustFailPort
 		}
 		host := d.DialHost()
-		plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port), Host: host, Port: port, Scheme: schemeFor(port), Expect: t.Expect, AllAddrs: true})
+		plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port), Host: host, Port: port, Scheme: schemeFor(port), Expect: t.Expect, AllAddrs: true, Addresses: t.Addresses})
 		if proxy {
 			plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port) + " via proxy", Host: host, Port: port, Scheme: schemeFor(port), ViaProxy: true})
 		}
@@ -118,42 +122,18 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 	for _, t := range e.MustFail.IPs {
 		mustFail(checkMustFail, t)
 	}
-	mustFail(checkMetadata, policy.Target{Target: e.Metadata.Address, Port: e.Metadata.Port})
+	for _, addr := range e.Metadata.Addresses {
+		for _, port := range e.Metadata.Ports {
+			mustFail(checkMetadata, policy.Target{Target: addr, Port: port})
+		}
+	}
 	if proxy {
 		for _, a := range concrete {
 			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true, Addresses: a.Addresses})
 		}
 	}
-	if e.DNS.ArbitraryNames == "deny" {
-		for _, d := range exfilDomains(e) {
-			name := "sandprobe-" + randomLabel() + "." + d
-			plan = append(plan, Attempt{Check: checkDNSExfil, Subject: "*." + d, Host: name, Op: OpResolve})
-		}
-	}
+	plan = append(plan, planDNS(e)...)
 	return plan, notes
-}
-
-// exfilDomains are the declared DNS domains, or the parents of the allowed names.
-func exfilDomains(e policy.Egress) []string {
-	if len(e.DNS.Domains) > 0 {
-		return e.DNS.Domains
-	}
-	var out []string
-	for _, a := range e.Allow {
-		h := strings.TrimPrefix(a.Host, "*.")
-		if h == "*" || net.ParseIP(h) != nil {
-			continue
-		}
-		if !strings.HasPrefix(a.Host, "*.") {
-			if _, parent, ok := strings.Cut(h, "."); ok && strings.Contains(parent, ".") {
-				h = parent
-			}
-		}
-		if !slices.Contains(out, h) {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
@@ -188,9 +168,18 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 	// Allowances exist, but none can be dialled: nothing shows the network
 	// works, so a failure proves no more than on a dead network.
 	noControl := allowedTried == 0 && len(e.Allow) > 0
+	dns := dnsEvidence(plan, results)
 	for i, a := range plan {
-		f := judge(a, results[i], e)
-		if !a.MustAnswer() && f.Status == report.Pass {
+		var f report.Finding
+		switch a.Check {
+		case checkDNSExfil, checkDNSBypass:
+			f = judgeDNS(a, results[i], dns)
+		default:
+			f = judge(a, results[i], e)
+		}
+		// A resolver's own answer proves what it does whatever the network.
+		resolverAnswered := a.Check == checkDNSExfil && f.Attempt != nil && f.Attempt.Rcode != ""
+		if !a.MustAnswer() && f.Status == report.Pass && !resolverAnswered {
 			switch {
 			case deadNetwork:
 				f.Status = report.Inconclusive
@@ -209,12 +198,11 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 
 // try performs one attempt and classifies it; ctx carries the attempt's own timeout.
 func (c *NetClient) try(ctx context.Context, a Attempt) Result {
-	if a.Op == OpResolve {
-		addrs, err := c.lookup(ctx, a.Host)
-		if err != nil {
-			return failed(classify(err))
-		}
-		return Result{Class: policy.VerdictAnswered, Detail: a.Host + " resolved to " + strings.Join(addrs, ", "), Answered: addrs}
+	switch a.Op {
+	case OpResolve:
+		return c.tryResolve(ctx, a)
+	case OpQuery:
+		return c.tryQuery(ctx, a)
 	}
 	if a.ViaProxy {
 		return c.tryProxy(ctx, a)
@@ -231,6 +219,7 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		// the path to them is what must be closed.
 		r := c.dialAll(ctx, a, a.Addresses)
 		r.Detail = dns.detail + "; the declared addresses: " + r.Detail
+		r.Evidence.Rcode, r.Evidence.Resolver = dns.rcode, dns.resolver
 		return r
 	}
 	for _, k := range a.Addresses {
@@ -347,16 +336,12 @@ func (c *NetClient) dialAll(ctx context.Context, a Attempt, addrs []string) Resu
 
 // judge turns an attempt's result into a finding with expected, actual and fix.
 func judge(a Attempt, r Result, e policy.Egress) report.Finding {
-	ev := r.Evidence
-	f := report.Finding{Check: a.Check, Subject: a.Subject, Class: r.Class, Seconds: ev.Waited, Attempt: &ev,
-		Evidence: fmt.Sprintf("%s in %s", r.Detail, r.Took().Round(time.Millisecond))}
-	answered := r.Class == policy.VerdictAnswered
-	if !ev.Attempted || r.Interrupted {
-		f.Status, f.Expected, f.Actual = report.Error, "the attempt is made, with its whole timeout", r.Detail
-		f.Evidence = r.Detail
-		f.Fix = "give the probe the time its egress run needs (spec.probe.deadline), or fewer attempts per run (spec.egress.concurrency up, or fewer targets)"
+	f, made := baseFinding(a, r)
+	if !made {
 		return f
 	}
+	ev := r.Evidence
+	answered := r.Class == policy.VerdictAnswered
 	if a.MustAnswer() {
 		f.Expected = "answered"
 		if answered {
@@ -373,8 +358,6 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 		f.Expected = "fails with " + a.Expect
 	case a.ViaProxy:
 		f.Expected = "the proxy refuses it (" + statusList(e.ProxyDenyStatuses()) + ")"
-	case a.Check == checkDNSExfil:
-		f.Expected = "a random name under " + strings.TrimPrefix(a.Subject, "*.") + " does not resolve"
 	}
 	inconclusive := func(actual, fix string) report.Finding {
 		f.Status, f.Actual, f.Fix = report.Inconclusive, actual, fix
@@ -415,6 +398,21 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 	return f
 }
 
+// baseFinding is the finding every attempt starts from; made is false for
+// an attempt that was never made or was cut short, which is an error.
+func baseFinding(a Attempt, r Result) (report.Finding, bool) {
+	ev := r.Evidence
+	f := report.Finding{Check: a.Check, Subject: a.Subject, Class: r.Class, Seconds: ev.Waited, Attempt: &ev,
+		Evidence: fmt.Sprintf("%s in %s", r.Detail, r.Took().Round(time.Millisecond))}
+	if !ev.Attempted || r.Interrupted {
+		f.Status, f.Expected, f.Actual = report.Error, "the attempt is made, with its whole timeout", r.Detail
+		f.Evidence = r.Detail
+		f.Fix = "give the probe the time its egress run needs (spec.probe.deadline), or fewer attempts per run (spec.egress.concurrency up, or fewer targets)"
+		return f, false
+	}
+	return f, true
+}
+
 func statusList(sts []int) string {
 	parts := make([]string, len(sts))
 	for i, s := range sts {
@@ -452,11 +450,9 @@ func allowedFix(a Attempt, r Result) string {
 func openFix(a Attempt, e policy.Egress) string {
 	switch a.Check {
 	case checkMetadata:
-		return fmt.Sprintf("block the metadata address %s in the sandbox's egress policy (ipBlock except / a CNI deny) and in the proxy", e.Metadata.Address)
+		return fmt.Sprintf("block the metadata address %s in the sandbox's egress policy (ipBlock except / a CNI deny) and in the proxy", a.Host)
 	case checkProxyBypass:
 		return fmt.Sprintf("deny direct egress to %s's addresses: only the proxy may reach allowed hosts", a.Host)
-	case checkDNSExfil:
-		return "make the sandbox's resolver answer only the allowed names (no wildcard, no forwarding of arbitrary names), or declare dns.arbitraryNames: allow"
 	}
 	if a.ViaProxy {
 		return fmt.Sprintf("the proxy lets %s through: restore its default-deny allow-list", a.Subject)

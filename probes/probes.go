@@ -120,26 +120,32 @@ func Catalogue() []Check {
 			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
 		{ID: checkMustFail, Run: checkEgressMustFail, Network: true, Late: true,
-			Proves: "every must-fail host, raw IP and CIDR fails — directly and through the proxy — with the pinned failure class where one is declared; inconclusive when the allowed hosts fail too",
+			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status; each attempt made with its whole timeout; inconclusive when nothing shows the network works or the failure cannot be told from the probe's own",
 			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
 			Applies: func(p *policy.Policy) bool {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0
 			}},
 		{ID: checkMetadata, Run: checkEgressMetadata, Network: true, Late: true,
-			Proves: "the cloud metadata address (169.254.169.254 unless the policy names another) does not answer, directly or through the proxy",
+			Proves: "no cloud metadata address answers — 169.254.169.254, fd00:ec2::254, 169.254.170.2 and 100.100.100.200 on ports 80 and 443, unless the policy names others — directly, nor through the proxy (only its deny passes)",
 			Fix:    "block the metadata address in the sandbox's egress policy and in the proxy"},
 		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Network: true, Late: true,
-			Proves:  "with a proxy declared, a direct connection to an allowed host's own addresses fails: nothing goes around the proxy",
+			Proves:  "with a proxy declared, a direct connection to each allowed host's own addresses (resolved in the sandbox, or declared in the allowance) fails: nothing goes around the proxy; inconclusive when no address is known",
 			Fix:     "deny direct egress to allowed hosts; only the proxy may reach them",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Egress.Proxy != "" && len(p.Spec.Egress.Allow) > 0 }},
 		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Network: true, Late: true,
-			Proves: "a random name under each declared domain does not resolve, so the resolver is not an exfiltration channel",
-			Fix:    "make the sandbox's resolver answer only the names it must",
+			Proves: "the sandbox's resolver does not carry names outside the allow-list out: a random name under the canary zone and each must-fail host name do not resolve, and a random name under each declared domain is refused — or gets NXDOMAIN from a resolver shown not to forward",
+			Fix:    "make the sandbox's resolver answer only the names it must and refuse the rest, never forward them",
 			Applies: func(p *policy.Policy) bool {
-				return p.Spec.Egress.DNS.ArbitraryNames == "deny" && len(exfilDomains(p.Spec.Egress)) > 0
+				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSExfil })
+			}},
+		{ID: checkDNSBypass, Run: checkEgressDNSBypass, Network: true, Late: true,
+			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53: DNS cannot go around the sandbox's resolver",
+			Fix:    "deny UDP and TCP 53 to everything but the sandbox's own resolver",
+			Applies: func(p *policy.Policy) bool {
+				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })
 			}},
 		{ID: "runtime.isolation", Run: checkRuntimeIsolation,
-			Proves:  "the sandbox runs under the isolation its runtime class declares (gVisor's kernel, a VM) and, where the runner knows the node's kernel, not on the node's own kernel",
+			Proves:  "the sandbox runs under the isolation its runtime class declares: gVisor's kernel (its own markers), or a VM — a hypervisor counts only when the runner, reading the node's kernel from outside (every backend does), finds the probe's kernel is not the node's; inconclusive when the node's kernel cannot be read",
 			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Runtime.ClassNames) > 0 }},
 		{ID: "pod.labels", Run: checkPodLabels,

@@ -265,8 +265,11 @@ func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
 			f := pass(class, exp, act, runtimeEvidence(ev))
 			if k == policy.IsolationVM {
 				// From inside, a VM sandbox and a container on a VM node look
-				// alike; the runner's comparison with the node's kernel settles it.
-				f.Evidence += "; a container on a VM node also sees a hypervisor: the runner compares the kernel with the node's"
+				// alike: only the runner, comparing this kernel with the
+				// node's, can tell (runner.CrossCheckKernel settles it).
+				f.Status = report.Inconclusive
+				f.Actual = act + ": a hypervisor is visible, but a plain container on a VM node sees one too; a VM of its own only if its kernel is not the node's"
+				f.Fix = "run the probe through a runner that reads the node's kernel (sandprobe run with the kube, docker or local backend)"
 			}
 			return []report.Finding{f}
 		}

@@ -19,6 +19,11 @@ type Control struct {
 	Vantage string
 	Seen    map[string]report.Finding
 	Err     error
+	// Isolated, when set, says why no direct destination is reachable from
+	// the sandbox by construction (a network namespace of its own holding
+	// only loopback): every direct deny is proven by it, and nothing needs
+	// to be dialled from elsewhere.
+	Isolated string
 }
 
 func controlKey(check, subject string) string { return check + " " + subject }
@@ -57,6 +62,11 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			} else {
 				unproven(f, "the proxy did not refuse it itself, so nothing shows it would have been reached")
 			}
+			continue
+		}
+		if c != nil && c.Isolated != "" {
+			f.Deny = report.DenyProven
+			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
 			continue
 		}
 		var why string

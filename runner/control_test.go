@@ -60,6 +60,11 @@ func TestApplyControl(t *testing.T) {
 			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, ""},
 			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
 		}},
+		{"a sandbox isolated by construction", &Control{Vantage: "local/sandbox", Isolated: "loopback only"}, map[string]want{
+			"egress.must-fail live:443":           {report.Pass, report.DenyProven, ""},
+			"egress.must-fail open:443":           {report.Fail, "", ""},
+			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+		}},
 		{"a control that could not run", &Control{Vantage: "namespace/x", Err: errors.New("image-pull-failed")}, map[string]want{
 			"egress.must-fail live:443": {report.Inconclusive, report.DenyUnproven, ""},
 		}},

@@ -64,3 +64,70 @@ func HostKernelCheck(p *policy.Policy, class, hostKernel string, res report.Prob
 	f.Actual = fmt.Sprintf("kernel %s, not the host's", res.Runtime.Kernel)
 	return f, true
 }
+
+// CrossCheckKernel adds the runner's half of runtime.isolation to a probe's
+// result and settles what the probe could not settle alone. From inside, a
+// hypervisor proves nothing: a plain container on a VM node sees one too. So
+// the probe reports VM evidence as inconclusive, and only here, with the
+// host's kernel read from outside, does it become a pass (the sandbox runs a
+// kernel of its own) or a failure (it runs the host's). hostErr is why the
+// host's kernel could not be read; then the verdict stays inconclusive.
+func CrossCheckKernel(p *policy.Policy, class, hostKernel string, hostErr error, res *report.ProbeResult) {
+	if hostErr != nil || hostKernel == "" {
+		// Applies at all? Ask with a stand-in kernel.
+		if _, ok := HostKernelCheck(p, class, "?", *res); !ok {
+			return
+		}
+		why := "the host did not say"
+		if hostErr != nil {
+			why = hostErr.Error()
+		}
+		res.Findings = append(res.Findings, report.Finding{
+			Check: "runtime.isolation", Subject: HostKernelSubject, Status: report.Inconclusive,
+			Expected: "the host's kernel release, to compare with the probe's",
+			Actual:   "cannot read the host's kernel (" + why + "): whether the sandbox runs a kernel of its own is unproven",
+			Fix:      "let the runner read the host's kernel (Kubernetes: get on nodes for its service account)",
+		})
+		settleVM(res, report.Inconclusive, "the host's kernel could not be read, so a VM is unproven")
+		return
+	}
+	f, ok := HostKernelCheck(p, class, hostKernel, *res)
+	if !ok {
+		return
+	}
+	res.Findings = append(res.Findings, f)
+	switch f.Status {
+	case report.Pass:
+		settleVM(res, report.Pass, fmt.Sprintf("its kernel %s is not the host's %s: a VM of its own", res.Runtime.Kernel, hostKernel))
+	case report.Fail:
+		settleVM(res, report.Fail, fmt.Sprintf("the hypervisor it sees is the host's: it runs the host's own kernel %s, so it is a plain container on a VM", hostKernel))
+	}
+}
+
+// settleVM turns the probe's inconclusive VM verdict into st.
+func settleVM(res *report.ProbeResult, st report.Status, why string) {
+	if res.Runtime == nil || res.Runtime.Kind != "vm" {
+		return
+	}
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		if f.Check != "runtime.isolation" || f.Subject == HostKernelSubject || f.Status != report.Inconclusive {
+			continue
+		}
+		f.Status = st
+		f.Actual = firstClause(f.Actual) + ": " + why
+		switch st {
+		case report.Pass:
+			f.Fix = ""
+		case report.Fail:
+			f.Fix = "run the sandbox in a VM runtime (a RuntimeClass whose handler is kata or firecracker), not runc on a VM node"
+		}
+	}
+}
+
+// firstClause is what the probe saw ("a VM, kernel 6.1.62"), without its
+// own reasoning.
+func firstClause(s string) string {
+	before, _, _ := strings.Cut(s, ": ")
+	return before
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -53,8 +55,8 @@ func (a *app) cmdValidate(_ context.Context, args []string) int {
 	}
 	if !effective {
 		s := p.Spec
-		fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s), %d writable paths, %d tools, %d weakenings declared\n",
-			file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), s.Egress.Metadata.Address,
+		fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %d weakenings declared\n",
+			file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
 			len(s.Filesystem.Writable), len(s.Image.Tools), len(weak)-implicit)
 		for _, w := range weak {
 			if !written.Has(w.Path) {
@@ -106,4 +108,12 @@ func lastField(path string) string {
 		}
 	}
 	return path
+}
+
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
 }

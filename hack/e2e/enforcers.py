@@ -83,14 +83,17 @@ def verdicts(path):
             yield suite.get("name"), case.get("name"), status, body
 
 
-DEST = re.compile(r"^(egress\.[a-z-]+) (\S+?):(\d+)( via proxy| direct)?$")
+# "egress.must-fail HOST:PORT", "... via proxy", "... direct", and the
+# direct DNS queries of egress.dns-bypass: "IP:53/udp", "IP:53/tcp".
+DEST = re.compile(r"^(egress\.[a-z-]+) (\S+?):(\d+)(?:/(udp|tcp))?( via proxy| direct)?$")
+PROTO = {"tcp": ("tcp", "6"), "udp": ("udp", "17")}
 
 
-def seen(sets, ips, dst, port):
+def seen(sets, ips, dst, port, proto="tcp"):
     where = set()
     for stage, elems in sets.items():
-        for (src, d, proto, p) in elems:
-            if src in ips and d == dst and p == port and proto in ("tcp", "6"):
+        for (src, d, pr, p) in elems:
+            if src in ips and d == dst and p == port and pr in PROTO[proto]:
                 where.add(stage)
     return where
 
@@ -102,7 +105,7 @@ def attribute(name, status, sets, ips, names, proxy_ip, proxy_port):
     m = DEST.match(name)
     if not m:
         return "?", "?"
-    check, host, port, how = m.group(1), m.group(2), int(m.group(3)), (m.group(4) or "").strip()
+    check, host, port, proto, how = m.group(1), m.group(2), int(m.group(3)), m.group(4) or "tcp", (m.group(5) or "").strip()
     if how == "via proxy":
         where = seen(sets, ips, proxy_ip, proxy_port)
         dialled = f"CONNECT {host}:{port} at {proxy_ip}:{proxy_port}"
@@ -114,8 +117,8 @@ def attribute(name, status, sets, ips, names, proxy_ip, proxy_port):
     ip = host.strip("[]") if re.match(r"^[0-9.]+$", host) else names.get(host)
     if not ip:
         return f"{host}:{port}", "? (no lab address for " + host + ")"
-    where = seen(sets, ips, ip, port)
-    dialled = f"{ip}:{port}" + ("" if ip == host else f" ({host})")
+    where = seen(sets, ips, ip, port, proto)
+    dialled = f"{ip}:{port}" + ("" if proto == "tcp" else "/" + proto) + ("" if ip == host else f" ({host})")
     if "post" in where:
         return dialled, NOBODY + ": it left the node for the lab" + (" and answered" if status == "FAIL" else " (refused by the target itself)")
     if "mid" in where:

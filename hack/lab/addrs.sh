@@ -86,6 +86,15 @@ GIT_WILDCARD_IP6=fd99:0:0:11::11
 METADATA_IP4=10.99.169.254
 METADATA_IP6=fd99:0:0:169::254
 METADATA_NAME=metadata.lab.test
+# Stand-ins for the usual cloud metadata addresses, all in sp-meta, reached
+# only through sp-router (the real addresses are never routed anywhere):
+#   ip4 ip6 stands-for...
+METADATA_STANDINS=(
+  "$METADATA_IP4 $METADATA_IP6 169.254.169.254 fd00:ec2::254" # instance metadata: AWS (and its IPv6), GCP, Azure, OCI
+  "10.99.169.2 fd99:0:0:169::2 169.254.170.2"                 # container task metadata: ECS, Fargate
+  "10.99.169.200 fd99:0:0:169::200 100.100.100.200"           # Alibaba Cloud
+)
+METADATA_PORTS=(80 443)
 
 # must-fail raw IPs: key ip4 ip6 rule-name flavour   (all live HTTP/HTTPS listeners in sp-ext)
 # rule name for IPv6 is "<rule>6".
@@ -102,7 +111,16 @@ BLOCKED_HOSTS=(
   "blocked.lab.test 10.99.20.20 fd99:0:0:20::20 default-deny drop"
   "exfil.lab.test   10.99.20.21 fd99:0:0:20::21 deny-exfil   tcp-reset"
 )
-# where dns-open points every name (the exfil host)
+# The internet's DNS, in sp-ext: an "authority" that knows every lab name,
+# answers every name under the canary zone (a wildcard), NXDOMAIN for any
+# other name, and logs every query it is asked. It listens on every sp-ext
+# address (so each must-fail IP is also an outside resolver, as 1.1.1.1 is),
+# and the broken resolver of dns-open forwards to it.
+AUTHORITY_IP4=10.99.20.53
+AUTHORITY_IP6=fd99:0:0:20::53
+AUTHORITY_NAME=ns.lab.test
+CANARY_ZONE=canary.lab.test
+# what the canary zone's wildcard answers (the exfil host)
 DNS_OPEN_IP4=10.99.20.21
 DNS_OPEN_IP6=fd99:0:0:20::21
 

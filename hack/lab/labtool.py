@@ -12,9 +12,16 @@
   labtool.py sweep KEY=HOST:PORT ... [--timeout S]
       all connects concurrently; prints "KEY RESULT" per target, in the given
       order. RESULT is OK:<name the listener gave in its body> or an errno.
+  labtool.py authority --listen ADDR ... --record NAME=IP ... --wildcard ZONE=IP
+                       --log FILE [--ready FILE]
+      the lab's stand-in for the DNS authorities of the internet: UDP and TCP
+      53 on every ADDR, answers its records (and every name under a wildcard
+      zone), NXDOMAIN for any other name, and logs every query it is asked
+      ("proto client qtype name rcode"), so a test can see what left.
 """
 import argparse
 import errno
+import select
 import http.server
 import ipaddress
 import os
@@ -254,6 +261,124 @@ def cmd_sweep(a):
     return 0
 
 
+def dns_name(buf, off):
+    labels = []
+    while True:
+        n = buf[off]
+        if n == 0:
+            return ".".join(labels).lower(), off + 1
+        if n & 0xC0 == 0xC0:
+            return ".".join(labels).lower(), off + 2  # no compression in questions
+        labels.append(buf[off + 1:off + 1 + n].decode("latin-1"))
+        off += n + 1
+
+
+class Authority:
+    def __init__(self, records, wildcards, log):
+        self.records, self.wildcards = records, wildcards
+        self.log = open(log, "a", buffering=1)
+        self.lock = threading.Lock()
+
+    def lookup(self, name):
+        if name in self.records:
+            return self.records[name]
+        for zone, addrs in self.wildcards.items():
+            if name.endswith("." + zone):
+                return addrs
+        return None
+
+    def answer(self, req, proto, client):
+        if len(req) < 12:
+            return None
+        qid, flags, qd = struct.unpack(">HHH", req[:6])
+        if qd != 1:
+            return None
+        name, off = dns_name(req, 12)
+        qtype, qclass = struct.unpack(">HH", req[off:off + 4])
+        question = req[12:off + 4]
+        addrs = self.lookup(name)
+        answers = []
+        if addrs is not None:
+            for a in addrs:
+                fam = socket.AF_INET6 if ":" in a else socket.AF_INET
+                if (fam == socket.AF_INET and qtype == 1) or (fam == socket.AF_INET6 and qtype == 28):
+                    rdata = socket.inet_pton(fam, a)
+                    answers.append(b"\xc0\x0c" + struct.pack(">HHIH", qtype, 1, 30, len(rdata)) + rdata)
+        rcode = 0 if addrs is not None else 3
+        with self.lock:
+            self.log.write("%s %s %s %s %s\n" % (proto, client, {1: "A", 28: "AAAA"}.get(qtype, qtype), name,
+                                                  "NOERROR" if rcode == 0 else "NXDOMAIN"))
+        rd = flags & 0x0100
+        hdr = struct.pack(">HHHHHH", qid, 0x8400 | rd | rcode, 1, len(answers), 0, 0)
+        return hdr + question + b"".join(answers)
+
+
+def cmd_authority(a):
+    records, wildcards = {}, {}
+    for r in a.record:
+        name, _, ips = r.partition("=")
+        records.setdefault(name.lower(), []).extend(ips.split(","))
+    for w in a.wildcard:
+        zone, _, ips = w.partition("=")
+        wildcards[zone.lower()] = ips.split(",")
+    auth = Authority(records, wildcards, a.log)
+    # One UDP socket per address: an answer must come from the address the
+    # question went to, or a connected client drops it.
+    udp = []
+    for addr in a.listen:
+        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        s.bind((addr, a.port))
+        udp.append(s)
+    tcp = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    tcp.bind(("::", a.port))
+    tcp.listen(256)
+
+    def serve_tcp(c, peer):
+        c.settimeout(5)
+        try:
+            while True:
+                n = c.recv(2)
+                if len(n) < 2:
+                    return
+                want = struct.unpack(">H", n)[0]
+                req = b""
+                while len(req) < want:
+                    chunk = c.recv(want - len(req))
+                    if not chunk:
+                        return
+                    req += chunk
+                out = auth.answer(req, "tcp", norm(peer[0]))
+                if out is None:
+                    return
+                c.sendall(struct.pack(">H", len(out)) + out)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    if a.ready:
+        with open(a.ready + ".tmp", "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.rename(a.ready + ".tmp", a.ready)
+    while True:
+        ready, _, _ = select.select(udp + [tcp], [], [])
+        for s in ready:
+            if s is tcp:
+                c, peer = tcp.accept()
+                threading.Thread(target=serve_tcp, args=(c, peer), daemon=True).start()
+                continue
+            try:
+                req, peer = s.recvfrom(4096)
+            except OSError:
+                continue
+            out = auth.answer(req, "udp", norm(peer[0]))
+            if out is not None:
+                s.sendto(out, peer)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -277,8 +402,16 @@ def main():
     w = sub.add_parser("sweep")
     w.add_argument("targets", nargs="+")
     w.add_argument("--timeout", type=float, default=2)
+    u = sub.add_parser("authority")
+    u.add_argument("--listen", action="append", default=[])
+    u.add_argument("--port", type=int, default=53)
+    u.add_argument("--record", action="append", default=[])
+    u.add_argument("--wildcard", action="append", default=[])
+    u.add_argument("--log", required=True)
+    u.add_argument("--ready")
     a = p.parse_args()
-    return {"serve": cmd_serve, "dns": cmd_dns, "connect": cmd_connect, "sweep": cmd_sweep}[a.cmd](a) or 0
+    return {"serve": cmd_serve, "dns": cmd_dns, "connect": cmd_connect, "sweep": cmd_sweep,
+            "authority": cmd_authority}[a.cmd](a) or 0
 
 
 if __name__ == "__main__":

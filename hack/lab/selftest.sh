@@ -77,7 +77,9 @@ check "lab.json is valid JSON" ok "$("$PY" -c 'import json,sys; json.load(open(s
 check "lab status says up" "lab: up" "$("$LAB" status | head -1 | awk '{print $1, $2}')"
 
 # ------------------------------------------------------------------ safety
-ROOT_LINKS=$(ip -o link show | awk -F': ' '{print $2}' | grep -c '^sp-' || true)
+# (hack/cluster's own links, sp-node* and sp-cni0, are not the lab's)
+lab_root_links() { ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep '^sp-' | grep -vE '^sp-(node|cni)'; }
+ROOT_LINKS=$(lab_root_links | grep -c . || true)
 check "root ns: no sp-* interface" 0 "$ROOT_LINKS"
 check "root ns: no route into 10.99.0.0/16" "" "$(ip -4 route show table all | grep -E '(^|[^0-9])10\.99\.' || true)"
 check "root ns: no route into fd99::/48" "" "$(ip -6 route show table all | grep -iE 'fd99:' || true)"
@@ -133,18 +135,28 @@ check "sandbox resolv.conf points at the lab resolver" "$RESOLVER_IP4 $RESOLVER_
 
 # ------------------------------------------------------------------ DNS
 dnsq() { sbx "$PY" "$TOOL" dns "$@" 2>&1; }
-for h in "${ALLOWED_HOSTS[@]}" "${BLOCKED_HOSTS[@]}"; do
+# the sandbox's resolver answers the allowed names (and the proxy's) only:
+# everything else is REFUSED, as a DNS proxy with an allow-list does
+for h in "${ALLOWED_HOSTS[@]}"; do
   read -r name ip4 ip6 _ <<<"$h"
   check "dns A $name" "NOERROR $ip4" "$(dnsq "$name" A --server "$RESOLVER_IP4")"
   check "dns AAAA $name (v6 resolver)" "NOERROR $ip6" "$(dnsq "$name" AAAA --server "$RESOLVER_IP6")"
 done
-check "dns A $METADATA_NAME" "NOERROR $METADATA_IP4" "$(dnsq "$METADATA_NAME" A --server "$RESOLVER_IP4")"
+check "dns A proxy.lab.test" "NOERROR $PROXY_IP4" "$(dnsq proxy.lab.test A --server "$RESOLVER_IP4")"
 check "dns wildcard anything.git.lab.test" "NOERROR $GIT_WILDCARD_IP4" "$(dnsq anything.git.lab.test A --server "$RESOLVER_IP4")"
 RANDNAME="r$RANDOM$RANDOM"
-check "dns $RANDNAME.lab.test -> NXDOMAIN" NXDOMAIN "$(dnsq "$RANDNAME.lab.test" A --server "$RESOLVER_IP4")"
-check "dns nosuchhost.lab.test AAAA -> NXDOMAIN" NXDOMAIN "$(dnsq nosuchhost.lab.test AAAA --server "$RESOLVER_IP6")"
-check "dns example.com -> REFUSED (no upstream)" REFUSED "$(dnsq example.com A --server "$RESOLVER_IP4")"
-check "dns $RANDNAME.example.org AAAA -> REFUSED" REFUSED "$(dnsq "$RANDNAME.example.org" AAAA --server "$RESOLVER_IP6")"
+for n in blocked.lab.test exfil.lab.test "$METADATA_NAME" "$RANDNAME.lab.test" "$RANDNAME.$CANARY_ZONE" example.com; do
+  check "dns $n -> REFUSED (outside the allow-list)" REFUSED "$(dnsq "$n" A --server "$RESOLVER_IP4")"
+done
+check "dns x.sbx.svc.cluster.local -> NXDOMAIN (a pod's search list)" NXDOMAIN "$(dnsq x.sbx.svc.cluster.local A --server "$RESOLVER_IP4")"
+# the internet's DNS (the authority), reachable from the service namespaces only
+auth() { ip netns exec "$NS_DNS" "$PY" "$TOOL" dns "$@" 2>&1; }
+check "authority: blocked.lab.test" "NOERROR 10.99.20.20" "$(auth blocked.lab.test A --server "$AUTHORITY_IP4")"
+check "authority: canary wildcard" "NOERROR $DNS_OPEN_IP4" "$(auth "$RANDNAME.$CANARY_ZONE" A --server "$AUTHORITY_IP6")"
+check "authority: anything else NXDOMAIN" NXDOMAIN "$(auth "$RANDNAME.example.org" A --server "$AUTHORITY_IP4")"
+check "authority answers on a must-fail IP too" "NOERROR 10.99.10.10" "$(auth api.lab.test A --server 10.99.20.10)"
+check "authority logs every query" 1 "$(grep -c " $RANDNAME.example.org " "$LAB_DIR/dns/queries.log")"
+check "the sandbox cannot reach the authority" TIMEOUT "$(dnsq api.lab.test A --server "$AUTHORITY_IP4" --timeout 1)"
 check "getent (libc resolver) api.lab.test" "10.99.10.10" "$(sbx getent ahostsv4 api.lab.test | awk 'NR==1{print $1}')"
 sbx getent hosts "$RANDNAME.lab.test" >/dev/null 2>&1
 check "getent $RANDNAME.lab.test fails (exit 2)" 2 "$?"
@@ -203,7 +215,10 @@ for t in "${RAW_TARGETS[@]}"; do
 done
 TARGETS+=("blocked-v4 4 blocked 10.99.20.20 ETIMEDOUT" "blocked-v6 6 blocked fd99:0:0:20::20 ETIMEDOUT")
 TARGETS+=("exfil-v4 4 exfil 10.99.20.21 ECONNREFUSED" "exfil-v6 6 exfil fd99:0:0:20::21 ECONNREFUSED")
-TARGETS+=("metadata-v4 4 metadata $METADATA_IP4 ETIMEDOUT" "metadata-v6 6 metadata $METADATA_IP6 ETIMEDOUT")
+for x in "${METADATA_STANDINS[@]}"; do
+  read -r ip4 ip6 _ <<<"$x"
+  TARGETS+=("metadata-v4-$ip4 4 metadata $ip4 ETIMEDOUT" "metadata-v6-$ip4 6 metadata $ip6 ETIMEDOUT")
+done
 # rule names guarding each target (v4 name; v6 name is NAME6)
 rule_of() {
   case $1 in
@@ -296,13 +311,14 @@ check "heal proxy-open: CONNECT blocked.lab.test 403" "000/403" "$(curl_code -k 
 check "  allowed 200 after heal" "200/200" "$(curl_code --cacert "$LAB_CA" -x "$LAB_PROXY_URL" https://api.lab.test/)"
 
 brk dns-open
-check "break dns-open: example.com answered" "NOERROR $DNS_OPEN_IP4" "$(dnsq example.com A --server "$RESOLVER_IP4")"
-check "  $RANDNAME.exfil.example AAAA answered" "NOERROR $DNS_OPEN_IP6" "$(dnsq "$RANDNAME.exfil.example" AAAA --server "$RESOLVER_IP6")"
-check "  nosuchhost.lab.test answered" "NOERROR $DNS_OPEN_IP4" "$(dnsq nosuchhost.lab.test A --server "$RESOLVER_IP4")"
+# a forwarder: what the authority says comes back, and the authority saw it
+check "break dns-open: blocked.lab.test answered (forwarded)" "NOERROR 10.99.20.20" "$(dnsq blocked.lab.test A --server "$RESOLVER_IP4")"
+check "  $RANDNAME.$CANARY_ZONE answered (canary)" "NOERROR $DNS_OPEN_IP6" "$(dnsq "$RANDNAME.$CANARY_ZONE" AAAA --server "$RESOLVER_IP6")"
+check "  $RANDNAME.lab.test NXDOMAIN relayed" NXDOMAIN "$(dnsq "$RANDNAME.lab.test" A --server "$RESOLVER_IP4")"
+check "  ... and the authority saw it" 1 "$(grep -c " $RANDNAME.lab.test " "$LAB_DIR/dns/queries.log")"
 check "  api.lab.test still right" "NOERROR 10.99.10.10" "$(dnsq api.lab.test A --server "$RESOLVER_IP4")"
 heal dns-open
-check "heal dns-open: example.com REFUSED" REFUSED "$(dnsq example.com A --server "$RESOLVER_IP4")"
-check "  nosuchhost.lab.test NXDOMAIN" NXDOMAIN "$(dnsq nosuchhost.lab.test A --server "$RESOLVER_IP4")"
+check "heal dns-open: blocked.lab.test REFUSED" REFUSED "$(dnsq blocked.lab.test A --server "$RESOLVER_IP4")"
 
 brk allowed-down
 check "break allowed-down: CONNECT api -> 500" "000/500" "$(curl_code --cacert "$LAB_CA" -x "$LAB_PROXY_URL" https://api.lab.test/)"
@@ -355,7 +371,7 @@ left=""
 for ns in "${LAB_NAMESPACES[@]}"; do [ -e "/run/netns/$ns" ] && left+=" netns:$ns"; [ -e "/etc/netns/$ns" ] && left+=" /etc/netns/$ns"; done
 [ -e "$LAB_DIR" ] && left+=" $LAB_DIR"
 [ -e "$LAB_DIR.lock" ] && left+=" $LAB_DIR.lock"
-ip -o link show | awk -F': ' '{print $2}' | grep -q '^sp-' && left+=" root-links"
+lab_root_links | grep -q . && left+=" root-links"
 check "down leaves nothing (netns, files, links)" "" "$left"
 wait 2>/dev/null
 check "down killed processes in lab namespaces" "" "$(jobs -r)"

@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +66,11 @@ func BenchmarkKubeCycle(b *testing.B) {
 	var runWall, runStart, runProbe, bareWall, bareStart time.Duration
 	// Where the runner's time goes besides start-up and the probe itself.
 	var before, seen, collect, del, after time.Duration
+	// A run whose probe dialled before kube-router had programmed its
+	// firewall (its start-up window, hack/cluster/README.md) sees answers
+	// and waits out no timeout: it is not the cycle measured here. It is
+	// counted and run again, at most as many times as there are runs.
+	window := 0
 	for i := 0; i < b.N; i++ {
 		var times podTimes
 		be := &Backend{API: api, Policies: policies, Namespace: clusterNS, ControlNamespace: controlNS, ProbeImage: labImageRef, PullPolicy: corev1.PullNever,
@@ -77,8 +84,25 @@ func BenchmarkKubeCycle(b *testing.B) {
 		results, err := be.Run(ctx, spec)
 		wall := time.Since(start)
 		results = probeResults(results)
+		if err == nil && len(results) == 1 && window < b.N && slices.ContainsFunc(results[0].Findings, report.UnexpectedlyOpen) {
+			window++
+			i--
+			continue
+		}
 		if err != nil || len(results) != 1 || report.Count(results[0].Findings).Fail > 0 || report.Count(results[0].Findings).Inconclusive > 0 {
-			b.Fatalf("run: %v %+v", err, results)
+			var bad []string
+			for _, r := range results {
+				for _, f := range r.Findings {
+					if f.Status == report.Fail || f.Status == report.Inconclusive || f.Status == report.Error {
+						bad = append(bad, fmt.Sprintf("%s %s: %s (%s)", f.Name(), f.Status, f.Actual, f.Evidence))
+					}
+				}
+			}
+			var counts []report.Counts
+			for _, r := range results {
+				counts = append(counts, report.Count(r.Findings))
+			}
+			b.Fatalf("run: %v, %d results %+v:\n%s", err, len(results), counts, strings.Join(bad, "\n"))
 		}
 		runWall += wall
 		runStart += results[0].StartedAt.Sub(times.created)
@@ -104,7 +128,8 @@ func BenchmarkKubeCycle(b *testing.B) {
 	b.ReportMetric(overhead.Seconds(), "overhead-s")
 	b.ReportMetric(bareWall.Seconds(), "bare-s")
 	b.ReportMetric(bareOverhead.Seconds(), "bare-overhead-s")
-	fmt.Printf("kube cycle: runner's own steps: who-am-I+sweep+create %.2fs, probe exit→terminal seen %.2fs, collect (log, node) %.2fs, delete until gone %.2fs, after %.2fs\n",
+	fmt.Printf("kube cycle: %d runs, every deny proven by the control pod; %d more met kube-router's start-up window (answers, no timeout waited) and were run again\n", b.N, window)
+	fmt.Printf("kube cycle: runner's own steps: who-am-I+sweep+parity survey+create %.2fs, probe exit→terminal seen %.2fs, collect (log, node) %.2fs, delete until gone %.2fs, after %.2fs\n",
 		(before / n).Seconds(), (seen / n).Seconds(), (collect / n).Seconds(), (del / n).Seconds(), (after / n).Seconds())
 	fmt.Printf("kube cycle: runner %.2fs = start-up %.2fs + probe %.2fs (T=%s) + rest; overhead beyond start-up+T %.2fs (goal ≤ 2s); bare client-go %.2fs, of which start-up %.2fs, rest %.2fs\n",
 		runWall.Seconds(), runStart.Seconds(), runProbe.Seconds(), T, overhead.Seconds(), bareWall.Seconds(), bareStart.Seconds(), bareOverhead.Seconds())
@@ -165,7 +190,11 @@ func bareCycle(b *testing.B, ctx context.Context, cs kubernetes.Interface, spec 
 	if st == nil || st.State.Terminated == nil {
 		b.Fatalf("bare pod ended without its container: %+v", final.Status)
 	}
-	res, err := runner.ParseResult("bare", []byte(st.State.Terminated.Message), spec.Nonce)
+	doc, _, err := report.DecodeTerminationMessage(st.State.Terminated.Message)
+	if err != nil {
+		b.Fatalf("bare pod's result: %v", err)
+	}
+	res, err := runner.ParseResult("bare", doc, spec.Nonce)
 	if err != nil {
 		b.Fatalf("bare pod's result: %v", err)
 	}

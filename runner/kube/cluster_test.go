@@ -378,6 +378,18 @@ func labPolicy(t testing.TB, runtime string) string {
 		}
 		doc = strings.Replace(doc, old, repl, 1)
 	}
+	// Network safety: pods reach the host's network, so every metadata
+	// target must be a lab stand-in; a policy that lost its override would
+	// dial the real 169.254.169.254.
+	p, err := policy.Load([]byte(doc))
+	if err != nil {
+		t.Fatalf("lab policy for pods: %v", err)
+	}
+	for _, a := range p.Spec.Egress.Metadata.Addresses {
+		if !strings.HasPrefix(a, "10.99.") {
+			t.Fatalf("lab policy for pods dials metadata address %s, not a lab stand-in", a)
+		}
+	}
 	return doc
 }
 
@@ -514,7 +526,8 @@ func (e *clusterEnv) enforcing(t testing.TB, doc string) string {
 // and the node's ICMP rate limit turns part of a burst of rejects into
 // timeouts.
 func unpinned(doc string) string {
-	return regexp.MustCompile(`, expect: [a-z-]+`).ReplaceAllString(doc, "")
+	doc = regexp.MustCompile(`, expect: [a-z-]+`).ReplaceAllString(doc, "")
+	return regexp.MustCompile(`(?m)^ +expect: [a-z-]+\n`).ReplaceAllString(doc, "")
 }
 
 // TestClusterControl: under kube-router, a must-fail destination that
@@ -634,7 +647,10 @@ func TestClusterSIGKILL(t *testing.T) {
 }
 
 // TestClusterCycleWithDrift: the CronJob's cycle is probe then drift, one
-// report: both phases timed, the sandboxes counted, no could-not-run.
+// report: both phases timed, the sandboxes counted, no could-not-run. The
+// test cluster runs no sandbox besides the probe (gone before drift looks),
+// so the drift phase finds nothing: a failing finding and exit 1, never a
+// clean run that judged nothing.
 func TestClusterCycleWithDrift(t *testing.T) {
 	e := newClusterEnv(t)
 	r := e.run(t, clusterPolicy, "--no-network", "--drift=true")
@@ -652,6 +668,15 @@ func TestClusterCycleWithDrift(t *testing.T) {
 	}
 	if r.code == report.ExitCouldNotRun {
 		t.Errorf("exit 3:\n%s", r.stderr)
+	}
+	nothing := false
+	for _, f := range r.report.Findings {
+		if f.Check == "drift.scan.sandboxes-found" && f.Status == report.Fail {
+			nothing = true
+		}
+	}
+	if r.report.Scanned == 0 && (!nothing || r.code != report.ExitNonConformant) {
+		t.Errorf("the drift phase found no sandbox, but exit %d and drift.scan.sandboxes-found failed: %v", r.code, nothing)
 	}
 }
 

@@ -179,20 +179,10 @@ func (a *attempt) kernelCheck(ctx context.Context, p *corev1.Pod, res *report.Pr
 	pol := a.r.spec.Policy
 	node, err := a.r.nodes.get(ctx, p.Spec.NodeName)
 	if err != nil {
-		// Applies at all? Ask with a stand-in kernel.
-		if _, ok := runner.HostKernelCheck(pol, class, "?", *res); ok {
-			res.Findings = append(res.Findings, report.Finding{
-				Check: "runtime.isolation", Subject: runner.HostKernelSubject, Status: report.Error,
-				Expected: "the node's kernel release, to compare with the probe's",
-				Actual:   fmt.Sprintf("cannot read node %s: %s", p.Spec.NodeName, oneLine(err)),
-				Fix:      "grant the runner's service account get on nodes",
-			})
-		}
+		runner.CrossCheckKernel(pol, class, "", fmt.Errorf("cannot read node %s: %s", p.Spec.NodeName, oneLine(err)), res)
 		return
 	}
-	if f, ok := runner.HostKernelCheck(pol, class, node.Status.NodeInfo.KernelVersion, *res); ok {
-		res.Findings = append(res.Findings, f)
-	}
+	runner.CrossCheckKernel(pol, class, node.Status.NodeInfo.KernelVersion, nil, res)
 }
 
 func containerStatus(ss []corev1.ContainerStatus, name string) *corev1.ContainerStatus {

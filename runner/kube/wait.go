@@ -58,7 +58,13 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	a.target = pl.target(pl.node)
 	defer r.track.set(a.ns+"/"+a.name, "")
 	r.track.set(a.ns+"/"+a.name, "creating")
-	created, err := b.API.CreatePod(runCtx, pod)
+	// The create itself is not cut short by a cancellation: a request
+	// cancelled in flight may still have made the pod, which nobody would
+	// then delete. Once created, a cancelled run ends at once (wait sees
+	// it) and the pod is deleted below.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(runCtx), min(r.deadline, 30*time.Second))
+	created, err := b.API.CreatePod(cctx, pod)
+	ccancel()
 	if err != nil {
 		return report.ProbeResult{}, a.createError(err)
 	}

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -72,40 +73,140 @@ func egressOnly(run report.Run) map[string]report.Finding {
 	return out
 }
 
+// healthyRuns is how many consecutive runs of the healthy lab must pass
+// every check: one lucky pass proves little about false alarms.
+const healthyRuns = 20
+
+// TestLabHealthy: the healthy lab passes every check, 20 runs in a row,
+// with every pass carrying its proof (who stopped the attempt, how, when),
+// and no probe query ever reaching the internet's DNS (the lab authority).
 func TestLabHealthy(t *testing.T) {
 	testenv.Lab(t)
-	run := labRun(t, labPolicy(t))
-	fs := egressOnly(run)
-	if len(fs) < 30 {
-		t.Fatalf("only %d egress findings", len(fs))
-	}
-	for _, f := range run.Findings {
-		if f.Status != report.Pass {
-			t.Errorf("%s: %s — %s", f.Name(), f.Status, report.ExpectedActual(f))
+	doc := labPolicy(t)
+	before := authorityQueries(t)
+	falseAlarms := 0
+	for i := range healthyRuns {
+		run := labRun(t, doc)
+		fs := egressOnly(run)
+		if len(fs) < 80 {
+			t.Fatalf("run %d: only %d egress findings", i, len(fs))
 		}
-		if f.Deny != "" && f.Deny != report.DenyProven {
-			t.Errorf("%s: deny %s (control %s)", f.Name(), f.Deny, f.Control)
+		for _, f := range run.Findings {
+			if f.Status != report.Pass {
+				falseAlarms++
+				t.Errorf("run %d: %s: %s — %s", i, f.Name(), f.Status, report.ExpectedActual(f))
+			}
+			if f.Deny != "" && f.Deny != report.DenyProven {
+				t.Errorf("run %d: %s: deny %s (the control got %s)", i, f.Name(), f.Deny, f.Control)
+			}
+		}
+		// Each blocking flavour was seen with the class the policy pins, and
+		// each kind of stop names who stopped it.
+		for name, want := range map[string]struct{ class, by string }{
+			"egress.must-fail 10.99.20.10:443":                {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.must-fail 10.99.20.11:443":                {policy.VerdictRefused, report.StoppedByNetwork},
+			"egress.must-fail 10.99.20.13:443":                {policy.VerdictRefused, report.StoppedByNetwork},
+			"egress.must-fail [fd99:0:0:20::10]:443":          {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.must-fail blocked.lab.test:443":           {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.must-fail blocked.lab.test:443 via proxy": {policy.VerdictProxyDenied, report.StoppedByProxy},
+			"egress.metadata 10.99.169.254:80":                {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.metadata [fd99:0:0:169::254]:443":         {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.metadata 10.99.169.200:443 via proxy":     {policy.VerdictProxyDenied, report.StoppedByProxy},
+			"egress.allowed api.lab.test:443 via proxy":       {policy.VerdictAnswered, ""},
+			"egress.proxy-bypass api.lab.test:443 direct":     {policy.VerdictRefused, report.StoppedByNetwork},
+			"egress.dns-exfil *.lab.test":                     {policy.VerdictDNSRefused, report.StoppedByResolver},
+			"egress.dns-exfil canary *.canary.lab.test":       {policy.VerdictDNSRefused, report.StoppedByResolver},
+			"egress.dns-exfil name blocked.lab.test":          {policy.VerdictDNSRefused, report.StoppedByResolver},
+			"egress.dns-bypass 10.99.20.10:53/udp":            {policy.VerdictTimeout, report.StoppedByNetwork},
+			"egress.dns-bypass 10.99.20.11:53/tcp":            {policy.VerdictRefused, report.StoppedByNetwork},
+		} {
+			f, ok := fs[name]
+			if !ok || f.Class != want.class || f.Attempt == nil || f.Attempt.StoppedBy != want.by {
+				t.Errorf("run %d: %s: class %q stopped by %q, want %q by %q", i, name, f.Class, stoppedBy(f), want.class, want.by)
+			}
+		}
+		for name, f := range fs {
+			checkEvidence(t, name, f)
+		}
+		if run.ExitCode() != report.ExitOK {
+			t.Errorf("run %d: exit %d", i, run.ExitCode())
 		}
 	}
-	// Each blocking flavour was seen with the class the policy pins.
-	for name, class := range map[string]string{
-		"egress.must-fail 10.99.20.10:443":                policy.VerdictTimeout,
-		"egress.must-fail 10.99.20.11:443":                policy.VerdictRefused,
-		"egress.must-fail 10.99.20.13:443":                policy.VerdictRefused,
-		"egress.must-fail [fd99:0:0:20::10]:443":          policy.VerdictTimeout,
-		"egress.must-fail blocked.lab.test:443 via proxy": policy.VerdictProxyDenied,
-		"egress.metadata 10.99.169.254:80":                policy.VerdictTimeout,
-		"egress.allowed api.lab.test:443 via proxy":       policy.VerdictAnswered,
-		"egress.proxy-bypass api.lab.test:443 direct":     policy.VerdictRefused,
-		"egress.dns-exfil *.lab.test":                     policy.VerdictNXDomain,
-	} {
-		if f, ok := fs[name]; !ok || f.Class != class {
-			t.Errorf("%s: class %q, want %q", name, fs[name].Class, class)
+	if leaked := newRandomQueries(before, authorityQueries(t)); len(leaked) > 0 {
+		t.Errorf("the probe's DNS queries reached the lab authority from a healthy lab: %v", leaked)
+	}
+	t.Logf("%d healthy runs, %d false alarms", healthyRuns, falseAlarms)
+}
+
+func stoppedBy(f report.Finding) string {
+	if f.Attempt == nil {
+		return "(no evidence)"
+	}
+	return f.Attempt.StoppedBy
+}
+
+// checkEvidence: every egress attempt says when it ran, how long it waited
+// of its own timeout, and — when it was stopped — by whom and how.
+func checkEvidence(t *testing.T, name string, f report.Finding) {
+	t.Helper()
+	ev := f.Attempt
+	if ev == nil {
+		t.Errorf("%s: no attempt evidence", name)
+		return
+	}
+	if !ev.Attempted || ev.Timeout <= 0 || ev.Waited < 0 || ev.Waited > ev.Timeout*1.2 || ev.Started < 0 {
+		t.Errorf("%s: timing %+v", name, ev)
+	}
+	if f.Check == "egress.allowed" || f.Status != report.Pass {
+		return
+	}
+	switch ev.StoppedBy {
+	case report.StoppedByNetwork:
+		if ev.Errno == "" || ev.Signal == "" {
+			t.Errorf("%s: stopped by the network without errno and signal: %+v", name, ev)
+		}
+		if f.Class == policy.VerdictTimeout && ev.Waited < 0.9*ev.Timeout {
+			t.Errorf("%s: a drop after %.3fs of %gs: it did not get its whole timeout", name, ev.Waited, ev.Timeout)
+		}
+	case report.StoppedByProxy:
+		if !strings.Contains(ev.ProxyStatus, "403") {
+			t.Errorf("%s: stopped by the proxy without its status: %+v", name, ev)
+		}
+	case report.StoppedByResolver:
+		if ev.Rcode == "" || ev.Resolver == "" {
+			t.Errorf("%s: stopped by the resolver without its rcode: %+v", name, ev)
+		}
+	default:
+		t.Errorf("%s: a pass that does not say what stopped it: %+v", name, ev)
+	}
+}
+
+// authorityQueries are the names the lab's DNS authority ("the internet")
+// has been asked so far.
+func authorityQueries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(testenv.LabDir() + "/dns/queries.log")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 {
+			out = append(out, f[3])
 		}
 	}
-	if run.ExitCode() != report.ExitOK {
-		t.Errorf("exit %d", run.ExitCode())
+	return out
+}
+
+// newRandomQueries are the probe's random names the authority saw since before.
+func newRandomQueries(before, after []string) []string {
+	var out []string
+	for _, q := range after[min(len(before), len(after)):] {
+		if strings.HasPrefix(q, "sandprobe-") {
+			out = append(out, q)
+		}
 	}
+	return out
 }
 
 // TestLabControl: a deny counts only where the control vantage (sp-control,
@@ -222,18 +323,26 @@ func TestLabBrokenStates(t *testing.T) {
 		failAs map[string]string
 		// extra must-fail targets for this state alone
 		extra string
+		// the probe's random names reach the lab's DNS authority
+		leaks bool
 	}{
 		{state: []string{"egress-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.10:443", "egress.must-fail [fd99:0:0:20::11]:443", "egress.metadata 10.99.169.254:80", "egress.proxy-bypass api.lab.test:443 direct"}},
+			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.10:443", "egress.must-fail [fd99:0:0:20::11]:443", "egress.metadata 10.99.169.254:80", "egress.proxy-bypass api.lab.test:443 direct",
+				// every must-fail IP is also a DNS server of the internet (as 1.1.1.1 is)
+				"egress.dns-bypass 10.99.20.10:53/udp", "egress.dns-bypass [fd99:0:0:20::11]:53/tcp"},
+			leaks: true}, // the direct queries reached the authority
 		{state: []string{"raw-ips-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443", "egress.must-fail [fd99:0:0:20::10]:443"},
-			pass: []string{"egress.metadata 10.99.169.254:80"}},
+			fail: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443", "egress.must-fail [fd99:0:0:20::10]:443", "egress.dns-bypass 10.99.20.12:53/udp"},
+			pass: []string{"egress.metadata 10.99.169.254:80"}, leaks: true},
+		// every usual metadata place, on 80 and 443 (lab stand-ins)
 		{state: []string{"metadata-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.metadata 10.99.169.254:80"},
+			fail: []string{"egress.metadata 10.99.169.254:80", "egress.metadata 10.99.169.254:443", "egress.metadata [fd99:0:0:169::254]:80",
+				"egress.metadata [fd99:0:0:169::254]:443", "egress.metadata 10.99.169.2:80", "egress.metadata 10.99.169.2:443",
+				"egress.metadata 10.99.169.200:80", "egress.metadata 10.99.169.200:443"},
 			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail blocked.lab.test:443"}},
 		{state: []string{"ipv6-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail [fd99:0:0:20::10]:443", "egress.must-fail [fd99:0:0:20::13]:443", "egress.must-fail blocked.lab.test:443"},
-			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443"}},
+			fail: []string{"egress.must-fail [fd99:0:0:20::10]:443", "egress.must-fail [fd99:0:0:20::13]:443", "egress.must-fail blocked.lab.test:443", "egress.dns-bypass [fd99:0:0:20::10]:53/udp"},
+			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443"}, leaks: true},
 		{state: []string{"proxy-open"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy",
 				"egress.must-fail 10.99.20.21:443 via proxy"}, // the CIDR's first host
@@ -245,11 +354,15 @@ func TestLabBrokenStates(t *testing.T) {
 		{state: []string{"proxy-bypass"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.proxy-bypass api.lab.test:443 direct", "egress.proxy-bypass git.lab.test:443 direct"},
 			pass: []string{"egress.must-fail blocked.lab.test:443"}},
+		// a forwarder relaying to the authority: the canary and the must-fail
+		// names resolve, and the random name's NXDOMAIN is the authority's
 		{state: []string{"dns-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.dns-exfil *.lab.test"}},
+			fail:   []string{"egress.dns-exfil canary *.canary.lab.test", "egress.dns-exfil name blocked.lab.test", "egress.dns-exfil name exfil.lab.test"},
+			failAs: map[string]string{"egress.dns-exfil *.lab.test": policy.VerdictNXDomain},
+			leaks:  true},
 		{state: []string{"flush-rule", "deny-raw-drop"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail 10.99.20.10:443"},
-			pass: []string{"egress.must-fail 10.99.20.11:443", "egress.must-fail [fd99:0:0:20::10]:443"}},
+			fail: []string{"egress.must-fail 10.99.20.10:443", "egress.dns-bypass 10.99.20.10:53/tcp"},
+			pass: []string{"egress.must-fail 10.99.20.11:443", "egress.must-fail [fd99:0:0:20::10]:443"}, leaks: true},
 		{state: []string{"allowed-down"}, status: report.Inconclusive,
 			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.11:443", "egress.metadata 10.99.169.254:80"}},
 	}
@@ -265,7 +378,11 @@ func TestLabBrokenStates(t *testing.T) {
 				}
 				d = []byte(strings.Replace(string(doc), last, last+"        - "+c.extra+"\n", 1))
 			}
+			before := authorityQueries(t)
 			run := labRun(t, d)
+			if leaked := newRandomQueries(before, authorityQueries(t)); (len(leaked) > 0) != c.leaks {
+				t.Errorf("random names at the authority: %v, want some: %v", leaked, c.leaks)
+			}
 			fs := egressOnly(run)
 			for _, name := range c.fail {
 				f, ok := fs[name]
@@ -276,7 +393,7 @@ func TestLabBrokenStates(t *testing.T) {
 				if f.Status != c.status || (c.class != "" && f.Class != c.class) {
 					t.Errorf("%s: %s/%s, want %s/%s (%s)", name, f.Status, f.Class, c.status, c.class, f.Actual)
 				}
-				if f.Status == report.Fail && (f.Expected == "" || f.Fix == "" || !strings.Contains(f.Actual, "answered")) {
+				if f.Status == report.Fail && (f.Expected == "" || f.Fix == "" || !strings.Contains(f.Actual, "answered") && !strings.Contains(f.Actual, "resolved")) {
 					t.Errorf("%s: failure lacks expected/actual/fix: %+v", name, f)
 				}
 			}
@@ -295,7 +412,9 @@ func TestLabBrokenStates(t *testing.T) {
 					if f.Check == "egress.allowed" && f.Status != report.Fail {
 						t.Errorf("%s: %s, want fail", name, f.Status)
 					}
-					if f.Check != "egress.allowed" && f.Status == report.Pass {
+					// The resolver's own refusal stands whatever the network.
+					resolverSaid := f.Check == "egress.dns-exfil" && f.Attempt != nil && f.Attempt.Rcode != ""
+					if f.Check != "egress.allowed" && f.Status == report.Pass && !resolverSaid {
 						t.Errorf("%s passed on a dead network", name)
 					}
 				}
@@ -304,6 +423,101 @@ func TestLabBrokenStates(t *testing.T) {
 				t.Errorf("exit %d, want 1", run.ExitCode())
 			}
 		})
+	}
+}
+
+// TestLabForwarderWithoutCanary: the same forwarder, with a policy that
+// gives it nothing to be told by (no canary zone, no must-fail name): the
+// random name's NXDOMAIN came from the authority, so it is never a pass.
+func TestLabForwarderWithoutCanary(t *testing.T) {
+	script := testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-forwarder}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    allow: [{host: api.lab.test, port: 443, reason: lab}]
+    mustFail: {ips: [10.99.20.10]}
+    metadata: {address: 10.99.169.254}
+    dns: {arbitraryNames: deny, domains: [lab.test], outsideResolvers: [10.99.20.53]}
+    timeout: 2s
+`)
+	for _, c := range []struct {
+		state string
+		want  report.Status
+		class string
+	}{
+		{"", report.Pass, policy.VerdictDNSRefused}, // healthy: refused by the resolver's allow-list
+		{"dns-open", report.Inconclusive, policy.VerdictNXDomain},
+	} {
+		if c.state != "" {
+			labCmd(t, script, "break", c.state)
+		}
+		before := authorityQueries(t)
+		fs := egressOnly(labRun(t, doc))
+		labCmd(t, script, "heal")
+		f := fs["egress.dns-exfil *.lab.test"]
+		if f.Status != c.want || f.Class != c.class || (c.want != report.Pass && f.Fix == "") {
+			t.Errorf("%s: %s/%s (%s), want %s/%s", c.state, f.Status, f.Class, f.Actual, c.want, c.class)
+		}
+		if leaked := newRandomQueries(before, authorityQueries(t)); (len(leaked) > 0) != (c.state != "") {
+			t.Errorf("%s: random names at the authority: %v", c.state, leaked)
+		}
+	}
+}
+
+// TestLabQueuedAttemptsAreMade breaks item 1 where it broke: an open
+// metadata address queued behind 64 dropped must-fail targets was never
+// dialled, classed timeout and passed. Now it is dialled with its whole
+// timeout and fails; every drop waited its whole timeout.
+func TestLabQueuedAttemptsAreMade(t *testing.T) {
+	script := testenv.Lab(t)
+	var ips []string
+	for port := 2000; port < 2064; port++ {
+		ips = append(ips, fmt.Sprintf(`"10.99.20.10:%d"`, port))
+	}
+	doc := []byte(fmt.Sprintf(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-queue}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  egress:
+    caFile: /run/sandprobe-lab/ca.pem
+    allow: [{host: 10.99.10.10, port: 443, reason: lab}]
+    mustFail: {ips: [%s]}
+    metadata: {address: 10.99.169.254, port: 80}
+    dns: {arbitraryNames: allow}
+    timeout: 1s
+`, strings.Join(ips, ", ")))
+	labCmd(t, script, "break", "metadata-open")
+	labCmd(t, script, "break", "flush-rule", "deny-direct-allowed") // the allowed address, reached directly
+	fs := egressOnly(labRun(t, doc))
+	f := fs["egress.metadata 10.99.169.254:80"]
+	if f.Status != report.Fail || f.Class != policy.VerdictAnswered || f.Attempt == nil || !f.Attempt.Attempted {
+		t.Fatalf("open metadata behind 64 drops: %s/%s %+v", f.Status, f.Class, f.Attempt)
+	}
+	if f.Attempt.Started < 0.9 {
+		t.Errorf("metadata started at +%.3fs: it should have queued behind the drops", f.Attempt.Started)
+	}
+	drops := 0
+	for name, f := range fs {
+		if f.Check == "egress.must-fail" {
+			drops++
+			// Nothing listens on those ports: the control vantage is refused
+			// there too, so each deny is unproven — but each was attempted
+			// with its whole timeout.
+			if f.Status != report.Inconclusive || f.Deny != report.DenyUnproven || f.Class != policy.VerdictTimeout || f.Attempt.Waited < 0.9 {
+				t.Errorf("%s: %s/%s (deny %s) after %.3fs", name, f.Status, f.Class, f.Deny, f.Attempt.Waited)
+			}
+		}
+	}
+	if drops != 64 {
+		t.Errorf("%d must-fail findings, want 64", drops)
 	}
 }
 

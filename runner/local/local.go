@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
@@ -145,7 +146,13 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			return nil, err
 		}
 		if !spec.NoNetwork {
-			runner.ApplyControl(&res, nil)
+			var c *runner.Control
+			if b.Sandbox.NetNS == "" {
+				// A fresh network namespace with loopback only: no route
+				// leaves it, so nothing outside can answer by construction.
+				c = &runner.Control{Vantage: target, Isolated: "the sandbox has a network namespace of its own with only loopback in it: no route leaves it"}
+			}
+			runner.ApplyControl(&res, c)
 		}
 		return []report.ProbeResult{res}, nil
 	}
@@ -300,5 +307,21 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 		return none, err
 	}
 	res.Target = target
+	if res.Vantage == "" {
+		// The same half of runtime.isolation as the other backends: this
+		// sandbox is namespaces on this machine's kernel, and a hypervisor
+		// the probe sees is this machine's, never a VM of its own.
+		kernel, kerr := hostKernel()
+		runner.CrossCheckKernel(spec.Policy, "", kernel, kerr, &res)
+	}
 	return res, nil
+}
+
+// hostKernel is this machine's kernel release (uname -r).
+func hostKernel() (string, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "", fmt.Errorf("uname: %w", err)
+	}
+	return unix.ByteSliceToString(u.Release[:]), nil
 }

@@ -220,3 +220,41 @@ func names(fs []report.Finding) []string {
 	}
 	return out
 }
+
+// TestVMNodeIsNotAVM breaks item 5 the way CI machines break it: this
+// sandbox is namespaces on a VM (the CPU reports the hypervisor flag), so
+// from inside it looks like a VM. Declared as kata, it must fail: the local
+// backend compares the probe's kernel with this machine's, as the kube and
+// docker backends compare it with the node's.
+func TestVMNodeIsNotAVM(t *testing.T) {
+	testenv.RequireRoot(t)
+	p, raw := load(t, strings.Replace(testPolicy, "  identity:", "  runtime: {classNames: [kata]}\n  identity:", 1))
+	run, err := runSandbox(t, p, raw, local.SandboxFor(p, ""), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inside, outside *report.Finding
+	for i, f := range run.Findings {
+		if f.Check != "runtime.isolation" {
+			continue
+		}
+		if f.Subject == runner.HostKernelSubject {
+			outside = &run.Findings[i]
+		} else {
+			inside = &run.Findings[i]
+		}
+	}
+	if inside == nil || outside == nil {
+		t.Fatalf("runtime.isolation findings: inside %v, outside %v", inside, outside)
+	}
+	if outside.Status != report.Fail || !strings.Contains(outside.Actual, "host's own kernel") || outside.Fix == "" {
+		t.Errorf("host-kernel comparison: %s %q", outside.Status, outside.Actual)
+	}
+	if inside.Status != report.Fail || inside.Fix == "" {
+		t.Errorf("inside: %s %q (%s), want a failure", inside.Status, inside.Actual, inside.Evidence)
+	}
+	t.Logf("inside: %s; outside: %s", inside.Actual, outside.Actual)
+	if run.ExitCode() != report.ExitNonConformant {
+		t.Errorf("exit %d, want 1", run.ExitCode())
+	}
+}
