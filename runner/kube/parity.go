@@ -3,6 +3,7 @@ package kube
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -182,10 +184,20 @@ func (c *nodeCache) get(ctx context.Context, name string) (*corev1.Node, error) 
 		c.nodes[name] = e
 	}
 	c.mu.Unlock()
+	// The first caller's context bounds the read (collect's: collectTimeout).
+	// A connection that died under the request (seen under kube-router's
+	// resyncs: "http2: client connection lost") hangs it until the deadline;
+	// bounded attempts leave time for another on a fresh connection.
 	e.once.Do(func() {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		e.node, e.err = c.api.GetNode(ctx, name)
+		for range 3 {
+			actx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			e.node, e.err = c.api.GetNode(actx, name)
+			cancel()
+			var status apierrors.APIStatus
+			if e.err == nil || errors.As(e.err, &status) || ctx.Err() != nil {
+				return
+			}
+		}
 	})
 	return e.node, e.err
 }
