@@ -14,10 +14,14 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/internal/testenv"
@@ -61,12 +65,71 @@ func benchObjects(p *policy.Policy, ns string, pods, netpols int) ([]*corev1.Pod
 	return out, nps
 }
 
+// benchCluster is the rest of a busy cluster around benchObjects' pods:
+// Deployments (their templates spread over the same shards, 1% drifted),
+// AdminNetworkPolicies (each selecting a shard's pods; one in 25 allows
+// the internet) and CiliumNetworkPolicies (one per shard, allowing the
+// declared model API).
+type benchCluster struct {
+	deployments []*appsv1.Deployment
+	anps        []*unstructured.Unstructured
+	cilium      []*unstructured.Unstructured
+}
+
+func benchMore(p *policy.Policy, ns string, deployments, anps, cilium, shards int) benchCluster {
+	var bc benchCluster
+	base := hardenedPod(p, ns, "x")
+	delete(base.Labels, caseLabel)
+	for i := 0; i < deployments; i++ {
+		pod := base.DeepCopy()
+		pod.Labels["shard"] = "shard-" + strconv.Itoa(i%shards)
+		pod.Labels["app"] = "agent-deploy-" + strconv.Itoa(i)
+		if i%100 == 5 {
+			pod.Spec.HostNetwork = true
+		}
+		bc.deployments = append(bc.deployments, &appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-deploy-" + strconv.Itoa(i), Namespace: ns},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pod.Labels["app"]}},
+				Template: podTemplate(pod, corev1.RestartPolicyAlways, nil)},
+		})
+	}
+	for i := 0; i < anps; i++ {
+		to := []any{map[string]any{"namespaces": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}}}}
+		ports := []any{map[string]any{"portNumber": map[string]any{"protocol": "UDP", "port": int64(53)}}}
+		rule := map[string]any{"name": "dns", "action": "Allow", "to": to, "ports": ports}
+		if i%25 == 7 {
+			rule = map[string]any{"name": "world", "action": "Allow", "to": []any{networks("0.0.0.0/0")}}
+		}
+		bc.anps = append(bc.anps, admin(drift.AdminNetworkPolicyKind, "anp-"+strconv.Itoa(i), map[string]any{
+			"priority": int64(10 + i),
+			"subject": map[string]any{"pods": map[string]any{
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+				"podSelector":       map[string]any{"matchLabels": map[string]any{"shard": "shard-" + strconv.Itoa(i*7%shards)}},
+			}},
+			"egress": []any{rule},
+		}))
+	}
+	for i := 0; i < cilium; i++ {
+		bc.cilium = append(bc.cilium, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": drift.CiliumNetworkPolicyKind,
+			"metadata": map[string]any{"name": "cnp-" + strconv.Itoa(i), "namespace": ns},
+			"spec": map[string]any{
+				"endpointSelector": map[string]any{"matchLabels": map[string]any{"k8s:shard": "shard-" + strconv.Itoa(i%shards)}},
+				"egress":           []any{map[string]any{"toFQDNs": []any{map[string]any{"matchName": "api.anthropic.com"}}, "toPorts": ciliumPorts("443")}},
+			},
+		}})
+	}
+	return bc
+}
+
 // BenchmarkEngine measures the offline rule engine: pods per second through
 // every pod rule, the restricted standard and the NetworkPolicy union (500
 // policies in the namespace). Goal: ≥ 100,000 pods/s.
 func BenchmarkEngine(b *testing.B) {
 	p := loadPolicy(b, "policy.yaml")
 	pods, nps := benchObjects(p, "sandboxes", 10000, 500)
+	more := benchMore(p, "sandboxes", 2000, 50, 500, 499)
 	e, err := drift.NewEngine(p)
 	if err != nil {
 		b.Fatal(err)
@@ -76,14 +139,31 @@ func BenchmarkEngine(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	for _, u := range more.anps {
+		if err := e.AddAdminNetworkPolicy(u); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, u := range more.cilium {
+		if err := e.AddCiliumPolicy(u); err != nil {
+			b.Fatal(err)
+		}
+	}
 	e.SetEgressKnown(true)
 	b.ReportAllocs()
 	b.ResetTimer()
 	findings := 0
 	for i := 0; i < b.N; i++ {
-		for _, pod := range pods {
-			findings += len(e.CheckPod(pod))
+		ts := drift.NewTemplates()
+		for _, d := range more.deployments {
+			ts.Add(e, drift.WorkloadTemplate(d))
 		}
+		col := drift.NewCollector()
+		for _, pod := range pods {
+			col.Add(ts.Pod(pod, e.CheckPod(pod)))
+		}
+		ts.Flush(col)
+		findings += len(col.Findings)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*len(pods))/b.Elapsed().Seconds(), "pods/s")
@@ -113,20 +193,28 @@ func BenchmarkDecodeProtobuf(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(pods))/b.Elapsed().Seconds(), "pods/s")
 }
 
-// TestBenchDriftLive (make bench; SANDPROBE_BENCH=1): 10,000 pods and 500
-// NetworkPolicies stored in a real kube-apiserver, then `sandprobe drift
-// --kubeconfig` as a child process — wall time (goal ≤ 5 s) and peak RSS
-// from rusage (goal ≤ 150 MB) — against a bare paginated List of the same
-// pods with client-go, measured the same way in the same run.
+// TestBenchDriftLive (make bench; SANDPROBE_BENCH=1): 10,000 pods, 2,000
+// Deployments, 500 NetworkPolicies, 50 AdminNetworkPolicies and 500
+// CiliumNetworkPolicies stored in a real kube-apiserver, then `sandprobe
+// drift --kubeconfig` as a child process — wall time (goal ≤ 5 s) and peak
+// RSS from rusage (goal ≤ 150 MB) — against a bare paginated List of the
+// same objects with client-go, measured the same way in the same run.
 func TestBenchDriftLive(t *testing.T) {
 	if os.Getenv("SANDPROBE_BENCH") != "1" {
 		t.Skip("set SANDPROBE_BENCH=1 (make bench)")
 	}
-	pods, netpols := 10000, 500
+	pods, netpols, deployments, anps, ciliums := 10000, 500, 2000, 50, 500
 	if v, err := strconv.Atoi(os.Getenv("SANDPROBE_BENCH_PODS")); err == nil && v > 0 {
 		pods = v
 	}
 	cfg := needAPIServer(t)
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "crds")}}); err != nil {
+		t.Fatalf("install CRDs: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := testenv.Binary(t)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -136,6 +224,7 @@ func TestBenchDriftLive(t *testing.T) {
 	ns := p.Spec.Namespaces[0]
 	ctx := context.Background()
 	podObjs, npObjs := benchObjects(p, ns, pods, netpols)
+	more := benchMore(p, ns, deployments, anps, ciliums, netpols-1)
 	// The namespace, the RuntimeClasses and the rendered policy first.
 	newClusterClients(t, cfg).create(t, []any{npObjs[0]})
 	npObjs = npObjs[1:]
@@ -176,12 +265,24 @@ func TestBenchDriftLive(t *testing.T) {
 	}
 	kubeconfig := writeKubeconfig(t, cfg)
 	// store creates objects 32 at a time, as a busy cluster's controllers would.
-	store := func(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod) {
+	store := func(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, bc benchCluster) {
 		start := time.Now()
 		pl := pool.New().WithErrors().WithMaxGoroutines(32)
 		for _, np := range nps {
 			pl.Go(func() error {
 				_, err := kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
+				return err
+			})
+		}
+		for _, d := range bc.deployments {
+			pl.Go(func() error {
+				_, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+				return err
+			})
+		}
+		for _, u := range append(append([]*unstructured.Unstructured(nil), bc.anps...), bc.cilium...) {
+			pl.Go(func() error {
+				_, err := dyn.Resource(crdGVR[u.GetKind()]).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{})
 				return err
 			})
 		}
@@ -194,7 +295,8 @@ func TestBenchDriftLive(t *testing.T) {
 		if err := pl.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("stored %d pods and %d NetworkPolicies in %.1fs", len(pods), len(nps), time.Since(start).Seconds())
+		t.Logf("stored %d pods, %d NetworkPolicies, %d Deployments, %d AdminNetworkPolicies, %d CiliumNetworkPolicies in %.1fs",
+			len(pods), len(nps), len(bc.deployments), len(bc.anps), len(bc.cilium), time.Since(start).Seconds())
 	}
 	best := func(runs func() []result) []result {
 		var results []result
@@ -217,11 +319,11 @@ func TestBenchDriftLive(t *testing.T) {
 
 	// A tenth of the pods first: memory must not grow with their number.
 	small := pods / 10
-	store(npObjs, podObjs[:small])
+	store(npObjs, podObjs[:small], more)
 	smallRun := best(func() []result {
 		return []result{child("sandprobe drift", driftCmd(filepath.Join(t.TempDir(), "small.xml")))}
 	})[0]
-	store(nil, podObjs[small:])
+	store(nil, podObjs[small:], benchCluster{})
 	junit := t.TempDir() + "/drift.xml"
 	results := best(func() []result {
 		return []result{
@@ -236,7 +338,8 @@ func TestBenchDriftLive(t *testing.T) {
 	}
 	xml, _ := os.ReadFile(junit)
 	suites := strings.Count(string(xml), "<testsuite ")
-	fmt.Printf("drift bench: %d pods, %d NetworkPolicies in the namespace (best of 3 runs)\n", pods, netpols)
+	fmt.Printf("drift bench: %d pods, %d Deployments, %d NetworkPolicies, %d CiliumNetworkPolicies in the namespace, %d AdminNetworkPolicies (best of 3 runs)\n",
+		pods, deployments, netpols, ciliums, anps)
 	for _, r := range results {
 		fmt.Printf("  %-44s %6.2f s   peak RSS %6.1f MB\n", r.name, r.seconds, float64(r.maxRSS)/1024)
 	}

@@ -440,7 +440,7 @@ func fixtureSets() []fixtureSet {
 			return out
 		}},
 		{"sandboxes.yaml", "policy.yaml", func(p *policy.Policy, prefix string) []any {
-			var out []any
+			out := egressBase(p, false)
 			for _, c := range podCases() {
 				switch c.name {
 				case "hardened", "privileged", "selector-labels", "sa-token", "image-digest":
@@ -450,9 +450,8 @@ func fixtureSets() []fixtureSet {
 				pod := c.pod(p, prefix)
 				pod.Name = "sandbox-" + c.name
 				sb := sandboxObject(pod, "v1alpha1")
-				// A Sandbox gets no egress check of its own: its pod does.
-				exp := strings.ReplaceAll(pod.Annotations[expectAnnotation], ","+drift.NetpolEgressUnrestricted, "")
-				sb.SetAnnotations(map[string]string{expectAnnotation: exp})
+				// The template is judged like the pods it makes, egress too.
+				sb.SetAnnotations(map[string]string{expectAnnotation: pod.Annotations[expectAnnotation]})
 				out = append(out, sb)
 			}
 			return out
@@ -466,6 +465,9 @@ func fixtureSets() []fixtureSet {
 			}
 			return out
 		}},
+		{"workloads.yaml", "policy.yaml", workloadObjects},
+		{"anp.yaml", "policy.yaml", anpObjects},
+		{"cilium-read.yaml", "direct-policy.yaml", ciliumReadObjects},
 		{"cilium.yaml", "direct-policy.yaml", func(p *policy.Policy, prefix string) []any {
 			out := egressBase(p, true)
 			for _, c := range ciliumCases() {

@@ -2,6 +2,7 @@ package drift
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,11 +23,13 @@ const (
 	CiliumClusterwideNetworkPolicyKind = "CiliumClusterwideNetworkPolicy"
 )
 
-// Cilium's own labels for a pod's namespace and service account, which
-// endpoint selectors may use.
+// Cilium's own labels for a pod's namespace, service account, cluster and
+// its namespace's labels, which endpoint selectors may use.
 const (
-	ciliumNamespaceLabel      = "io.kubernetes.pod.namespace"
-	ciliumServiceAccountLabel = "io.cilium.k8s.policy.serviceaccount"
+	ciliumNamespaceLabel       = "io.kubernetes.pod.namespace"
+	ciliumServiceAccountLabel  = "io.cilium.k8s.policy.serviceaccount"
+	ciliumClusterLabel         = "io.cilium.k8s.policy.cluster"
+	ciliumNamespaceLabelPrefix = "io.cilium.k8s.namespace.labels."
 )
 
 // ciliumPolicy is the part of a Cilium policy the rules read.
@@ -42,6 +45,22 @@ type ciliumRule struct {
 	Egress           []ciliumEgress        `json:"egress,omitempty"`
 	EgressDeny       []map[string]any      `json:"egressDeny,omitempty"`
 	Description      string                `json:"description,omitempty"`
+	// EnableDefaultDeny {egress: false} keeps the selected endpoints out of
+	// default deny: the rule's allows add, but nothing else is denied.
+	EnableDefaultDeny *struct {
+		Egress  *bool `json:"egress,omitempty"`
+		Ingress *bool `json:"ingress,omitempty"`
+	} `json:"enableDefaultDeny,omitempty"`
+}
+
+// defaultDenyEgress is Cilium's reading: a rule with an egress or egressDeny
+// section puts its endpoints into egress default deny, unless
+// enableDefaultDeny.egress says false.
+func (r *ciliumRule) defaultDenyEgress() bool {
+	if r.EnableDefaultDeny != nil && r.EnableDefaultDeny.Egress != nil && !*r.EnableDefaultDeny.Egress {
+		return false
+	}
+	return len(r.Egress) > 0 || len(r.EgressDeny) > 0
 }
 
 type ciliumEgress struct {
@@ -79,16 +98,30 @@ type ciliumEgress struct {
 type ciliumIndex struct {
 	byNS    map[string][]*compiledCiliumRule
 	cluster []*compiledCiliumRule
-	count   int
+	// lookupNS and lookupCluster find the rules that may select a pod
+	// without matching all of them: 500 policies in a namespace must not
+	// make every pod 500 selector matches.
+	lookupNS      map[string]*ciliumLookup
+	lookupCluster *ciliumLookup
+	seq           int
+	count         int
 	// missingSeen holds the selections whose missing names were reported:
 	// one info finding per distinct set of policies, not one per pod.
 	missingSeen map[string]bool
+	// clusterSelectors counts rules selecting on the cluster label, whose
+	// verdict depends on the cluster's Cilium name.
+	clusterSelectors int
 }
 
 type compiledCiliumRule struct {
 	id       string // "ciliumnetworkpolicy/ns/name" or "ciliumclusterwidenetworkpolicy/name"
+	seq      int    // order of addition, for a stable report
+	wide     bool   // a CiliumClusterwideNetworkPolicy's
 	selector labels.Selector
-	egress   bool
+	// egress: the rule puts the pods it selects into egress default deny.
+	egress bool
+	// noDefaultDeny names the field that keeps it from doing so.
+	noDefaultDeny bool
 	// findings are the rule's unexplained egress entries (pod-independent).
 	findings []ruleFinding
 	// fqdns are the names the rule allows, for declared-but-missing.
@@ -103,7 +136,51 @@ type fqdnAllow struct {
 }
 
 func newCiliumIndex() *ciliumIndex {
-	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{}}
+	return &ciliumIndex{byNS: map[string][]*compiledCiliumRule{}, missingSeen: map[string]bool{},
+		lookupNS: map[string]*ciliumLookup{}, lookupCluster: newCiliumLookup()}
+}
+
+// ciliumLookup indexes rules by one of their matchLabels pairs (a pod can
+// only be selected by rules indexed under one of its own labels); rules
+// without matchLabels are matched against every pod.
+type ciliumLookup struct {
+	scan    []*compiledCiliumRule
+	byLabel map[string]map[string][]*compiledCiliumRule
+}
+
+func newCiliumLookup() *ciliumLookup {
+	return &ciliumLookup{byLabel: map[string]map[string][]*compiledCiliumRule{}}
+}
+
+func (l *ciliumLookup) add(r *compiledCiliumRule, matchLabels map[string]string) {
+	if len(matchLabels) == 0 {
+		l.scan = append(l.scan, r)
+		return
+	}
+	k := sortedKeys(matchLabels)[0]
+	if l.byLabel[k] == nil {
+		l.byLabel[k] = map[string][]*compiledCiliumRule{}
+	}
+	l.byLabel[k][matchLabels[k]] = append(l.byLabel[k][matchLabels[k]], r)
+}
+
+// each calls fn for every rule whose selector matches set.
+func (l *ciliumLookup) each(set labels.Set, fn func(*compiledCiliumRule)) {
+	for _, r := range l.scan {
+		if r.selector.Matches(set) {
+			fn(r)
+		}
+	}
+	if len(l.byLabel) == 0 {
+		return
+	}
+	for k, v := range set {
+		for _, r := range l.byLabel[k][v] {
+			if r.selector.Matches(set) {
+				fn(r)
+			}
+		}
+	}
 }
 
 // AddCiliumPolicy adds a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy.
@@ -125,25 +202,38 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		if r.EndpointSelector == nil {
 			continue // a host policy (nodeSelector) selects nodes, not pods
 		}
-		sel, err := metav1.LabelSelectorAsSelector(normalizeCiliumSelector(r.EndpointSelector))
+		norm := normalizeCiliumSelector(r.EndpointSelector)
+		sel, err := metav1.LabelSelectorAsSelector(norm)
 		if err != nil {
 			return fmt.Errorf("%s: endpointSelector: %w", id, err)
+		}
+		if _, ok := norm.MatchLabels[ciliumClusterLabel]; ok || slices.ContainsFunc(norm.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool { return r.Key == ciliumClusterLabel }) {
+			e.cil.clusterSelectors++
 		}
 		field := "spec"
 		if cp.Spec == nil || i > 0 {
 			field = fmt.Sprintf("specs[%d]", i-boolInt(cp.Spec != nil))
 		}
-		cr := &compiledCiliumRule{id: id, selector: sel, egress: len(r.Egress) > 0 || len(r.EgressDeny) > 0}
+		cr := &compiledCiliumRule{id: id, selector: sel, egress: r.defaultDenyEgress(),
+			noDefaultDeny: !r.defaultDenyEgress() && len(r.Egress)+len(r.EgressDeny) > 0}
 		e.egress.ciliumFindings(cr, field, r.Egress)
 		ev := fmt.Sprintf("%s %s selects the pod (endpointSelector %s); Cilium policies add up with each other and with NetworkPolicies",
 			id, field, labelSelectorText(normalizeCiliumSelector(r.EndpointSelector), "every endpoint"))
 		for j := range cr.findings {
 			cr.findings[j].evidence = ev
 		}
+		e.cil.seq++
+		cr.seq, cr.wide = e.cil.seq, clusterwide
 		if clusterwide {
 			e.cil.cluster = append(e.cil.cluster, cr)
+			e.cil.lookupCluster.add(cr, norm.MatchLabels)
 		} else {
-			e.cil.byNS[cp.Metadata.Namespace] = append(e.cil.byNS[cp.Metadata.Namespace], cr)
+			ns := cp.Metadata.Namespace
+			e.cil.byNS[ns] = append(e.cil.byNS[ns], cr)
+			if e.cil.lookupNS[ns] == nil {
+				e.cil.lookupNS[ns] = newCiliumLookup()
+			}
+			e.cil.lookupNS[ns].add(cr, norm.MatchLabels)
 		}
 	}
 	e.cil.count++
@@ -197,11 +287,17 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, field string, egres
 		add := func(check, sub, expected, actual, fix string) {
 			cr.findings = append(cr.findings, ruleFinding{check: check, subject: where + " " + sub, expected: expected, actual: actual, fix: fix})
 		}
-		hasPeer := len(r.ToEndpoints)+len(r.ToRequires)+len(r.ToNodes)+len(r.ToEntities)+len(r.ToCIDR)+len(r.ToCIDRSet)+len(r.ToFQDNs)+len(r.ToServices)+len(r.ToGroups) > 0
+		// toRequires is no peer: it only adds a condition to the others
+		// ("does not by itself grant access"), so a rule with toRequires and
+		// toPorts but no peer is an L4-only rule: every destination.
+		hasPeer := len(r.ToEndpoints)+len(r.ToNodes)+len(r.ToEntities)+len(r.ToCIDR)+len(r.ToCIDRSet)+len(r.ToFQDNs)+len(r.ToServices)+len(r.ToGroups) > 0
 		if !hasPeer {
 			if len(r.ToPorts) > 0 {
-				add(CiliumAnyDestination, rf, "a peer (toFQDNs, toEndpoints, toCIDR) for every allowed port",
-					"toPorts without a peer: every destination on "+portsText(ports),
+				actual := "toPorts without a peer: every destination on " + portsText(ports)
+				if len(r.ToRequires) > 0 {
+					actual = "toPorts with toRequires but no peer (toRequires grants nothing by itself): every destination on " + portsText(ports)
+				}
+				add(CiliumAnyDestination, rf, "a peer (toFQDNs, toEndpoints, toCIDR) for every allowed port", actual,
 					fmt.Sprintf("add the allowed destinations to %s of %s", rf, where))
 			}
 			continue // an empty rule allows nothing: it only turns on default-deny
@@ -364,13 +460,58 @@ func ciliumPorts(r ciliumEgress) []portSpec {
 	return out
 }
 
+// NoteCiliumCluster says, once, that a verdict depends on the cluster name
+// Cilium policies select on.
+func (e *Engine) NoteCiliumCluster(col *Collector) {
+	if e.cil.clusterSelectors > 0 {
+		col.Note("%d Cilium rules select on %s: judged for Cilium cluster %q (pass --cilium-cluster with this cluster's cluster-name if it is another)", e.cil.clusterSelectors, ciliumClusterLabel, e.ciliumCluster)
+	}
+}
+
+// ciliumLabels are the labels Cilium gives a pod's endpoint: its own, its
+// namespace, service account and cluster, and its namespace's labels.
+func ciliumLabels(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) labels.Set {
+	set := make(labels.Set, len(podLabels)+len(nsLabels)+3)
+	for k, v := range podLabels {
+		set[k] = v
+	}
+	for k, v := range nsLabels {
+		set[ciliumNamespaceLabelPrefix+k] = v
+	}
+	set[ciliumNamespaceLabel] = ns
+	set[ciliumServiceAccountLabel] = orDefault(serviceAccount, "default")
+	set[ciliumClusterLabel] = cluster
+	return set
+}
+
+// selecting lists the rules, namespaced and cluster-wide, whose endpoint
+// selector matches a pod with these labels and service account in ns, as
+// Cilium sees it (its namespace's labels, the cluster's name).
+func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) []*compiledCiliumRule {
+	set := ciliumLabels(ns, podLabels, serviceAccount, nsLabels, cluster)
+	var sel []*compiledCiliumRule
+	add := func(r *compiledCiliumRule) { sel = append(sel, r) }
+	if l := idx.lookupNS[ns]; l != nil {
+		l.each(set, add)
+	}
+	idx.lookupCluster.each(set, add)
+	// In the order they were added, namespaced first, as a report reads.
+	sort.Slice(sel, func(i, j int) bool {
+		if sel[i].wide != sel[j].wide {
+			return sel[j].wide
+		}
+		return sel[i].seq < sel[j].seq
+	})
+	return sel
+}
+
 // checkPod stamps the findings of every Cilium rule selecting the pod and
 // reports whether any of them restricts its egress.
-func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
+func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[string]string, cluster string) bool {
 	if idx.count == 0 {
 		return false
 	}
-	sel := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName)
+	sel := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName, nsLabels, cluster)
 	restricted := false
 	for _, r := range sel {
 		if r.egress {
@@ -384,29 +525,6 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod) bool {
 		idx.missing(c, sel)
 	}
 	return restricted
-}
-
-// selecting lists the rules, namespaced and cluster-wide, whose endpoint
-// selector matches a pod with these labels and service account in ns.
-func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string) []*compiledCiliumRule {
-	set := make(labels.Set, len(podLabels)+2)
-	for k, v := range podLabels {
-		set[k] = v
-	}
-	set[ciliumNamespaceLabel] = ns
-	set[ciliumServiceAccountLabel] = orDefault(serviceAccount, "default")
-	var sel []*compiledCiliumRule
-	for _, r := range idx.byNS[ns] {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
-		}
-	}
-	for _, r := range idx.cluster {
-		if r.selector.Matches(set) {
-			sel = append(sel, r)
-		}
-	}
-	return sel
 }
 
 // missing reports declared names that no selecting Cilium rule allows, once

@@ -312,7 +312,16 @@ func (d *dockerCheck) network() {
 			d.fail(DockerNetwork, "NetworkSettings.Networks["+name+"]", "only "+want, "also attached to "+name, "docker network disconnect "+name+" "+d.c.DisplayName(), "")
 		}
 	}
-	if internal, known := d.c.NetworkInternal[want]; known && !internal && want != "none" {
+	internal, known := d.c.NetworkInternal[want]
+	switch {
+	case want == "none":
+	case !known:
+		// Offline (a `docker inspect` file) the network's own settings are
+		// not there: say so, never pass it silently.
+		d.fail(DockerNetwork, "network "+want, "an --internal network (no route out)", "not checked: whether network "+want+" is --internal is known only to the engine",
+			"check it live: sandprobe drift --docker (or docker network inspect "+want+" --format '{{.Internal}}')", "")
+		d.out[len(d.out)-1].Status = report.Skip
+	case !internal:
 		d.fail(DockerNetwork, "network "+want, "an --internal network (no route out)", "network "+want+" is not internal", "recreate it with docker network create --internal "+want, "")
 	}
 }

@@ -164,9 +164,38 @@ func TestDockerInspectFixtures(t *testing.T) {
 			if c.liveOnly {
 				c.expect = nil
 			}
-			assertDockerFindings(t, c, col.Findings)
+			assertDockerFindings(t, c, offlineJudged(t, dockerPolicy(t, c.policy), data, col.Findings))
 		})
 	}
+}
+
+// offlineJudged checks that an offline run says, for a container on the
+// declared network, that it could not tell whether that network is
+// --internal (a skip naming the live check, never a silent pass), and
+// returns the other findings.
+func offlineJudged(t *testing.T, p *policy.Policy, inspect []byte, fs []report.Finding) []report.Finding {
+	t.Helper()
+	cs, err := drift.ParseDockerInspect(inspect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDeclared := cs[0].HostConfig.NetworkMode == p.Spec.Docker.Network
+	var judged []report.Finding
+	notChecked := 0
+	for _, f := range fs {
+		if f.Check == drift.DockerNetwork && f.Status == report.Skip {
+			notChecked++
+			if !strings.Contains(f.Actual, "not checked") || !strings.Contains(f.Fix, "--docker") {
+				t.Errorf("offline network skip does not say it was not checked: %+v", f)
+			}
+			continue
+		}
+		judged = append(judged, f)
+	}
+	if onDeclared != (notChecked == 1) {
+		t.Errorf("offline: %d 'not checked' findings for a container on network %s (declared %s)", notChecked, cs[0].HostConfig.NetworkMode, p.Spec.Docker.Network)
+	}
+	return judged
 }
 
 func assertDockerFindings(t *testing.T, c dockerCase, fs []report.Finding) {
@@ -403,12 +432,57 @@ func TestDockerLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Offline cannot tell whether a network is internal: that one
-			// finding is live-only.
+			// finding is live-only, and offline says it did not check it
+			// (a skip, never a silent pass) for every container on the
+			// declared network.
 			oc := c
 			if c.liveOnly {
 				oc.expect = nil
 			}
-			assertDockerFindings(t, oc, off.Findings)
+			assertDockerFindings(t, oc, offlineJudged(t, p, []byte(raw), off.Findings))
 		})
+	}
+}
+
+// TestDockerNothingFound: an engine holding no container with the
+// selector's labels is not a clean run: drift.scan.sandboxes-found fails,
+// from the CLI too (exit 1).
+func TestDockerNothingFound(t *testing.T) {
+	h := needDocker(t)
+	p := dockerPolicy(t, func(p *policy.Policy) {
+		p.Spec.Selector.MatchLabels["sandprobe.dev/drift-run"] = fmt.Sprintf("nobody-%d", time.Now().UnixNano())
+	})
+	e, err := drift.NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := drift.NewCollector()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := (&drift.DockerScan{API: h.api, Engine: e, Source: "the test engine"}).Run(ctx, col); err != nil {
+		t.Fatal(err)
+	}
+	col.Summary(p)
+	failed := 0
+	for _, f := range col.Findings {
+		switch {
+		case f.Check == drift.ScanSandboxesFound && f.Status == report.Fail:
+			failed++
+		case f.Status == report.Pass:
+			t.Errorf("a pass with nothing found: %s %s", f.Check, f.Actual)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("want one failing %s, got %+v", drift.ScanSandboxesFound, col.Findings)
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	raw, _ := os.ReadFile(filepath.Join(repoRoot(), "fixtures", "docker-policy.yaml"))
+	doc := strings.Replace(string(raw), `selector: {matchLabels: {sandbox: "true"}}`, `selector: {matchLabels: {sandbox: "true", sandprobe.dev/drift-run: nobody-at-all}}`, 1)
+	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := testenv.Exec(t, testenv.Binary(t), "drift", "--policy", policyFile, "--docker", "--docker-host", h.host)
+	if code != report.ExitNonConformant || !strings.Contains(stdout, drift.ScanSandboxesFound) {
+		t.Errorf("drift --docker with nothing to find: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

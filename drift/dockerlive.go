@@ -26,6 +26,8 @@ type DockerScan struct {
 	Engine *Engine
 	// Parallel bounds concurrent inspects.
 	Parallel int
+	// Source names the engine in findings ("the Docker engine at unix://…").
+	Source string
 }
 
 // Run lists, inspects and checks the containers into col.
@@ -33,6 +35,10 @@ func (d *DockerScan) Run(ctx context.Context, col *Collector) error {
 	if d.Parallel <= 0 {
 		d.Parallel = 8
 	}
+	if d.Source == "" {
+		d.Source = "the Docker engine"
+	}
+	before := col.Scanned
 	filters := client.Filters{}
 	for _, k := range sortedKeys(d.Engine.p.Spec.Selector.MatchLabels) {
 		filters.Add("label", k+"="+d.Engine.p.Spec.Selector.MatchLabels[k])
@@ -97,6 +103,7 @@ func (d *DockerScan) Run(ctx context.Context, col *Collector) error {
 	for _, c := range containers {
 		col.Add(d.Engine.CheckContainer(c))
 	}
+	col.RequireFound(d.Engine.p, d.Source, before)
 	return nil
 }
 

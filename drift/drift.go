@@ -15,6 +15,7 @@ package drift
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -81,6 +82,14 @@ const (
 	CiliumCIDR           = "drift.cilium.cidr"
 	CiliumAnyDestination = "drift.cilium.any-destination"
 	CiliumPeer           = "drift.cilium.peer"
+
+	ANPWorld  = "drift.anp.world"
+	ANPCIDR   = "drift.anp.cidr"
+	ANPPeer   = "drift.anp.peer"
+	ANPDomain = "drift.anp.domain"
+
+	ScanSandboxesFound  = "drift.scan.sandboxes-found"
+	ScanNamespaceExists = "drift.scan.namespace-exists"
 
 	DockerReadOnlyRoot    = "drift.docker.readonly-root"
 	DockerCapDrop         = "drift.docker.cap-drop"
@@ -152,6 +161,14 @@ func Rules() []Rule {
 		{CiliumAnyDestination, "no Cilium egress rule allows ports to every destination (toPorts without a peer)", "add toFQDNs/toEndpoints/toCIDR to the rule"},
 		{CiliumPeer, "in-cluster Cilium peers are limited to cluster DNS and the declared proxy", "remove the peer or narrow it to DNS (port 53) or the proxy"},
 
+		{ANPWorld, "no admin or baseline admin network policy Allow opens 0.0.0.0/0 or ::/0 to a sandbox (an admin Allow overrides every NetworkPolicy)", "remove the network from the Allow rule"},
+		{ANPCIDR, "every network an admin network policy allows a sandbox is a declared address", "remove the network or declare the address in spec.egress.allow"},
+		{ANPPeer, "in-cluster peers an admin network policy allows a sandbox are limited to cluster DNS and the declared proxy", "remove the peer or narrow it to DNS (port 53) or the proxy"},
+		{ANPDomain, "every domain name an admin network policy allows a sandbox is covered by a declared allowance", "remove the name or declare it in spec.egress.allow"},
+
+		{ScanSandboxesFound, "the selector and namespaces matched at least one live sandbox, so the other rules judged something", "fix the selector, the namespaces or the context so the sandboxes are found (or remove the policy)"},
+		{ScanNamespaceExists, "every namespace the policy declares exists", "create the namespace, or remove it from spec.namespaces"},
+
 		{DockerReadOnlyRoot, "the container's root filesystem is read-only", "add --read-only"},
 		{DockerCapDrop, "the container drops ALL capabilities", "add --cap-drop ALL"},
 		{DockerCapAdd, "the container adds no undeclared capability", "remove --cap-add"},
@@ -195,13 +212,14 @@ type Collector struct {
 	Drifted int
 
 	failed  map[string]int  // rule → failing findings
+	skipped map[string]int  // rule → objects it could not judge
 	checked map[string]bool // kinds that were checked at all: pod, netpol, cilium, docker
 	noted   map[string]bool
 }
 
 // NewCollector returns an empty collector.
 func NewCollector() *Collector {
-	return &Collector{failed: map[string]int{}, checked: map[string]bool{}, noted: map[string]bool{}}
+	return &Collector{failed: map[string]int{}, skipped: map[string]int{}, checked: map[string]bool{}, noted: map[string]bool{}}
 }
 
 // Add records findings for one object; it counts the object as scanned.
@@ -209,9 +227,12 @@ func (c *Collector) Add(fs []report.Finding) {
 	c.Scanned++
 	drifted := false
 	for _, f := range fs {
-		if f.Status == report.Fail {
+		switch f.Status {
+		case report.Fail:
 			c.failed[f.Check]++
 			drifted = true
+		case report.Skip:
+			c.skipped[f.Check]++
 		}
 	}
 	if drifted {
@@ -243,6 +264,42 @@ func (c *Collector) AddError(target, what string, err error) {
 	})
 }
 
+// RequireFound fails drift.scan.sandboxes-found when a live source (a
+// cluster, a Docker engine) held no sandbox since before (col.Scanned then):
+// every rule would have had nothing to judge, and silence is no pass.
+func (c *Collector) RequireFound(p *policy.Policy, source string, before int) {
+	c.Checked("scan")
+	if c.Scanned > before {
+		return
+	}
+	where := selectorText(p.Spec.Selector.MatchLabels)
+	exp := "at least one sandbox: a pod, workload or Sandbox with labels " + where
+	if len(p.Spec.Namespaces) > 0 {
+		exp += ", or anything in namespaces " + strings.Join(p.Spec.Namespaces, ", ")
+	}
+	c.Findings = append(c.Findings, report.Finding{
+		Check: ScanSandboxesFound, Target: SummaryTarget, Subject: source, Status: report.Fail,
+		Expected: exp, Actual: "no sandbox found in " + source + ": every other rule had nothing to judge",
+		Fix:      "check the selector (a renamed or misspelt label), spec.namespaces and the kubeconfig context or engine; until sandboxes are found the run is not conformant",
+		Evidence: "the selector stopped matching, the label was renamed, or this is the wrong cluster: none of them fails loudly on its own",
+	})
+	c.failed[ScanSandboxesFound]++
+}
+
+// MissingNamespace fails drift.scan.namespace-exists for a declared
+// namespace the cluster does not have.
+func (c *Collector) MissingNamespace(p *policy.Policy, ns, source string) {
+	c.Checked("scan")
+	idx := slices.Index(p.Spec.Namespaces, ns)
+	c.Findings = append(c.Findings, report.Finding{
+		Check: ScanNamespaceExists, Target: "namespace/" + ns, Namespace: ns, Subject: fmt.Sprintf("spec.namespaces[%d]", idx), Status: report.Fail,
+		Expected: "namespace " + ns + " exists", Actual: "not found in " + source,
+		Fix:      "create namespace " + ns + " (where the sandboxes should run), or remove it from spec.namespaces",
+		Evidence: "a sandbox namespace that does not exist holds no sandbox to check, and nothing the policy says about it is true anywhere",
+	})
+	c.failed[ScanNamespaceExists]++
+}
+
 // Summary appends one passing finding per applicable rule that found no
 // drift, so a clean run still says what it proved.
 func (c *Collector) Summary(p *policy.Policy) {
@@ -256,9 +313,23 @@ func (c *Collector) Summary(p *policy.Policy) {
 			Actual:   fmt.Sprintf("no drift in %d sandboxes", c.Scanned),
 			Evidence: r.Proves,
 		}
-		if c.Scanned == 0 {
+		switch r.ID {
+		case ScanSandboxesFound:
+			f.Actual = fmt.Sprintf("%d sandboxes found", c.Scanned)
+			out = append(out, f)
+			continue
+		case ScanNamespaceExists:
+			f.Actual = fmt.Sprintf("the %d declared namespaces exist", len(p.Spec.Namespaces))
+			out = append(out, f)
+			continue
+		}
+		switch {
+		case c.Scanned == 0:
 			// Nothing was there to prove anything about: say so, not "pass".
 			f.Status, f.Actual = report.Skip, "no sandbox found"
+		case c.skipped[r.ID] > 0:
+			// Some objects could not be judged: no pass for the rule.
+			f.Status, f.Actual = report.Skip, fmt.Sprintf("not judged for %d of %d sandboxes (see their findings)", c.skipped[r.ID], c.Scanned)
 		}
 		out = append(out, f)
 	}
@@ -271,7 +342,7 @@ func (c *Collector) Summary(p *policy.Policy) {
 func ruleApplies(p *policy.Policy, id string) bool {
 	s := &p.Spec
 	switch id {
-	case PodSelectorLabels:
+	case PodSelectorLabels, ScanNamespaceExists:
 		return len(s.Namespaces) > 0
 	case PodRuntimeClass, DockerRuntime:
 		return len(s.Runtime.ClassNames) > 0

@@ -2,6 +2,7 @@ package drift_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -53,7 +56,12 @@ func expectations(t testing.TB, m *drift.Manifests) map[string][]string {
 		want["pod/"+p.Namespace+"/"+p.Name] = splitChecks(p.Annotations[expectAnnotation])
 	}
 	for _, s := range m.Sandboxes {
-		want["sandbox/"+s.GetNamespace()+"/"+s.GetName()] = splitChecks(s.GetAnnotations()[expectAnnotation])
+		want[strings.ToLower(s.GetKind())+"/"+s.GetNamespace()+"/"+s.GetName()] = splitChecks(s.GetAnnotations()[expectAnnotation])
+	}
+	for _, w := range m.Workloads {
+		if exp, ok := w.Meta.Annotations[expectAnnotation]; ok {
+			want[w.Target()] = splitChecks(exp)
+		}
 	}
 	return want
 }
@@ -129,7 +137,13 @@ func findingsFor(fs []report.Finding, target string) string {
 // drift -f` does.
 func checkYAML(t *testing.T, p *policy.Policy, data []byte) (*drift.Manifests, *drift.Collector) {
 	t.Helper()
-	var m drift.Manifests
+	return checkYAMLIn(t, p, data, "")
+}
+
+// checkYAMLIn is checkYAML with `-n namespace`.
+func checkYAMLIn(t *testing.T, p *policy.Policy, data []byte, namespace string) (*drift.Manifests, *drift.Collector) {
+	t.Helper()
+	m := drift.Manifests{Namespace: namespace}
 	if err := m.DecodeManifests(bytes.NewReader(data), "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +204,17 @@ func TestEveryRuleHasALazyObject(t *testing.T) {
 				covered[x] = true
 			}
 		}
+	}
+	for _, cs := range [][]anpCase{anpCases(), ciliumReadCases()} {
+		for _, c := range cs {
+			for _, x := range c.expect {
+				covered[x] = true
+			}
+		}
+	}
+	// Only a live source can find nothing: TestKubeNothingFound.
+	for _, c := range scanCases() {
+		covered[c.check] = true
 	}
 	for _, c := range dockerCases() {
 		for _, x := range c.expect {
@@ -537,4 +562,72 @@ func TestSilentIdentityNeverMeansRoot(t *testing.T) {
 			t.Errorf("render's pod for a root policy drifts: %s %s: %s", f.Check, f.Subject, report.ExpectedActual(f))
 		}
 	}
+}
+
+// TestOfflineReadLikeTheAPIServer: files are judged as the API server would
+// store them — a typed list's items take its item kind, an object without a
+// namespace lands in default (or the namespace given with -n), a volume
+// with no source is an emptyDir.
+func TestOfflineReadLikeTheAPIServer(t *testing.T) {
+	p := loadPolicy(t, "policy.yaml")
+	pod := hardenedPod(p, "", "agent")
+	pod.TypeMeta = metav1.TypeMeta{}
+	podJSON, _ := json.Marshal(pod)
+	open := netpol("", "open", "agent", networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{ipPeer("0.0.0.0/0")}})
+	open.TypeMeta = metav1.TypeMeta{}
+	npJSON, _ := json.Marshal(open)
+
+	t.Run("typed lists", func(t *testing.T) {
+		doc := `{"apiVersion":"v1","kind":"PodList","items":[` + string(podJSON) + `]}` + "\n---\n" +
+			`{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicyList","items":[` + string(npJSON) + `]}`
+		m, col := checkYAML(t, p, []byte(doc))
+		if len(m.Pods) != 1 || len(m.NetworkPolicies) != 1 {
+			t.Fatalf("decoded %d pods, %d policies", len(m.Pods), len(m.NetworkPolicies))
+		}
+		// Both omit the namespace: both land in default, where the policy
+		// selects the pod and opens the internet.
+		if got := checksByTarget(col.Findings)["pod/default/agent"]; !slices.Contains(got, drift.NetpolWorld) {
+			t.Errorf("pod/default/agent: checks %v, want %s", got, drift.NetpolWorld)
+		}
+		// A plain List's items must say what they are.
+		var m2 drift.Manifests
+		err := m2.DecodeManifests(strings.NewReader(`{"apiVersion":"v1","kind":"List","items":[`+string(podJSON)+`]}`), "list.json")
+		if err == nil || !strings.Contains(err.Error(), "no kind") {
+			t.Errorf("a List item without kind: %v", err)
+		}
+	})
+	t.Run("namespace", func(t *testing.T) {
+		podY := toYAML(t, []any{hardenedPod(p, "", "agent")})
+		for _, c := range []struct {
+			name, npNamespace, defaultNS string
+			want                         string // the pod's target, its checks must include want
+			check                        string
+		}{
+			// The policy names default, the pod says nothing: the same namespace.
+			{"pod omits, policy names default", "default", "", "pod/default/agent", drift.NetpolWorld},
+			// The policy is elsewhere: it does not select the pod.
+			{"pod omits, policy elsewhere", "team-a", "", "pod/default/agent", drift.NetpolEgressUnrestricted},
+			// -n sandboxes: the pod lands in a sandbox namespace.
+			{"-n puts both in the namespace", "", "sandboxes", "pod/sandboxes/agent", drift.NetpolWorld},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				np := netpol(c.npNamespace, "open", "agent", networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{ipPeer("0.0.0.0/0")}})
+				data := append(append([]byte{}, podY...), toYAML(t, []any{np})...)
+				_, col := checkYAMLIn(t, p, data, c.defaultNS)
+				got := checksByTarget(col.Findings)
+				if !slices.Contains(got[c.want], c.check) {
+					t.Errorf("checks %v, want %s on %s", got, c.check, c.want)
+				}
+			})
+		}
+	})
+	t.Run("volume with no source", func(t *testing.T) {
+		bare := hardenedPod(p, "sandboxes", "bare")
+		bare.Spec.Volumes = append(bare.Spec.Volumes, corev1.Volume{Name: "scratch"})
+		_, col := checkYAML(t, p, toYAML(t, append(egressBase(p, false), bare)))
+		fs := col.Findings
+		if got := checksByTarget(fs)["pod/sandboxes/bare"]; !slices.Equal(got, []string{drift.PodEmptyDirSize}) {
+			t.Errorf("checks %v, want %s: a volume with no source is an unbounded emptyDir once admitted", got, drift.PodEmptyDirSize)
+		}
+	})
 }

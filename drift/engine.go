@@ -33,6 +33,14 @@ type Engine struct {
 	pss       []pssCheck
 	net       *netpolIndex
 	cil       *ciliumIndex
+	anp       *adminIndex
+	// nsLabels are the labels of the namespaces known (live: all of them;
+	// files: the Namespace objects they hold). Admin network policies and
+	// Cilium select on them.
+	nsLabels map[string]map[string]string
+	// ciliumCluster is the Cilium cluster name pods carry as
+	// io.cilium.k8s.policy.cluster ("default", Cilium's own default).
+	ciliumCluster string
 	// egressKnown says whether the network policies of the cluster are
 	// known: a live cluster always, files only when they hold any.
 	egressKnown bool
@@ -55,6 +63,10 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 		caps:      map[string]bool{},
 		net:       newNetpolIndex(),
 		cil:       newCiliumIndex(),
+		anp:       &adminIndex{},
+		nsLabels:  map[string]map[string]string{},
+		// Cilium's own default when the cluster is given no name.
+		ciliumCluster: "default",
 	}
 	for _, ns := range s.Namespaces {
 		e.sandboxNS[ns] = true
@@ -90,6 +102,37 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// SetNamespace records a namespace and its labels.
+func (e *Engine) SetNamespace(name string, nsLabels map[string]string) {
+	l := make(map[string]string, len(nsLabels)+1)
+	for k, v := range nsLabels {
+		l[k] = v
+	}
+	// The API server sets it on every namespace; files may leave it out.
+	l[namespaceNameLabel] = name
+	e.nsLabels[name] = l
+	e.anp.byNS = nil // selections by namespace labels are stale
+}
+
+// KnowsNamespace reports whether a namespace was recorded.
+func (e *Engine) KnowsNamespace(name string) bool { _, ok := e.nsLabels[name]; return ok }
+
+// namespaceLabels are a namespace's labels; for one not recorded, only the
+// name label every namespace carries.
+func (e *Engine) namespaceLabels(ns string) map[string]string {
+	if l, ok := e.nsLabels[ns]; ok {
+		return l
+	}
+	return map[string]string{namespaceNameLabel: ns}
+}
+
+// SetCiliumCluster names the Cilium cluster (io.cilium.k8s.policy.cluster).
+func (e *Engine) SetCiliumCluster(name string) {
+	if name != "" {
+		e.ciliumCluster = name
+	}
 }
 
 // SetEgressKnown says whether the cluster's network policies were loaded;
@@ -153,6 +196,9 @@ type podCheck struct {
 	// de-duplication); allocated on the first failure only.
 	failed map[string]bool
 	where  string // provenance, computed on the first failure
+	// notes are evidence for one rule's findings (a default the verdict
+	// depends on), by rule ID.
+	notes map[string]string
 }
 
 // ensureTarget builds the target name on first use.
@@ -167,8 +213,8 @@ func (c *podCheck) ensureTarget() string {
 // finding leads to the controller or template that has to change.
 func (c *podCheck) provenance() string {
 	kind := c.kind
-	if kind == "sandbox" {
-		kind = "sandbox pod template"
+	if c.spec != "spec" {
+		kind += " pod template"
 	}
 	s := kind + " " + c.ns + "/" + podName(c.name, c.gen)
 	for _, o := range c.om.OwnerReferences {
@@ -193,6 +239,9 @@ func (c *podCheck) fail(rule, subject, expected, actual, fix, evidence string) {
 		evidence = c.where
 	} else {
 		evidence = c.where + "; " + evidence
+	}
+	if n := c.notes[rule]; n != "" {
+		evidence += "; " + n
 	}
 	c.out = append(c.out, report.Finding{
 		Check: rule, Target: c.target, Namespace: c.ns, Subject: subject, Status: report.Fail,

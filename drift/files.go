@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,14 +22,30 @@ import (
 )
 
 // Manifests are the objects read from files: multi-document YAML or JSON,
-// with `List`s (and typed lists like PodList) unpacked.
+// with `List`s (and typed lists like PodList) unpacked. They are read the
+// way the API server would store them: an object without a namespace lands
+// in Namespace ("default" unless set, as `kubectl apply -n`), the items of a
+// typed list take the list's item kind, and the defaults that decide a
+// verdict are applied (a volume with no source is an emptyDir).
 type Manifests struct {
 	Pods            []*corev1.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	Cilium          []*unstructured.Unstructured
-	Sandboxes       []*unstructured.Unstructured
+	// Sandboxes are agent Sandbox and SandboxTemplate objects.
+	Sandboxes []*unstructured.Unstructured
+	// Workloads are the pod templates of Deployments, ReplicaSets,
+	// StatefulSets, DaemonSets, Jobs and CronJobs.
+	Workloads []*Template
+	// AdminNetworkPolicies holds AdminNetworkPolicy,
+	// BaselineAdminNetworkPolicy and ClusterNetworkPolicy objects.
+	AdminNetworkPolicies []*unstructured.Unstructured
+	// Namespaces give the labels admin network policies and Cilium select
+	// on; a namespace not in the files carries only its name label.
+	Namespaces []*corev1.Namespace
 	// Skipped counts objects of kinds drift does not check, by kind.
 	Skipped map[string]int
+	// Namespace is where objects without metadata.namespace land; "" is "default".
+	Namespace string
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -61,7 +80,7 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 			continue
 		}
-		if err := m.add(js); err != nil {
+		if err := m.add(js, ""); err != nil {
 			return fmt.Errorf("%s: document %d: %w", source, doc, err)
 		}
 	}
@@ -79,17 +98,53 @@ func stripComments(b []byte) []byte {
 	return out
 }
 
-func (m *Manifests) add(js []byte) error {
+// namespace is where an object that names none lands.
+func (m *Manifests) namespace(ns string) string {
+	switch {
+	case ns != "":
+		return ns
+	case m.Namespace != "":
+		return m.Namespace
+	}
+	return "default"
+}
+
+// add decodes one object. itemOf is the list's apiVersion and item kind
+// when js is an item of a typed list ("v1", "Pod" for a PodList): the API
+// returns such items without apiVersion and kind.
+func (m *Manifests) add(js []byte, itemOf string) error {
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
 		return fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	if tm.Kind == "" && itemOf != "" {
+		av, kind, _ := strings.Cut(itemOf, " ")
+		var obj map[string]any
+		if err := json.Unmarshal(js, &obj); err != nil {
+			return fmt.Errorf("not a Kubernetes object: %w", err)
+		}
+		obj["kind"] = kind
+		if tm.APIVersion == "" {
+			obj["apiVersion"] = av
+		}
+		var err error
+		if js, err = json.Marshal(obj); err != nil {
+			return err
+		}
+		tm.Kind, tm.APIVersion = kind, cmpOr(tm.APIVersion, av)
 	}
 	if tm.Kind == "" {
 		return fmt.Errorf("not a Kubernetes object: no kind")
 	}
 	if strings.HasSuffix(tm.Kind, "List") {
-		for i, item := range tm.Items {
-			if err := m.add(item); err != nil {
+		// A typed list (PodList, DeploymentList) says what its items are; a
+		// plain List's items must say it themselves.
+		item := ""
+		if tm.Kind != "List" {
+			item = tm.APIVersion + " " + strings.TrimSuffix(tm.Kind, "List")
+		}
+		for i, it := range tm.Items {
+			if err := m.add(it, item); err != nil {
 				return fmt.Errorf("%s item %d: %w", tm.Kind, i, err)
 			}
 		}
@@ -105,29 +160,96 @@ func (m *Manifests) add(js []byte) error {
 		if err := strictish(js, &p); err != nil {
 			return fmt.Errorf("pod: %w", err)
 		}
+		p.Namespace = m.namespace(p.Namespace)
+		defaultPodSpec(&p.Spec)
 		m.Pods = append(m.Pods, &p)
+	case tm.Kind == "Namespace" && group == "":
+		var ns corev1.Namespace
+		if err := strictish(js, &ns); err != nil {
+			return fmt.Errorf("namespace: %w", err)
+		}
+		m.Namespaces = append(m.Namespaces, &ns)
 	case tm.Kind == "NetworkPolicy" && group == "networking.k8s.io":
 		var np networkingv1.NetworkPolicy
 		if err := strictish(js, &np); err != nil {
 			return fmt.Errorf("networkpolicy: %w", err)
 		}
+		np.Namespace = m.namespace(np.Namespace)
 		m.NetworkPolicies = append(m.NetworkPolicies, &np)
 	case (tm.Kind == CiliumNetworkPolicyKind || tm.Kind == CiliumClusterwideNetworkPolicyKind) && group == "cilium.io":
 		u, err := unstructuredFrom(js)
 		if err != nil {
 			return err
 		}
+		if tm.Kind == CiliumNetworkPolicyKind {
+			u.SetNamespace(m.namespace(u.GetNamespace()))
+		}
 		m.Cilium = append(m.Cilium, u)
-	case tm.Kind == SandboxKind && group == SandboxGroup:
+	case (tm.Kind == SandboxKind && group == SandboxGroup) || (tm.Kind == SandboxTemplateKind && group == SandboxTemplateGroup):
 		u, err := unstructuredFrom(js)
 		if err != nil {
 			return err
 		}
+		u.SetNamespace(m.namespace(u.GetNamespace()))
 		m.Sandboxes = append(m.Sandboxes, u)
+	case (tm.Kind == AdminNetworkPolicyKind || tm.Kind == BaselineAdminNetworkPolicyKind || tm.Kind == ClusterNetworkPolicyKind) && group == PolicyAPIGroup:
+		u, err := unstructuredFrom(js)
+		if err != nil {
+			return err
+		}
+		m.AdminNetworkPolicies = append(m.AdminNetworkPolicies, u)
 	default:
-		m.Skipped[tm.Kind]++
+		obj := newWorkload(tm.Kind, group)
+		if obj == nil {
+			m.Skipped[tm.Kind]++
+			return nil
+		}
+		if err := strictish(js, obj); err != nil {
+			return fmt.Errorf("%s: %w", strings.ToLower(tm.Kind), err)
+		}
+		t := WorkloadTemplate(obj)
+		t.Namespace = m.namespace(t.Namespace)
+		defaultPodSpec(t.Spec)
+		m.Workloads = append(m.Workloads, t)
 	}
 	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// newWorkload returns an empty typed object for a workload kind drift
+// checks through its pod template, or nil.
+func newWorkload(kind, group string) any {
+	switch group + "/" + kind {
+	case "apps/Deployment":
+		return &appsv1.Deployment{}
+	case "apps/ReplicaSet":
+		return &appsv1.ReplicaSet{}
+	case "apps/StatefulSet":
+		return &appsv1.StatefulSet{}
+	case "apps/DaemonSet":
+		return &appsv1.DaemonSet{}
+	case "batch/Job":
+		return &batchv1.Job{}
+	case "batch/CronJob":
+		return &batchv1.CronJob{}
+	}
+	return nil
+}
+
+// defaultPodSpec applies the API server's defaults that decide a verdict:
+// a volume with no source is stored as an emptyDir (with no size limit).
+func defaultPodSpec(ps *corev1.PodSpec) {
+	for i := range ps.Volumes {
+		if reflect.ValueOf(ps.Volumes[i].VolumeSource).IsZero() {
+			ps.Volumes[i].EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}
+	}
 }
 
 // strictish decodes case-sensitively, as the API server does, so a
@@ -160,8 +282,13 @@ func (m *Manifests) SkippedText() string {
 
 // CheckManifests runs the rules over objects read from files. Egress rules
 // apply only when the files hold network policies: a lone pod manifest says
-// nothing about the cluster's policies.
+// nothing about the cluster's policies. Workloads and Sandboxes are checked
+// through their pod templates; a pod created from one of them (by its
+// controller owner reference) is reported at the template.
 func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
+	for _, ns := range m.Namespaces {
+		e.SetNamespace(ns.Name, ns.Labels)
+	}
 	for _, np := range m.NetworkPolicies {
 		if err := e.AddNetworkPolicy(np); err != nil {
 			return err
@@ -172,35 +299,47 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 			return err
 		}
 	}
-	e.SetEgressKnown(len(m.NetworkPolicies)+len(m.Cilium) > 0)
-	if len(m.Pods) > 0 || len(m.Sandboxes) > 0 {
+	for _, u := range m.AdminNetworkPolicies {
+		if err := e.AddAdminNetworkPolicy(u); err != nil {
+			return err
+		}
+	}
+	e.NoteCiliumCluster(col)
+	e.SetEgressKnown(len(m.NetworkPolicies)+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
+	if len(m.Pods) > 0 || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
 		col.Checked("pod")
 		if e.EgressKnown() {
 			col.Checked("netpol")
 		} else {
-			col.Note("the files hold no NetworkPolicy or Cilium policy: egress rules were not applied (pass the policies with -f to check them)")
+			col.Note("the files hold no NetworkPolicy, Cilium or admin network policy: egress rules were not applied (pass the policies with -f to check them)")
 		}
 		if len(m.Cilium) > 0 {
 			col.Checked("cilium")
 		}
+		if len(m.AdminNetworkPolicies) > 0 {
+			col.Checked("anp")
+		}
+	}
+	ts := NewTemplates()
+	for _, t := range m.Workloads {
+		ts.Add(e, t)
+	}
+	for _, u := range m.Sandboxes {
+		t, err := SandboxTemplateOf(u)
+		if err != nil {
+			return err
+		}
+		ts.Add(e, t)
 	}
 	for _, p := range m.Pods {
 		if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue // as live: a finished pod runs nothing
 		}
-		col.Add(e.CheckPod(p))
+		col.Add(ts.Pod(p, e.CheckPod(p)))
 	}
-	for _, u := range m.Sandboxes {
-		fs, ok, err := e.CheckSandbox(u)
-		if err != nil {
-			return err
-		}
-		if ok {
-			col.Add(fs)
-		}
-	}
+	ts.Flush(col)
 	if len(m.Skipped) > 0 {
-		col.Note("not checked: %s (drift checks Pods, Sandboxes, NetworkPolicies and Cilium policies)", m.SkippedText())
+		col.Note("not checked: %s (drift checks Pods, workloads with pod templates, Sandboxes, SandboxTemplates, NetworkPolicies, Cilium and admin network policies)", m.SkippedText())
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,11 +23,16 @@ import (
 )
 
 // KubeAPI is the part of the Kubernetes API drift reads: paged lists of
-// pods and NetworkPolicies, whether an API group is served, and paged lists
-// of CRD-backed objects.
+// namespaces, pods, NetworkPolicies and workloads (as their pod
+// templates), whether an API group is served, and paged lists of
+// CRD-backed objects.
 type KubeAPI interface {
+	ListNamespaces(ctx context.Context, opts metav1.ListOptions) (*corev1.NamespaceList, error)
 	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)
 	ListNetworkPolicies(ctx context.Context, namespace string, opts metav1.ListOptions) (*networkingv1.NetworkPolicyList, error)
+	// ListWorkloads lists one workload resource (WorkloadResources) and
+	// returns each object's pod template and the continue token.
+	ListWorkloads(ctx context.Context, resource, namespace string, opts metav1.ListOptions) ([]*Template, string, error)
 	// PreferredVersion is the served version of an API group, or "" when the
 	// group is not served (its CRDs are not installed).
 	PreferredVersion(ctx context.Context, group string) (string, error)
@@ -39,9 +46,9 @@ type KubeAPI interface {
 // into every sandbox — so drift builds its own two-group scheme. Pods and
 // NetworkPolicies travel as protobuf, the cheapest encoding to decode.
 type restKubeAPI struct {
-	core, networking, discovery *rest.RESTClient
-	params                      runtime.ParameterCodec
-	dynamic                     dynamic.Interface
+	core, networking, apps, batch, discovery *rest.RESTClient
+	params                                   runtime.ParameterCodec
+	dynamic                                  dynamic.Interface
 }
 
 // NewKubeAPI builds the clients from a rest.Config.
@@ -52,6 +59,12 @@ func NewKubeAPI(cfg *rest.Config) (KubeAPI, error) {
 	}
 	if err := networkingv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register networking/v1: %w", err)
+	}
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register apps/v1: %w", err)
+	}
+	if err := batchv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register batch/v1: %w", err)
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	codecs := serializer.NewCodecFactory(scheme)
@@ -83,6 +96,12 @@ func NewKubeAPI(cfg *rest.Config) (KubeAPI, error) {
 	if a.networking, err = mk(networkingv1.SchemeGroupVersion, "/apis", true); err != nil {
 		return nil, fmt.Errorf("networking/v1 client: %w", err)
 	}
+	if a.apps, err = mk(appsv1.SchemeGroupVersion, "/apis", true); err != nil {
+		return nil, fmt.Errorf("apps/v1 client: %w", err)
+	}
+	if a.batch, err = mk(batchv1.SchemeGroupVersion, "/apis", true); err != nil {
+		return nil, fmt.Errorf("batch/v1 client: %w", err)
+	}
 	if a.discovery, err = mk(corev1.SchemeGroupVersion, "/api", false); err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
@@ -94,6 +113,70 @@ func NewKubeAPI(cfg *rest.Config) (KubeAPI, error) {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	return a, nil
+}
+
+func (a *restKubeAPI) ListNamespaces(ctx context.Context, opts metav1.ListOptions) (*corev1.NamespaceList, error) {
+	var out corev1.NamespaceList
+	err := a.core.Get().Resource("namespaces").VersionedParams(&opts, a.params).Do(ctx).Into(&out)
+	return &out, err
+}
+
+// WorkloadResources are the workload kinds drift checks through their pod
+// templates, by resource name.
+var WorkloadResources = []string{"deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs"}
+
+func (a *restKubeAPI) ListWorkloads(ctx context.Context, resource, ns string, opts metav1.ListOptions) ([]*Template, string, error) {
+	var (
+		into runtime.Object
+		c    = a.apps
+	)
+	switch resource {
+	case "deployments":
+		into = &appsv1.DeploymentList{}
+	case "replicasets":
+		into = &appsv1.ReplicaSetList{}
+	case "statefulsets":
+		into = &appsv1.StatefulSetList{}
+	case "daemonsets":
+		into = &appsv1.DaemonSetList{}
+	case "jobs":
+		into, c = &batchv1.JobList{}, a.batch
+	case "cronjobs":
+		into, c = &batchv1.CronJobList{}, a.batch
+	default:
+		return nil, "", fmt.Errorf("unknown workload resource %q", resource)
+	}
+	if err := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, a.params).Do(ctx).Into(into); err != nil {
+		return nil, "", err
+	}
+	return workloadTemplates(into)
+}
+
+// workloadTemplates turns a typed list into pod templates.
+func workloadTemplates(list runtime.Object) ([]*Template, string, error) {
+	switch l := list.(type) {
+	case *appsv1.DeploymentList:
+		return templatesOf(l.Items), l.Continue, nil
+	case *appsv1.ReplicaSetList:
+		return templatesOf(l.Items), l.Continue, nil
+	case *appsv1.StatefulSetList:
+		return templatesOf(l.Items), l.Continue, nil
+	case *appsv1.DaemonSetList:
+		return templatesOf(l.Items), l.Continue, nil
+	case *batchv1.JobList:
+		return templatesOf(l.Items), l.Continue, nil
+	case *batchv1.CronJobList:
+		return templatesOf(l.Items), l.Continue, nil
+	}
+	return nil, "", fmt.Errorf("not a workload list: %T", list)
+}
+
+func templatesOf[T any](items []T) []*Template {
+	out := make([]*Template, 0, len(items))
+	for i := range items {
+		out = append(out, WorkloadTemplate(&items[i]))
+	}
+	return out
 }
 
 func (a *restKubeAPI) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
@@ -127,19 +210,25 @@ func (a *restKubeAPI) ListResource(ctx context.Context, gvr schema.GroupVersionR
 	return a.dynamic.Resource(gvr).Namespace(ns).List(ctx, opts)
 }
 
-// KubeScan streams a live cluster through the engine: network policies
-// first (the union needs them all), then pods page by page, then agent
-// Sandbox objects. Only one page of pods is in memory at a time.
+// KubeScan streams a live cluster through the engine: the namespaces (the
+// declared ones must exist; admin network policies and Cilium select on
+// namespace labels), the network policies (the union needs them all), the
+// workloads' pod templates, then pods page by page, each pod folded into
+// the template it was created from. Only one page of pods is in memory at a
+// time.
 type KubeScan struct {
 	API    KubeAPI
 	Engine *Engine
 	// PageSize is the List limit; 500 is what kubectl uses.
 	PageSize int64
-	Logger   *slog.Logger
+	// Source names the cluster in findings ("the cluster at https://…").
+	Source string
+	Logger *slog.Logger
 }
 
 // Run scans the cluster into col. An error means the cluster could not be
 // read (the run could not be completed), not that something drifted.
+// Finding no sandbox at all is a finding, never a clean run.
 func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 	if k.PageSize <= 0 {
 		k.PageSize = 500
@@ -147,30 +236,54 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 	if k.Logger == nil {
 		k.Logger = slog.New(slog.DiscardHandler)
 	}
+	if k.Source == "" {
+		k.Source = "the cluster"
+	}
+	before := col.Scanned
 	e := k.Engine
 	ciliumKnown, err := k.LoadPolicies(ctx, nil, col)
 	if err != nil {
 		return err
 	}
+	for _, ns := range e.p.Spec.Namespaces {
+		if !e.KnowsNamespace(ns) {
+			col.MissingNamespace(e.p, ns, k.Source)
+		}
+	}
+	col.Checked("scan")
+	adminKnown := e.anp.known()
 	e.SetEgressKnown(true)
 	col.Checked("pod")
 	col.Checked("netpol")
 	if ciliumKnown {
 		col.Checked("cilium")
 	}
-	if err := k.scanPods(ctx, col); err != nil {
+	if adminKnown {
+		col.Checked("anp")
+	}
+	ts := NewTemplates()
+	if err := k.scanWorkloads(ctx, ts); err != nil {
 		return err
 	}
-	return k.scanSandboxes(ctx, col)
+	if err := k.scanSandboxes(ctx, col, ts); err != nil {
+		return err
+	}
+	if err := k.scanPods(ctx, col, ts); err != nil {
+		return err
+	}
+	ts.Flush(col)
+	col.RequireFound(e.p, k.Source, before)
+	return nil
 }
 
 // terminalPhases leaves out pods that no longer run anything.
 const terminalPhases = "status.phase!=Succeeded,status.phase!=Failed"
 
-// LoadPolicies reads the NetworkPolicies and Cilium policies that can
-// select pods in namespaces (nil: in every namespace) into the engine: the
-// namespaced ones of those namespaces and the cluster-wide ones. It says
-// whether Cilium's policies were read; col hears the notes.
+// LoadPolicies reads into the engine what decides the egress of pods in
+// namespaces (nil: in every namespace): every namespace's labels, the
+// NetworkPolicies and namespaced Cilium policies of those namespaces, and
+// the cluster-wide Cilium and admin network policies. It says whether
+// Cilium's policies were read; col hears the notes (a CRD not installed).
 func (k *KubeScan) LoadPolicies(ctx context.Context, namespaces []string, col *Collector) (bool, error) {
 	if k.PageSize <= 0 {
 		k.PageSize = 500
@@ -181,12 +294,38 @@ func (k *KubeScan) LoadPolicies(ctx context.Context, namespaces []string, col *C
 	if namespaces == nil {
 		namespaces = []string{""}
 	}
+	if err := k.loadNamespaces(ctx); err != nil {
+		return false, err
+	}
 	for _, ns := range namespaces {
 		if err := k.loadNetworkPolicies(ctx, ns); err != nil {
 			return false, err
 		}
 	}
-	return k.loadCilium(ctx, col, namespaces)
+	ciliumKnown, err := k.loadCilium(ctx, col, namespaces)
+	if err != nil {
+		return false, err
+	}
+	k.Engine.NoteCiliumCluster(col)
+	if _, err := k.loadAdminNetworkPolicies(ctx, col); err != nil {
+		return false, err
+	}
+	return ciliumKnown, nil
+}
+
+// loadNamespaces records every namespace's labels: admin network policies
+// and Cilium select on them, and a declared namespace must exist.
+func (k *KubeScan) loadNamespaces(ctx context.Context) error {
+	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+		list, err := k.API.ListNamespaces(ctx, opts)
+		if err != nil {
+			return "", fmt.Errorf("list namespaces: %w", err)
+		}
+		for i := range list.Items {
+			k.Engine.SetNamespace(list.Items[i].Name, list.Items[i].Labels)
+		}
+		return list.Continue, nil
+	})
 }
 
 func (k *KubeScan) loadNetworkPolicies(ctx context.Context, ns string) error {
@@ -218,22 +357,54 @@ func (k *KubeScan) loadCilium(ctx context.Context, col *Collector, namespaces []
 		col.Note("Cilium CRDs are not installed (API group cilium.io not served): CiliumNetworkPolicy and CiliumClusterwideNetworkPolicy were not checked")
 		return false, nil
 	}
-	found := false
-	for _, res := range []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"} {
-		gvr := schema.GroupVersionResource{Group: "cilium.io", Version: version, Resource: res}
-		where := namespaces
+	where := func(res string) []string {
 		if res == "ciliumclusterwidenetworkpolicies" {
-			where = []string{""}
+			return []string{""}
 		}
+		return namespaces
+	}
+	return k.loadCRDPolicies(ctx, col, "cilium.io", []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"}, func(string) string { return version }, where, k.Engine.AddCiliumPolicy)
+}
+
+// loadAdminNetworkPolicies reads AdminNetworkPolicies and the
+// BaselineAdminNetworkPolicy (v1alpha1) and ClusterNetworkPolicies
+// (v1alpha2) when the policy.networking.k8s.io group is served.
+func (k *KubeScan) loadAdminNetworkPolicies(ctx context.Context, col *Collector) (bool, error) {
+	version, err := k.API.PreferredVersion(ctx, PolicyAPIGroup)
+	if err != nil {
+		return false, err
+	}
+	if version == "" {
+		col.Note("AdminNetworkPolicy CRDs are not installed (API group %s not served): AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy were not checked", PolicyAPIGroup)
+		return false, nil
+	}
+	versionOf := func(res string) string {
+		if res == "clusternetworkpolicies" {
+			return "v1alpha2"
+		}
+		return "v1alpha1"
+	}
+	everywhere := func(string) []string { return []string{""} }
+	return k.loadCRDPolicies(ctx, col, PolicyAPIGroup, []string{"adminnetworkpolicies", "baselineadminnetworkpolicies", "clusternetworkpolicies"}, versionOf, everywhere, k.Engine.AddAdminNetworkPolicy)
+}
+
+// loadCRDPolicies lists CRD-backed policies of a served group in the
+// namespaces where(resource) names ("" for all); a resource the group does
+// not serve is noted, not an error.
+func (k *KubeScan) loadCRDPolicies(ctx context.Context, col *Collector, group string, resources []string, version func(string) string,
+	where func(string) []string, add func(*unstructured.Unstructured) error) (bool, error) {
+	found := false
+	for _, res := range resources {
+		gvr := schema.GroupVersionResource{Group: group, Version: version(res), Resource: res}
 		served := true
-		for _, ns := range where {
+		for _, ns := range where(res) {
 			err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
 				list, err := k.API.ListResource(ctx, gvr, ns, opts)
 				if err != nil {
 					return "", err
 				}
 				for i := range list.Items {
-					if err := k.Engine.AddCiliumPolicy(&list.Items[i]); err != nil {
+					if err := add(&list.Items[i]); err != nil {
 						return "", err
 					}
 				}
@@ -243,11 +414,11 @@ func (k *KubeScan) loadCilium(ctx context.Context, col *Collector, namespaces []
 			case apierrors.IsNotFound(err):
 				served = false
 			case err != nil:
-				return false, fmt.Errorf("list %s.cilium.io in %s: %w", res, namespaceText(ns), err)
+				return false, fmt.Errorf("list %s.%s in %s: %w", res, group, namespaceText(ns), err)
 			}
 		}
 		if !served {
-			col.Note("%s.cilium.io/%s is not served: not checked", res, version)
+			col.Note("%s.%s/%s is not served: not checked", res, group, gvr.Version)
 			continue
 		}
 		found = true
@@ -255,20 +426,52 @@ func (k *KubeScan) loadCilium(ctx context.Context, col *Collector, namespaces []
 	return found, nil
 }
 
+func namespaceText(ns string) string {
+	if ns == "" {
+		return "all namespaces"
+	}
+	return "namespace " + ns
+}
+
+// scanWorkloads checks the pod template of every workload that is a
+// sandbox. Outside the sandbox namespaces a workload's own labels say
+// nothing about its template's, so every namespace is read.
+func (k *KubeScan) scanWorkloads(ctx context.Context, ts *Templates) error {
+	for _, res := range WorkloadResources {
+		err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+			items, cont, err := k.API.ListWorkloads(ctx, res, "", opts)
+			if err != nil {
+				return "", fmt.Errorf("list %s in all namespaces: %w", res, err)
+			}
+			for _, t := range items {
+				ts.Add(k.Engine, t)
+			}
+			return cont, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // scanPods lists every pod of the sandbox namespaces (a pod there without
 // the selector's labels is drift, so the whole namespace is read), then the
 // pods elsewhere that carry the selector's labels.
-func (k *KubeScan) scanPods(ctx context.Context, col *Collector) error {
+func (k *KubeScan) scanPods(ctx context.Context, col *Collector, ts *Templates) error {
 	e := k.Engine
 	namespaces := append([]string(nil), e.p.Spec.Namespaces...)
 	sort.Strings(namespaces)
 	each := func(list *corev1.PodList) {
 		k.Logger.Debug("pods page", "pods", len(list.Items), "more", list.Continue != "")
 		for i := range list.Items {
-			col.Add(e.CheckPod(&list.Items[i]))
+			col.Add(ts.Pod(&list.Items[i], e.CheckPod(&list.Items[i])))
 		}
 	}
 	for _, ns := range namespaces {
+		if !e.KnowsNamespace(ns) {
+			continue // reported missing: no pods to list
+		}
 		err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
 			opts.FieldSelector = terminalPhases
 			list, err := k.API.ListPods(ctx, ns, opts)
@@ -299,40 +502,44 @@ func (k *KubeScan) scanPods(ctx context.Context, col *Collector) error {
 	})
 }
 
-// scanSandboxes checks agent Sandbox objects when their CRD is installed.
-func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector) error {
-	version, err := k.API.PreferredVersion(ctx, SandboxGroup)
-	if err != nil {
-		return err
-	}
-	if version == "" {
-		col.Note("the agents.x-k8s.io Sandbox CRD is not installed: no Sandbox objects to check")
-		return nil
-	}
-	gvr := SandboxGVR(version)
-	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
-		list, err := k.API.ListResource(ctx, gvr, "", opts)
+// scanSandboxes checks agent Sandbox objects and SandboxTemplates when
+// their CRDs are installed.
+func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templates) error {
+	for _, g := range []struct {
+		group, what string
+		gvr         func(string) schema.GroupVersionResource
+	}{
+		{SandboxGroup, "Sandbox", SandboxGVR},
+		{SandboxTemplateGroup, "SandboxTemplate", SandboxTemplateGVR},
+	} {
+		version, err := k.API.PreferredVersion(ctx, g.group)
 		if err != nil {
-			return "", fmt.Errorf("list sandboxes.%s/%s in all namespaces: %w", SandboxGroup, version, err)
+			return err
 		}
-		for i := range list.Items {
-			fs, ok, err := k.Engine.CheckSandbox(&list.Items[i])
+		if version == "" {
+			col.Note("the %s %s CRD is not installed: no %s objects to check", g.group, g.what, g.what)
+			continue
+		}
+		gvr := g.gvr(version)
+		err = pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+			list, err := k.API.ListResource(ctx, gvr, "", opts)
 			if err != nil {
-				return "", err
+				return "", fmt.Errorf("list %s.%s/%s in all namespaces: %w", gvr.Resource, g.group, version, err)
 			}
-			if ok {
-				col.Add(fs)
+			for i := range list.Items {
+				t, err := SandboxTemplateOf(&list.Items[i])
+				if err != nil {
+					return "", err
+				}
+				ts.Add(k.Engine, t)
 			}
+			return list.GetContinue(), nil
+		})
+		if err != nil {
+			return err
 		}
-		return list.GetContinue(), nil
-	})
-}
-
-func namespaceText(ns string) string {
-	if ns == "" {
-		return "all namespaces"
 	}
-	return "namespace " + ns
+	return nil
 }
 
 // pages drives Limit/Continue pagination: fetch returns the continue token.

@@ -3,6 +3,7 @@ package drift_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -66,25 +69,30 @@ func newClusterClients(t *testing.T, cfg *rest.Config) *clusterClients {
 	return &clusterClients{kube: k, dyn: d}
 }
 
-var ciliumGVR = map[string]schema.GroupVersionResource{
+var crdGVR = map[string]schema.GroupVersionResource{
 	drift.CiliumNetworkPolicyKind:            {Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"},
 	drift.CiliumClusterwideNetworkPolicyKind: {Group: "cilium.io", Version: "v2", Resource: "ciliumclusterwidenetworkpolicies"},
+	drift.SandboxKind:                        drift.SandboxGVR("v1alpha1"),
+	drift.SandboxTemplateKind:                drift.SandboxTemplateGVR("v1alpha1"),
+	drift.AdminNetworkPolicyKind:             {Group: drift.PolicyAPIGroup, Version: "v1alpha1", Resource: "adminnetworkpolicies"},
+	drift.BaselineAdminNetworkPolicyKind:     {Group: drift.PolicyAPIGroup, Version: "v1alpha1", Resource: "baselineadminnetworkpolicies"},
+	drift.ClusterNetworkPolicyKind:           {Group: drift.PolicyAPIGroup, Version: "v1alpha2", Resource: "clusternetworkpolicies"},
 }
 
-// create stores the objects (namespaces first). Pods are stored, never run.
+// create stores the objects (namespaces first), filling in the UIDs of
+// owner references written by name. Pods are stored, never run: there are
+// no controllers, so a Deployment makes no ReplicaSet on its own.
 func (c *clusterClients) create(t *testing.T, objs []any) {
 	t.Helper()
 	ctx := context.Background()
 	nss := map[string]bool{}
 	for _, o := range objs {
-		switch o := o.(type) {
-		case *corev1.Pod:
-			nss[o.Namespace] = true
-		case *networkingv1.NetworkPolicy:
-			nss[o.Namespace] = true
-		case *unstructured.Unstructured:
-			if o.GetNamespace() != "" {
-				nss[o.GetNamespace()] = true
+		if m, ok := o.(metav1.Object); ok && m.GetNamespace() != "" {
+			nss[m.GetNamespace()] = true
+		}
+		if ns, ok := o.(*corev1.Namespace); ok {
+			if _, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+				t.Fatalf("create namespace %s: %v", ns.Name, err)
 			}
 		}
 	}
@@ -102,29 +110,66 @@ func (c *clusterClients) create(t *testing.T, objs []any) {
 			t.Fatalf("create namespace %s: %v", ns, err)
 		}
 	}
+	uids := uidOf{}
 	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *corev1.Pod:
-			_, err = c.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *networkingv1.NetworkPolicy:
-			_, err = c.kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *unstructured.Unstructured:
-			gvr, ok := ciliumGVR[o.GetKind()]
-			if o.GetKind() == drift.SandboxKind {
-				gvr, ok = drift.SandboxGVR("v1alpha1"), true
+		if m, ok := o.(metav1.Object); ok {
+			refs := m.GetOwnerReferences()
+			for i := range refs {
+				refs[i].UID = uids[refs[i].Kind+"/"+m.GetNamespace()+"/"+refs[i].Name]
 			}
+			m.SetOwnerReferences(refs)
+		}
+		var (
+			err     error
+			created metav1.Object
+		)
+		switch o := o.(type) {
+		case *corev1.Namespace:
+			continue
+		case *corev1.Pod:
+			created, err = c.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *networkingv1.NetworkPolicy:
+			created, err = c.kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.Deployment:
+			created, err = c.kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.ReplicaSet:
+			created, err = c.kube.AppsV1().ReplicaSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.StatefulSet:
+			created, err = c.kube.AppsV1().StatefulSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.DaemonSet:
+			created, err = c.kube.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *batchv1.Job:
+			created, err = c.kube.BatchV1().Jobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *batchv1.CronJob:
+			created, err = c.kube.BatchV1().CronJobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *unstructured.Unstructured:
+			gvr, ok := crdGVR[o.GetKind()]
 			if !ok {
 				t.Fatalf("no resource for kind %s", o.GetKind())
 			}
-			_, err = c.dyn.Resource(gvr).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
+			created, err = c.dyn.Resource(gvr).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("cannot create %T", o)
 		}
 		if err != nil {
-			t.Fatalf("create %T: %v", o, err)
+			t.Fatalf("create %T %s: %v", o, o.(metav1.Object).GetName(), err)
+		}
+		kind := reflectKind(o)
+		uids[kind+"/"+created.GetNamespace()+"/"+created.GetName()] = created.GetUID()
+	}
+}
+
+// reflectKind is an object's kind: its TypeMeta's, or its Go type's name.
+func reflectKind(o any) string {
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		return u.GetKind()
+	}
+	if ta, ok := o.(interface{ GetObjectKind() schema.ObjectKind }); ok {
+		if k := ta.GetObjectKind().GroupVersionKind().Kind; k != "" {
+			return k
 		}
 	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")
 }
 
 // expectationsOf reads the annotated expectations straight from objects.
@@ -135,8 +180,14 @@ func expectationsOf(objs []any) map[string][]string {
 		case *corev1.Pod:
 			want["pod/"+o.Namespace+"/"+o.Name] = splitChecks(o.Annotations[expectAnnotation])
 		case *unstructured.Unstructured:
-			if o.GetKind() == drift.SandboxKind {
-				want["sandbox/"+o.GetNamespace()+"/"+o.GetName()] = splitChecks(o.GetAnnotations()[expectAnnotation])
+			if o.GetKind() == drift.SandboxKind || o.GetKind() == drift.SandboxTemplateKind {
+				want[strings.ToLower(o.GetKind())+"/"+o.GetNamespace()+"/"+o.GetName()] = splitChecks(o.GetAnnotations()[expectAnnotation])
+			}
+		default:
+			if t := drift.WorkloadTemplate(o); t != nil {
+				if exp, ok := t.Meta.Annotations[expectAnnotation]; ok {
+					want[t.Target()] = splitChecks(exp)
+				}
 			}
 		}
 	}
@@ -178,7 +229,12 @@ func TestKubeLive(t *testing.T) {
 			t.Fatalf("scanned %d, findings %+v", col.Scanned, col.Findings)
 		}
 		notes := strings.Join(col.Notes, "\n")
-		if len(col.Notes) != 2 || !strings.Contains(notes, "Cilium CRDs are not installed") || !strings.Contains(notes, "Sandbox CRD is not installed") {
+		for _, want := range []string{"Cilium CRDs are not installed", "AdminNetworkPolicy CRDs are not installed", "Sandbox CRD is not installed", "SandboxTemplate CRD is not installed"} {
+			if !strings.Contains(notes, want) || strings.Count(notes, want) != 1 {
+				t.Errorf("notes do not say %q once: %q", want, col.Notes)
+			}
+		}
+		if len(col.Notes) != 4 {
 			t.Fatalf("notes %q", col.Notes)
 		}
 	})
@@ -206,8 +262,14 @@ func TestKubeLive(t *testing.T) {
 					t.Errorf("a pod list ran with limit %d", l)
 				}
 			}
-			if len(want) > 10 && counting.cont == 0 {
-				t.Errorf("%d pods in %d list calls without a continue token", len(want), counting.podCalls)
+			pods := 0
+			for _, o := range objs {
+				if _, ok := o.(*corev1.Pod); ok {
+					pods++
+				}
+			}
+			if pods > 10 && counting.cont == 0 {
+				t.Errorf("%d pods in %d list calls without a continue token", pods, counting.podCalls)
 			}
 			if strings.Contains(strings.Join(col.Notes, " "), "not installed") {
 				t.Errorf("CRDs are installed, but notes say %q", col.Notes)
@@ -290,7 +352,7 @@ func TestKubeUnreachable(t *testing.T) {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, stdout, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if len(lines) != 1 || !strings.Contains(lines[0], "127.0.0.1:1") || !strings.Contains(lines[0], "networkpolicies") {
+	if len(lines) != 1 || !strings.Contains(lines[0], "127.0.0.1:1") || !strings.Contains(lines[0], "namespaces") {
 		t.Fatalf("stderr is not one line naming the server: %q", stderr)
 	}
 	if !strings.Contains(stdout, "COULD NOT CHECK") {
@@ -299,5 +361,90 @@ func TestKubeUnreachable(t *testing.T) {
 	data, err := os.ReadFile(junit)
 	if err != nil || !strings.Contains(string(data), "<error") {
 		t.Fatalf("JUnit report lacks the error: %v\n%s", err, data)
+	}
+}
+
+// scanCase is a live cluster where the policy finds nothing to judge.
+type scanCase struct {
+	name, check string
+	// namespaces: "" keeps the policy's namespaces (created, empty);
+	// "missing" replaces them with one that does not exist.
+	namespaces string
+}
+
+func scanCases() []scanCase {
+	return []scanCase{
+		{"nothing-found", drift.ScanSandboxesFound, ""},
+		{"namespace-missing", drift.ScanNamespaceExists, "missing"},
+	}
+}
+
+// TestKubeNothingFound: a selector that matches nothing (the label was
+// renamed, the wrong context) or a declared namespace that does not exist
+// is a failing finding and exit 1, never a clean run that judged nothing.
+func TestKubeNothingFound(t *testing.T) {
+	cfg := needAPIServer(t)
+	cc := newClusterClients(t, cfg)
+	api, err := drift.NewKubeAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.Binary(t)
+	kubeconfig := writeKubeconfig(t, cfg)
+	for _, c := range scanCases() {
+		t.Run(c.name, func(t *testing.T) {
+			p, path := variantPolicy(t, "policy.yaml", c.name)
+			if c.namespaces == "missing" {
+				raw, _ := os.ReadFile(path)
+				doc := namespacesLine.ReplaceAllString(string(raw), "  namespaces: ["+c.name+"-nowhere]")
+				if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				p, _, err = policy.LoadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The namespaces exist and hold a pod that is not a sandbox's
+				// (other labels, another namespace): nothing matches.
+				stray := hardenedPod(p, c.name+"-elsewhere", "stray")
+				delete(stray.Labels, "drift-set")
+				cc.create(t, []any{namespaceObject(p.Spec.Namespaces[0], nil), stray})
+			}
+			col := scan(t, api, p, 0)
+			var failed []string
+			for _, f := range col.Findings {
+				if f.Status == report.Fail {
+					failed = append(failed, f.Check+" "+f.Subject)
+					if f.Expected == "" || f.Actual == "" || f.Fix == "" || f.Evidence == "" {
+						t.Errorf("%s lacks expected/actual/fix/evidence: %+v", f.Check, f)
+					}
+				}
+				if f.Status == report.Pass {
+					t.Errorf("a pass with nothing found: %s %s", f.Check, f.Actual)
+				}
+			}
+			joined := strings.Join(failed, "\n")
+			if !strings.Contains(joined, c.check) || !strings.Contains(joined, drift.ScanSandboxesFound) {
+				t.Fatalf("failing findings %q, want %s and %s", failed, c.check, drift.ScanSandboxesFound)
+			}
+			if c.check == drift.ScanNamespaceExists && !strings.Contains(joined, "spec.namespaces[0]") {
+				t.Errorf("the missing namespace is not named: %q", failed)
+			}
+			metrics := filepath.Join(t.TempDir(), "drift.prom")
+			code, stdout, stderr := testenv.Exec(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", path, "--metrics-file", metrics)
+			if code != report.ExitNonConformant {
+				t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
+			}
+			prom, err := os.ReadFile(metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"sandprobe_sandboxes_scanned 0", "sandprobe_policy_namespaces 1", `sandprobe_drift_findings{namespace="",rule="drift.scan.sandboxes-found"} 1`} {
+				if !strings.Contains(string(prom), want) {
+					t.Errorf("metrics lack %q:\n%s", want, prom)
+				}
+			}
+		})
 	}
 }

@@ -95,6 +95,9 @@ func hasEgressType(np *networkingv1.NetworkPolicy) bool {
 	return false
 }
 
+// namespaceNameLabel is the label the API server puts on every namespace.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
 // selecting calls fn for every policy in ns that selects the labels.
 func (idx *netpolIndex) selecting(ns string, podLabels map[string]string, fn func(*compiledNetpol)) {
 	nsp := idx.byNS[ns]
@@ -119,37 +122,70 @@ func (idx *netpolIndex) selecting(ns string, podLabels map[string]string, fn fun
 	}
 }
 
-// checkEgress applies the union of the network policies selecting the pod.
+// checkEgress judges what the pod may send, in the order the cluster
+// decides it: the admin tier (AdminNetworkPolicies by priority; an Allow
+// there overrides every NetworkPolicy, a Deny of everything ends it), then
+// the union of the NetworkPolicies selecting the pod, then — only for a pod
+// no egress NetworkPolicy selects — the baseline tier. Cilium policies add
+// up with all of them. An Allow that traffic can no longer reach (behind a
+// Deny of everything) is not a reopen.
 func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 	if pod.Spec.HostNetwork {
 		return // reported as host-network: no network policy applies there anyway
 	}
+	nsLabels := e.namespaceLabels(pod.Namespace)
 	restricted := false
-	var hits []*compiledNetpol
-	e.net.selecting(pod.Namespace, pod.Labels, func(np *compiledNetpol) {
-		if np.egress {
-			restricted = true
-			if len(np.findings) > 0 {
-				hits = append(hits, np)
-			}
-		}
-	})
-	// Several policies may contribute; report them in a stable order.
-	sort.Slice(hits, func(i, j int) bool { return hits[i].name < hits[j].name })
-	for _, np := range hits {
-		for _, rf := range np.findings {
-			f := rf.on(c.ensureTarget(), c.ns)
-			c.out = append(c.out, f)
+	stamp := func(rfs []ruleFinding) {
+		for _, rf := range rfs {
+			c.out = append(c.out, rf.on(c.ensureTarget(), c.ns))
 		}
 	}
-	if e.cil.checkPod(c, pod) {
+	var admin tierVerdict
+	if e.anp.known() {
+		admin = walkTier(e.anp.selecting(tierAdmin, pod.Namespace, nsLabels, pod.Labels))
+		for _, r := range admin.hits {
+			stamp(r.findings)
+		}
+	}
+	if admin.denyAll != "" {
+		restricted = true
+	} else {
+		npSelected := false
+		var hits []*compiledNetpol
+		e.net.selecting(pod.Namespace, pod.Labels, func(np *compiledNetpol) {
+			if np.egress {
+				npSelected = true
+				if len(np.findings) > 0 {
+					hits = append(hits, np)
+				}
+			}
+		})
+		// Several policies may contribute; report them in a stable order.
+		sort.Slice(hits, func(i, j int) bool { return hits[i].name < hits[j].name })
+		for _, np := range hits {
+			stamp(np.findings)
+		}
+		restricted = npSelected
+		if !npSelected && e.anp.known() {
+			base := walkTier(e.anp.selecting(tierBaseline, pod.Namespace, nsLabels, pod.Labels))
+			for _, r := range base.hits {
+				stamp(r.findings)
+			}
+			restricted = base.denyAll != ""
+		}
+	}
+	if e.cil.checkPod(c, pod, nsLabels, e.ciliumCluster) {
 		restricted = true
 	}
 	if !restricted {
-		c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy) selecting the pod",
+		known := fmt.Sprintf("%d NetworkPolicies", e.net.count)
+		if e.anp.known() {
+			known += fmt.Sprintf(", %d admin network policies", len(e.anp.policies))
+		}
+		c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy, or an admin network policy denying everything else) selecting the pod",
 			"no egress policy selects the pod: every destination is reachable",
 			fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(e.p.Spec.Selector.MatchLabels)),
-			fmt.Sprintf("pod labels: %s; %d NetworkPolicies known", labelsText(pod.Labels), e.net.count))
+			fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
 	}
 }
 
@@ -260,7 +296,7 @@ func (m *egressModel) peerExpected() string {
 // selectsOnlyNamespace reports whether a namespaceSelector pins exactly one
 // namespace by its kubernetes.io/metadata.name label.
 func selectsOnlyNamespace(sel *metav1.LabelSelector, ns string) bool {
-	const key = "kubernetes.io/metadata.name"
+	const key = namespaceNameLabel
 	if v, ok := sel.MatchLabels[key]; ok {
 		return v == ns
 	}

@@ -25,9 +25,19 @@ func (e *Engine) EgressPolicies(ns string, podLabels map[string]string, serviceA
 			out = append(out, "networkpolicy/"+np.ns+"/"+np.name)
 		}
 	})
-	for _, r := range e.cil.selecting(ns, podLabels, serviceAccount) {
-		if r.egress {
+	for _, r := range e.cil.selecting(ns, podLabels, serviceAccount, e.namespaceLabels(ns), e.ciliumCluster) {
+		// enableDefaultDeny {egress: false} denies nothing, but its allows
+		// still govern the pod's egress.
+		if r.egress || r.noDefaultDeny {
 			out = append(out, r.id)
+		}
+	}
+	// Admin network policies select by namespace labels and pod labels.
+	for _, tier := range []adminTier{tierAdmin, tierBaseline} {
+		for _, ap := range e.anp.selecting(tier, ns, e.namespaceLabels(ns), podLabels) {
+			if len(ap.rules) > 0 {
+				out = append(out, ap.id)
+			}
 		}
 	}
 	slices.Sort(out)

@@ -19,11 +19,11 @@ echo "== metrics: Observe + exposition for 500 nodes × 24 findings, against the
 go test ./report -run '^$' -bench BenchmarkMetricsObserveAndWrite -benchtime 20x | grep -E '^Benchmark' || exit 1
 
 echo
-echo "== drift: the offline rule engine (goal ≥ 100,000 pods/s), against protobuf decoding of the same pods =="
+echo "== drift: the offline rule engine over 10,000 pods + 2,000 Deployment templates under 500 NetworkPolicies, 50 AdminNetworkPolicies and 500 Cilium policies (goal ≥ 100,000 pods/s), against protobuf decoding of the same pods =="
 go test ./drift -run '^$' -bench '^(BenchmarkEngine|BenchmarkDecodeProtobuf)$' -benchtime 5x | grep -E '^Benchmark' || exit 1
 
 echo
-echo "== drift: 10,000 pods + 500 NetworkPolicies in a real kube-apiserver (goals: ≤ 5 s, ≤ 150 MB peak RSS) =="
+echo "== drift: 10,000 pods + 2,000 Deployments + 500 NetworkPolicies + 50 AdminNetworkPolicies + 500 CiliumNetworkPolicies in a real kube-apiserver (goals: ≤ 5 s, ≤ 150 MB peak RSS) =="
 # kube-apiserver and etcd come from \$KUBEBUILDER_ASSETS or hack/k8s/build.sh's cache.
 SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	go test ./drift -run '^TestBenchDriftLive$' -count=1 -timeout 20m -v |

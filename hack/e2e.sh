@@ -504,6 +504,13 @@ kc -n "$sandbox_ns" delete pod agent-2 --grace-period=1 --wait=true | quote
 step "undone" "agent-2 is gone"
 expect_green sandprobe-unlabelled-undone
 
+# How long the engine took to program each change (its own log, -v 1).
+kr_log="${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs/kube-router.log"
+if [[ -f $kr_log ]]; then
+  say "kube-router since its last start: $(grep -o 'sync iptables took [0-9.]*[a-zµ]*' "$kr_log" | awk '{ d = $4; if (d ~ /ms$/) v = d + 0; else if (d ~ /µs$/) v = (d + 0) / 1000; else v = (d + 0) * 1000; print v }' | sort -n |
+    awk '{ a[NR] = $1 } END { if (NR) printf "%d full syncs, median %.0f ms, max %.0f ms", NR, a[int((NR + 1) / 2)], a[NR]; else printf "no sync logged" }')"
+fi
+
 step "admission" "the admission policy refuses a sandbox pod without its runtime class"
 # try NAME WANT [kubectl run flags...]: WANT is refused or admitted.
 try() {

@@ -39,6 +39,8 @@ const (
 var wantAlerts = []string{
 	"SandboxEgressReopened", "SandboxAllowedHostUnreachable", "SandboxIsolationBroken",
 	"SandboxDrift", "SandboxProbeFailing", "SandboxProbeStale",
+	// Issue 12: credentials page someone; nothing found is not conformant.
+	"SandboxCredentialsExposed", "SandboxNoneFound",
 }
 
 type rule struct {
@@ -234,7 +236,7 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run that touches every series: a probe check, egress, drift.
-	m.Observe(report.Run{Policy: "p", Version: "v", Findings: []report.Finding{
+	m.Observe(report.Run{Policy: "p", Version: "v", Phases: map[string]float64{"drift": 1}, DeclaredNamespaces: 1, Findings: []report.Finding{
 		{Check: "identity.uid", Target: "node/n", Status: report.Pass},
 		{Check: "egress.allowed", Subject: "api.example:443", Target: "node/n", Status: report.Pass},
 		{Check: "drift.pod.runtime-class", Target: "pod/ns/a", Namespace: "ns", Status: report.Fail},
@@ -247,8 +249,8 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		exposed[mf.GetName()] = true
 	}
-	if len(exposed) != 12 {
-		t.Fatalf("want the 12 metrics DESIGN.md lists (and the skip counter), got %d: %v", len(exposed), exposed)
+	if len(exposed) != 13 {
+		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter and sandprobe_policy_namespaces, got %d: %v", len(exposed), exposed)
 	}
 	_, rules := loadRules(t)
 	for _, r := range rules {

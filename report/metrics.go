@@ -19,6 +19,7 @@ const (
 	MetricEgressAllowedUnreachable = "sandprobe_egress_allowed_unreachable"
 	MetricDriftFindings            = "sandprobe_drift_findings"
 	MetricSandboxesScanned         = "sandprobe_sandboxes_scanned"
+	MetricPolicyNamespaces         = "sandprobe_policy_namespaces"
 	MetricRunDuration              = "sandprobe_run_duration_seconds"
 	MetricLastRun                  = "sandprobe_last_run_timestamp_seconds"
 	MetricLastSuccess              = "sandprobe_last_success_timestamp_seconds"
@@ -72,7 +73,7 @@ type Metrics struct {
 	skipped prometheus.Counter
 
 	up, checkSuccess, egressOpen, egressUnreachable, drift,
-	scanned, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
+	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
 }
 
 // NewMetrics creates sandprobe's collectors and registers them on reg.
@@ -101,7 +102,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
 			[]string{"rule", "namespace"}, nil),
 		scanned: prometheus.NewDesc(MetricSandboxesScanned,
-			"Live sandboxes compared with the policy in the last run.", nil, nil),
+			"Live sandboxes (pods, workload templates, Sandboxes, containers) compared with the policy in the last run; absent when the run had no drift phase or could not run it.", nil, nil),
+		policyNamespaces: prometheus.NewDesc(MetricPolicyNamespaces,
+			"Namespaces the policy declares sandboxes live in (spec.namespaces).", nil, nil),
 		duration: prometheus.NewDesc(MetricRunDuration,
 			"How long the last run took, per phase (probe, drift) and in total.", []string{"phase"}, nil),
 		lastRun: prometheus.NewDesc(MetricLastRun,
@@ -124,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.egressOpen, m.egressUnreachable, m.drift,
-		m.scanned, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
+		m.scanned, m.policyNamespaces, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
 		ch <- d
 	}
 	m.runs.Describe(ch)
@@ -148,7 +151,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(m.up, s.up)
-	gauge(m.scanned, s.scanned)
+	if s.driftRan {
+		gauge(m.scanned, s.scanned)
+	}
+	gauge(m.policyNamespaces, s.policyNamespaces)
 	gauge(m.lastRun, s.lastRun)
 	gauge(m.info, 1, s.version, s.policy)
 	for _, x := range s.checks {
@@ -200,7 +206,8 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 // runSeries is one run rendered as label values and numbers, computed once
 // and swapped in whole.
 type runSeries struct {
-	up, scanned, lastRun                                 float64
+	up, scanned, lastRun, policyNamespaces               float64
+	driftRan                                             bool
 	version, policy                                      string
 	checks, egressOpen, egressUnreachable, drift, phases []labelled
 }
@@ -221,6 +228,12 @@ func seriesFor(run Run, now time.Time) *runSeries {
 	if code := run.ExitCode(); code == ExitOK || code == ExitNonConformant {
 		s.up = 1
 	}
+	s.policyNamespaces = float64(run.DeclaredNamespaces)
+	// How many sandboxes a run compared means something only when it ran a
+	// drift phase to the end: a probe-only run (or one that could not list)
+	// must not read as "none found".
+	_, drifted := run.Phases["drift"]
+	s.driftRan = drifted && s.up == 1
 
 	// where is a probe location: its node and, on Kubernetes, the sandbox
 	// namespace it stood in.

@@ -195,6 +195,19 @@ func TestMetricsSeries(t *testing.T) {
 			{Check: "creds.env-secrets", Subject: "A\xffB_KEY", Target: "local/x", Status: Fail},
 		}}, map[string]float64{cs("creds.env-secrets", "A\uFFFDB_KEY", "local/x"): 0}},
 		{"no findings proves nothing", Run{}, map[string]float64{"sandprobe_up": 0}},
+		// sandprobe_sandboxes_scanned says how many a drift phase compared:
+		// a run without one (or one that could not run it) must not look
+		// like "none found", or the alert on 0 would page for nothing.
+		{"no drift phase, no sandbox count", Run{DeclaredNamespaces: 2, Phases: map[string]float64{"probe": 1}, Findings: []Finding{
+			{Check: "identity.uid", Target: "local/sandbox", Status: Pass},
+		}}, map[string]float64{"sandprobe_sandboxes_scanned": absent, "sandprobe_policy_namespaces": 2}},
+		{"nothing found", Run{DeclaredNamespaces: 1, Phases: map[string]float64{"drift": 0.2}, Findings: []Finding{
+			{Check: "drift.scan.sandboxes-found", Target: "drift", Status: Fail},
+		}}, map[string]float64{"sandprobe_sandboxes_scanned": 0, "sandprobe_policy_namespaces": 1,
+			`sandprobe_drift_findings{namespace="",rule="drift.scan.sandboxes-found"}`: 1}},
+		{"drift could not list", Run{DeclaredNamespaces: 1, Phases: map[string]float64{"drift": 0.2}, Findings: []Finding{
+			{Check: "drift.run", Target: "drift", Status: Error},
+		}}, map[string]float64{"sandprobe_sandboxes_scanned": absent, "sandprobe_up": 0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -96,8 +96,11 @@ type Run struct {
 	Seconds   float64            `json:"seconds"`
 	Phases    map[string]float64 `json:"phases,omitempty"` // seconds per phase: probe, drift
 	Scanned   int                `json:"sandboxesScanned,omitempty"`
-	Notes     []string           `json:"notes,omitempty"`
-	Findings  []Finding          `json:"findings"`
+	// DeclaredNamespaces is how many namespaces the policy says sandboxes
+	// live in: with a drift phase that scanned none, something is wrong.
+	DeclaredNamespaces int       `json:"declaredNamespaces,omitempty"`
+	Notes              []string  `json:"notes,omitempty"`
+	Findings           []Finding `json:"findings"`
 	// Probes are the raw probe results, kept for the JSON report.
 	Probes []ProbeResult `json:"probes,omitempty"`
 }

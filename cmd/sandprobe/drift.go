@@ -29,6 +29,8 @@ type driftOptions struct {
 	docker      bool
 	dockerHost  string
 	files       stringList
+	namespace   string
+	ciliumName  string
 	inspect     stringList
 	pageSize    int64
 	timeout     time.Duration
@@ -45,6 +47,9 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	fs.BoolVar(&o.docker, "docker", false, "check the Docker engine's containers that carry the selector's labels")
 	fs.StringVar(&o.dockerHost, "docker-host", "", "the Docker engine (default $DOCKER_HOST, then unix:///var/run/docker.sock)")
 	fs.Var(&o.files, "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
+	fs.StringVar(&o.namespace, "n", "", "-f: the namespace of objects that name none, as `kubectl apply -n` (default: default)")
+	fs.StringVar(&o.namespace, "namespace", "", "same as -n")
+	fs.StringVar(&o.ciliumName, "cilium-cluster", "", "the Cilium cluster name (io.cilium.k8s.policy.cluster) policies may select on (default: default, Cilium's own)")
 	fs.Var(&o.inspect, "inspect", "check containers in this `docker inspect` JSON file; repeatable")
 	fs.Int64Var(&o.pageSize, "page-size", 500, "list page size (objects per request)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
@@ -83,6 +88,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 			// The policy validated; a failure here is a bug, not bad input.
 			panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
 		}
+		e.SetCiliumCluster(o.ciliumName)
 		return e
 	}
 	if _, err := drift.NewEngine(p); err != nil {
@@ -95,7 +101,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	// Offline inputs first: a bad file is bad input (exit 2) and must be
 	// found before anything talks to a cluster.
 	if len(o.files) > 0 {
-		m, err := a.readManifests(o.files)
+		m, err := a.readManifests(o.files, o.namespace)
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitBadInput
@@ -105,7 +111,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 			return report.ExitBadInput
 		}
 		if col.Scanned == 0 {
-			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod or Sandbox with labels %s%s)\n",
+			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s%s)\n",
 				strings.Join(selectorPairs(p), ","), namespacesText(p))
 			return report.ExitBadInput
 		}
@@ -142,7 +148,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	run := report.Run{
 		Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
 		StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
-		Scanned: col.Scanned, Notes: col.Notes, Findings: col.Findings,
+		Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Findings: col.Findings,
 	}
 	run.Phases = map[string]float64{"drift": run.Seconds}
 	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", len(col.Findings), "seconds", run.Seconds)
@@ -168,7 +174,7 @@ func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engi
 	if err != nil {
 		return err
 	}
-	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Logger: logger}
+	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Source: "the cluster at " + cfg.Host, Logger: logger}
 	return scan.Run(ctx, col)
 }
 
@@ -187,13 +193,13 @@ func (a *app) driftDocker(ctx context.Context, o *driftOptions, engine *drift.En
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return fmt.Errorf("reach docker engine %s: %w", cli.DaemonHost(), err)
 	}
-	return (&drift.DockerScan{API: cli, Engine: engine}).Run(ctx, col)
+	return (&drift.DockerScan{API: cli, Engine: engine, Source: "the Docker engine at " + cli.DaemonHost()}).Run(ctx, col)
 }
 
 // readManifests reads every -f argument: files, directories (their .yaml,
 // .yml and .json files) and - for stdin.
-func (a *app) readManifests(paths []string) (*drift.Manifests, error) {
-	m := &drift.Manifests{}
+func (a *app) readManifests(paths []string, namespace string) (*drift.Manifests, error) {
+	m := &drift.Manifests{Namespace: namespace}
 	for _, p := range paths {
 		if p == "-" {
 			if err := m.DecodeManifests(a.stdin, "stdin"); err != nil {

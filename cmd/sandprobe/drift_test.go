@@ -24,6 +24,23 @@ func TestDriftExitCodes(t *testing.T) {
 	notInspect := filepath.Join(dir, "x.json")
 	os.WriteFile(notInspect, []byte(`{"not": "a container"}`), 0o644)
 	hardened, _ := os.ReadFile(fx + "drift/hardened.yaml")
+	// The clean pods of hardened.yaml, and a Deployment that would start a
+	// privileged one: drift, whether or not the Deployment has pods yet.
+	privileged := string(hardened) + `
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: privileged, namespace: sandboxes}
+spec:
+  selector: {matchLabels: {app: privileged}}
+  template:
+    metadata: {labels: {app: privileged, sandbox: "true"}}
+    spec:
+      containers:
+        - name: agent
+          image: registry.example/agents/agent@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+          securityContext: {privileged: true}
+`
 	cases := []struct {
 		name  string
 		stdin string
@@ -34,6 +51,7 @@ func TestDriftExitCodes(t *testing.T) {
 		{"hardened", "", []string{"-f", fx + "drift/hardened.yaml"}, 0, ""},
 		{"hardened from stdin", string(hardened), []string{"-f", "-"}, 0, ""},
 		{"lazy pods", "", []string{"-f", fx + "drift/pods.yaml"}, 1, ""},
+		{"clean pods and a privileged Deployment", privileged, []string{"-f", "-"}, 1, ""},
 		{"a directory", "", []string{"-f", fx + "drift"}, 1, ""},
 		{"bastion", "", []string{"--policy", fx + "docker-policy.yaml", "--inspect", fx + "drift/docker/bastion.json"}, 1, ""},
 		{"rendered container", "", []string{"--policy", fx + "docker-policy.yaml", "--inspect", fx + "drift/docker/rendered.json"}, 0, ""},

@@ -121,7 +121,7 @@ func (kc *kubeCycle) driftPhase(ctx context.Context, p *policy.Policy, run *repo
 	col := drift.NewCollector()
 	if err == nil {
 		dctx, cancel := context.WithTimeout(ctx, kc.flags.driftTimeout)
-		scan := &drift.KubeScan{API: kc.driftAPI, Engine: engine, Logger: kc.logger}
+		scan := &drift.KubeScan{API: kc.driftAPI, Engine: engine, Source: "the cluster at " + kc.host, Logger: kc.logger}
 		err = scan.Run(dctx, col)
 		cancel()
 	}

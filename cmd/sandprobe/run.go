@@ -156,7 +156,7 @@ func (c *cycle) run(ctx context.Context) report.Run {
 // backend error becomes error findings, so the run can never look clean.
 func probeCycle(ctx context.Context, be runner.Backend, backend string, p *policy.Policy, spec runner.ProbeSpec) report.Run {
 	start := time.Now()
-	run := report.Run{Policy: p.Metadata.Name, Version: probes.Version(), Backend: backend, StartedAt: start.UTC()}
+	run := report.Run{Policy: p.Metadata.Name, Version: probes.Version(), Backend: backend, StartedAt: start.UTC(), DeclaredNamespaces: len(p.Spec.Namespaces)}
 	results, err := be.Run(ctx, spec)
 	for _, res := range results {
 		run.Findings = append(run.Findings, runner.Findings(res.Target, res, probes.FixFor)...)

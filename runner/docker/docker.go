@@ -56,6 +56,7 @@ type Client interface {
 	ContainerInspect(ctx context.Context, id string, opts client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 	ContainerLogs(ctx context.Context, id string, opts client.ContainerLogsOptions) (client.ContainerLogsResult, error)
 	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerList(ctx context.Context, opts client.ContainerListOptions) (client.ContainerListResult, error)
 }
 
 // NewClient connects to the engine that host names (a DOCKER_HOST-style URL;
@@ -99,6 +100,10 @@ type Backend struct {
 	// Progress, when set, hears what the backend is waiting for.
 	Progress func(msg string)
 	Logger   *slog.Logger
+	// SweepAfter is how long past its deadline an earlier run's probe
+	// container is left alone (default DefaultSweepAfter); Now is the clock.
+	SweepAfter time.Duration
+	Now        func() time.Time
 }
 
 // Target names the image in reports.
@@ -166,6 +171,14 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	defer b.progress("") // done waiting: the caller may clear its progress line
 	a := &attempt{target: b.Target(), ctx: ctx, runCtx: runCtx, deadline: deadline}
 
+	// What killed runners left behind goes first; a failure to list shows
+	// again, as a real error, when the container is created.
+	if n, err := b.Sweep(ctx); err != nil {
+		b.log().Warn("could not sweep leftover probe containers", "err", err)
+	} else if n > 0 {
+		b.log().Info("swept leftover probe containers", "removed", n)
+	}
+
 	facts, err := b.inspect(a)
 	if err != nil {
 		return nil, err
@@ -194,7 +207,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	}
 	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, facts.runtime, b.Network, b.Env)
 	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
-	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce}
+	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce, LabelDeadline: deadline.String()}
 	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
 
 	b.progress("creating the container (runtime %s)", facts.runtime)

@@ -365,6 +365,9 @@ func TestMain(m *testing.M) {
 	// with an explicit host; keep a stray DOCKER_API_VERSION from pinning
 	// a version the test engine does not speak.
 	os.Unsetenv("DOCKER_API_VERSION")
+	if os.Getenv(childEnv) != "" {
+		runSweepChild()
+	}
 	os.Exit(m.Run())
 }
 

@@ -535,7 +535,10 @@ func TestClusterSIGKILL(t *testing.T) {
 }
 
 // TestClusterCycleWithDrift: the CronJob's cycle is probe then drift, one
-// report: both phases timed, the sandboxes counted, no could-not-run.
+// report: both phases timed, the sandboxes counted, no could-not-run. The
+// test cluster runs no sandbox besides the probe (gone before drift looks),
+// so the drift phase finds nothing: a failing finding and exit 1, never a
+// clean run that judged nothing.
 func TestClusterCycleWithDrift(t *testing.T) {
 	e := newClusterEnv(t)
 	r := e.run(t, clusterPolicy, "--no-network", "--drift=true")
@@ -553,6 +556,15 @@ func TestClusterCycleWithDrift(t *testing.T) {
 	}
 	if r.code == report.ExitCouldNotRun {
 		t.Errorf("exit 3:\n%s", r.stderr)
+	}
+	nothing := false
+	for _, f := range r.report.Findings {
+		if f.Check == "drift.scan.sandboxes-found" && f.Status == report.Fail {
+			nothing = true
+		}
+	}
+	if r.report.Scanned == 0 && (!nothing || r.code != report.ExitNonConformant) {
+		t.Errorf("the drift phase found no sandbox, but exit %d and drift.scan.sandboxes-found failed: %v", r.code, nothing)
 	}
 }
 

@@ -1,0 +1,499 @@
+package drift
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	anpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+// The cluster-wide network policies of sigs.k8s.io/network-policy-api:
+// AdminNetworkPolicy and BaselineAdminNetworkPolicy (v1alpha1), and their
+// successor ClusterNetworkPolicy (v1alpha2, tier Admin or Baseline).
+const (
+	PolicyAPIGroup                 = "policy.networking.k8s.io"
+	AdminNetworkPolicyKind         = "AdminNetworkPolicy"
+	BaselineAdminNetworkPolicyKind = "BaselineAdminNetworkPolicy"
+	ClusterNetworkPolicyKind       = "ClusterNetworkPolicy"
+)
+
+// adminTier orders the tiers: the admin tier is consulted before
+// NetworkPolicies, the baseline tier only for traffic no NetworkPolicy
+// covers.
+type adminTier int
+
+const (
+	tierAdmin adminTier = iota
+	tierBaseline
+)
+
+type adminAction string
+
+const (
+	actionAllow adminAction = "Allow" // Accept in v1alpha2
+	actionDeny  adminAction = "Deny"
+	actionPass  adminAction = "Pass"
+)
+
+// adminPolicy is one ANP, BANP or ClusterNetworkPolicy, compiled.
+type adminPolicy struct {
+	id       string // "adminnetworkpolicy/allow-world"
+	tier     adminTier
+	priority int32
+	// subject: namespaces (by their labels), and optionally pods in them.
+	nsSel  labels.Selector
+	podSel labels.Selector // nil: every pod of the selected namespaces
+	// podKey/podValue index the policy by one of its pod matchLabels.
+	podKey, podValue string
+	pos              int // place in the evaluation order
+	rules            []adminRule
+}
+
+type adminRule struct {
+	action adminAction
+	// coversAll: every destination on every port (networks 0.0.0.0/0 and
+	// ::/0, no ports): a Deny or Pass of it ends the tier for everything.
+	coversAll bool
+	// findings are the rule's unexplained destinations (Allow rules only).
+	findings []ruleFinding
+}
+
+type adminIndex struct {
+	policies []*adminPolicy // sorted: tier, priority, name
+	sorted   bool
+	// byNS caches, per namespace and tier, the policies whose namespace
+	// selector matches it: namespaces' labels do not change during a scan.
+	byNS map[string]*[2]adminLookup
+}
+
+// adminLookup finds the policies that may select a pod by one of its labels.
+type adminLookup struct {
+	scan    []*adminPolicy
+	byLabel map[string]map[string][]*adminPolicy
+}
+
+// AddAdminNetworkPolicy adds an AdminNetworkPolicy, BaselineAdminNetworkPolicy
+// or ClusterNetworkPolicy (read with the dynamic client or from files).
+func (e *Engine) AddAdminNetworkPolicy(obj *unstructured.Unstructured) error {
+	ap, err := e.egress.compileAdmin(obj)
+	if err != nil {
+		return err
+	}
+	if ap != nil {
+		e.anp.policies = append(e.anp.policies, ap)
+		e.anp.sorted, e.anp.byNS = false, nil
+	}
+	return nil
+}
+
+// AdminNetworkPolicies is how many cluster-wide policies the engine holds.
+func (e *Engine) AdminNetworkPolicies() int { return len(e.anp.policies) }
+
+// adminRuleSource is one egress rule of any of the three kinds, in a
+// common shape.
+type adminRuleSource struct {
+	action adminAction
+	peers  []adminPeerSource
+	ports  []portSpec
+	// portsSet is false when the rule names no ports (every port).
+	portsSet bool
+}
+
+type adminPeerSource struct {
+	namespaces, nodes *metav1.LabelSelector
+	pods              *anpv1alpha1.NamespacedPod
+	networks          []string
+	domains           []string
+}
+
+func (m *egressModel) compileAdmin(obj *unstructured.Unstructured) (*adminPolicy, error) {
+	kind, name := obj.GetKind(), obj.GetName()
+	id := strings.ToLower(kind) + "/" + name
+	ap := &adminPolicy{id: id}
+	var subject anpv1alpha1.AdminNetworkPolicySubject
+	var rules []adminRuleSource
+	conv := runtime.DefaultUnstructuredConverter
+	switch kind {
+	case AdminNetworkPolicyKind:
+		var o anpv1alpha1.AdminNetworkPolicy
+		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		ap.tier, ap.priority, subject = tierAdmin, o.Spec.Priority, o.Spec.Subject
+		for _, r := range o.Spec.Egress {
+			rs := adminRuleSource{action: adminAction(r.Action)}
+			rs.ports, rs.portsSet = anpPorts(r.Ports)
+			for _, p := range r.To {
+				rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks), domains: domainStrings(p.DomainNames)})
+			}
+			rules = append(rules, rs)
+		}
+	case BaselineAdminNetworkPolicyKind:
+		var o anpv1alpha1.BaselineAdminNetworkPolicy
+		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		ap.tier, subject = tierBaseline, o.Spec.Subject
+		for _, r := range o.Spec.Egress {
+			rs := adminRuleSource{action: adminAction(r.Action)}
+			rs.ports, rs.portsSet = anpPorts(r.Ports)
+			for _, p := range r.To {
+				rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks)})
+			}
+			rules = append(rules, rs)
+		}
+	case ClusterNetworkPolicyKind:
+		var o anpv1alpha2.ClusterNetworkPolicy
+		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		ap.tier, ap.priority = tierAdmin, o.Spec.Priority
+		if o.Spec.Tier == anpv1alpha2.BaselineTier {
+			ap.tier = tierBaseline
+		}
+		subject.Namespaces = o.Spec.Subject.Namespaces
+		if p := o.Spec.Subject.Pods; p != nil {
+			subject.Pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.NamespaceSelector, PodSelector: p.PodSelector}
+		}
+		for _, r := range o.Spec.Egress {
+			action := adminAction(r.Action)
+			if r.Action == anpv1alpha2.ClusterNetworkPolicyRuleActionAccept {
+				action = actionAllow
+			}
+			rs := adminRuleSource{action: action}
+			rs.ports, rs.portsSet = cnpProtocols(r.Protocols)
+			for _, p := range r.To {
+				ps := adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, networks: cidrStrings2(p.Networks)}
+				for _, d := range p.DomainNames {
+					ps.domains = append(ps.domains, string(d))
+				}
+				if p.Pods != nil {
+					ps.pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.Pods.NamespaceSelector, PodSelector: p.Pods.PodSelector}
+				}
+				rs.peers = append(rs.peers, ps)
+			}
+			rules = append(rules, rs)
+		}
+	default:
+		return nil, nil
+	}
+	var err error
+	switch {
+	case subject.Namespaces != nil:
+		if ap.nsSel, err = metav1.LabelSelectorAsSelector(subject.Namespaces); err != nil {
+			return nil, fmt.Errorf("%s: spec.subject.namespaces: %w", id, err)
+		}
+	case subject.Pods != nil:
+		if ap.nsSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("%s: spec.subject.pods.namespaceSelector: %w", id, err)
+		}
+		if ap.podSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.PodSelector); err != nil {
+			return nil, fmt.Errorf("%s: spec.subject.pods.podSelector: %w", id, err)
+		}
+		if ml := subject.Pods.PodSelector.MatchLabels; len(ml) > 0 {
+			ap.podKey = sortedKeys(ml)[0]
+			ap.podValue = ml[ap.podKey]
+		}
+	default:
+		return nil, fmt.Errorf("%s: spec.subject: neither namespaces nor pods", id)
+	}
+	tierText := "the admin tier: it is judged before any NetworkPolicy, and its Allow overrides them all"
+	if ap.tier == tierBaseline {
+		tierText = "the baseline tier: it decides the traffic no NetworkPolicy selects the pod for"
+	}
+	for i, rs := range rules {
+		ar := adminRule{action: rs.action}
+		field := fmt.Sprintf("spec.egress[%d]", i)
+		ar.coversAll = !rs.portsSet && coversEveryAddress(rs.peers)
+		if rs.action == actionAllow {
+			ar.findings = m.adminFindings(id, field, rs)
+			ev := fmt.Sprintf("%s (priority %d) selects the pod; it is in %s", id, ap.priority, tierText)
+			if ap.tier == tierBaseline {
+				ev = fmt.Sprintf("%s selects the pod; it is in %s", id, tierText)
+			}
+			for j := range ar.findings {
+				ar.findings[j].evidence = appendEvidence(ev, ar.findings[j].evidence)
+			}
+		}
+		ap.rules = append(ap.rules, ar)
+	}
+	return ap, nil
+}
+
+func cidrStrings(cs []anpv1alpha1.CIDR) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+func cidrStrings2(cs []anpv1alpha2.CIDR) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+func domainStrings(ds []anpv1alpha1.DomainName) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = string(d)
+	}
+	return out
+}
+
+// anpPorts reads v1alpha1 ports; no ports means every port.
+func anpPorts(ps *[]anpv1alpha1.AdminNetworkPolicyPort) ([]portSpec, bool) {
+	if ps == nil {
+		return nil, false
+	}
+	var out []portSpec
+	for _, p := range *ps {
+		switch {
+		case p.PortNumber != nil:
+			out = append(out, portSpec{proto: protoOr(string(p.PortNumber.Protocol)), port: int(p.PortNumber.Port)})
+		case p.PortRange != nil:
+			out = append(out, portSpec{proto: protoOr(string(p.PortRange.Protocol)), port: int(p.PortRange.Start), end: int(p.PortRange.End)})
+		case p.NamedPort != nil:
+			out = append(out, portSpec{proto: "TCP", named: *p.NamedPort})
+		}
+	}
+	return out, true
+}
+
+// cnpProtocols reads v1alpha2 protocols; none means every port.
+func cnpProtocols(ps []anpv1alpha2.ClusterNetworkPolicyProtocol) ([]portSpec, bool) {
+	if len(ps) == 0 {
+		return nil, false
+	}
+	var out []portSpec
+	add := func(proto string, d *anpv1alpha2.Port) {
+		switch {
+		case d == nil:
+			out = append(out, portSpec{proto: proto})
+		case d.Range != nil:
+			out = append(out, portSpec{proto: proto, port: int(d.Range.Start), end: int(d.Range.End)})
+		default:
+			out = append(out, portSpec{proto: proto, port: int(d.Number)})
+		}
+	}
+	for _, p := range ps {
+		switch {
+		case p.TCP != nil:
+			add("TCP", p.TCP.DestinationPort)
+		case p.UDP != nil:
+			add("UDP", p.UDP.DestinationPort)
+		case p.SCTP != nil:
+			add("SCTP", p.SCTP.DestinationPort)
+		case p.DestinationNamedPort != "":
+			out = append(out, portSpec{proto: "TCP", named: p.DestinationNamedPort})
+		}
+	}
+	return out, true
+}
+
+func protoOr(p string) string {
+	if p == "" {
+		return string(corev1.ProtocolTCP)
+	}
+	return strings.ToUpper(p)
+}
+
+// coversEveryAddress: the peers include 0.0.0.0/0 and ::/0.
+func coversEveryAddress(peers []adminPeerSource) bool {
+	v4, v6 := false, false
+	for _, p := range peers {
+		for _, c := range p.networks {
+			pfx, err := parsePrefix(c)
+			if err != nil || pfx.Bits() != 0 {
+				continue
+			}
+			if pfx.Addr().Is4() {
+				v4 = true
+			} else {
+				v6 = true
+			}
+		}
+	}
+	return v4 && v6
+}
+
+// adminFindings judges one Allow rule's destinations against the model,
+// as netpolFindings does for a NetworkPolicy rule.
+func (m *egressModel) adminFindings(id, field string, rs adminRuleSource) []ruleFinding {
+	var out []ruleFinding
+	ports := rs.ports
+	portText := portsText(ports)
+	for j, peer := range rs.peers {
+		pfield := fmt.Sprintf("%s.to[%d]", field, j)
+		for k, c := range peer.networks {
+			sub := fmt.Sprintf("%s.networks[%d]", pfield, k)
+			pfx, err := parsePrefix(c)
+			switch {
+			case err != nil:
+				out = append(out, ruleFinding{check: ANPCIDR, subject: id + " " + sub, expected: "a declared address", actual: "unparsable CIDR " + c,
+					fix: fmt.Sprintf("remove %s from %s", sub, id)})
+			case pfx.Bits() == 0:
+				out = append(out, ruleFinding{check: ANPWorld, subject: id + " " + sub, expected: "only declared destinations",
+					actual: "Allow to " + c + " on " + portText + " — the whole internet",
+					fix:    fmt.Sprintf("remove %s from %s; an admin network policy's Allow overrides every NetworkPolicy, so this reopens egress whatever denies it there", sub, id)})
+			default:
+				if reason, known := m.explainPrefix(pfx, ports); reason == "" {
+					exp := "only declared addresses: " + m.ipsText()
+					if known {
+						exp = m.declaredPorts(pfx)
+					}
+					out = append(out, ruleFinding{check: ANPCIDR, subject: id + " " + sub, expected: exp, actual: "Allow to " + c + " on " + portText,
+						fix: fmt.Sprintf("remove %s from %s, or declare the address in spec.egress.allow with a reason", sub, id)})
+				}
+			}
+		}
+		for k, d := range peer.domains {
+			sub := fmt.Sprintf("%s.domainNames[%d]", pfield, k)
+			live := fqdnRule(d, "")
+			if strings.HasPrefix(d, "*.") {
+				// ANP's "*" matches one or more whole labels: our "*.".
+				live = policy.HostRule{Host: policy.NormalizeHost(d)}
+			}
+			if _, ok := m.explainHost(live, ports); ok {
+				continue
+			}
+			out = append(out, ruleFinding{check: ANPDomain, subject: id + " " + sub, expected: "only declared names: " + m.hostsText(),
+				actual: "Allow to " + d + " on " + portText,
+				fix:    fmt.Sprintf("remove %s from %s, or declare it in spec.egress.allow with a reason", sub, id)})
+		}
+		var inCluster []string
+		if peer.namespaces != nil && !(dnsOnly(ports) || m.adminPeerIsProxy(peer.namespaces, ports)) {
+			inCluster = append(inCluster, "namespaces "+labelSelectorText(peer.namespaces, "every namespace"))
+		}
+		if peer.pods != nil && !(dnsOnly(ports) || m.adminPeerIsProxy(&peer.pods.NamespaceSelector, ports)) {
+			inCluster = append(inCluster, "pods "+labelSelectorText(&peer.pods.PodSelector, "every pod")+" in namespaces "+labelSelectorText(&peer.pods.NamespaceSelector, "every namespace"))
+		}
+		if peer.nodes != nil && !dnsOnly(ports) {
+			inCluster = append(inCluster, "nodes "+labelSelectorText(peer.nodes, "every node"))
+		}
+		for _, desc := range inCluster {
+			out = append(out, ruleFinding{check: ANPPeer, subject: id + " " + pfield, expected: m.peerExpected(), actual: "Allow to " + desc + " on " + portText,
+				fix: fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53) or the proxy", pfield, id)})
+		}
+	}
+	return out
+}
+
+func (m *egressModel) adminPeerIsProxy(nsSel *metav1.LabelSelector, ports []portSpec) bool {
+	return m.proxy != nil && m.proxy.ns != "" && onlyPort(ports, m.proxy.port) && selectsOnlyNamespace(nsSel, m.proxy.ns)
+}
+
+// selecting returns the policies of a tier that select a pod in namespace
+// ns, in the order the tier evaluates them (priority, then name).
+func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels map[string]string) []*adminPolicy {
+	if !idx.sorted {
+		sort.SliceStable(idx.policies, func(i, j int) bool {
+			a, b := idx.policies[i], idx.policies[j]
+			if a.tier != b.tier {
+				return a.tier < b.tier
+			}
+			if a.priority != b.priority {
+				return a.priority < b.priority
+			}
+			return a.id < b.id
+		})
+		for i, ap := range idx.policies {
+			ap.pos = i
+		}
+		idx.sorted, idx.byNS = true, nil
+	}
+	if idx.byNS == nil {
+		idx.byNS = map[string]*[2]adminLookup{}
+	}
+	inNS := idx.byNS[ns]
+	if inNS == nil {
+		inNS = &[2]adminLookup{}
+		nsSet := labels.Set(nsLabels)
+		for _, ap := range idx.policies {
+			if !ap.nsSel.Matches(nsSet) {
+				continue
+			}
+			l := &inNS[ap.tier]
+			if ap.podKey == "" {
+				l.scan = append(l.scan, ap)
+				continue
+			}
+			if l.byLabel == nil {
+				l.byLabel = map[string]map[string][]*adminPolicy{}
+			}
+			if l.byLabel[ap.podKey] == nil {
+				l.byLabel[ap.podKey] = map[string][]*adminPolicy{}
+			}
+			l.byLabel[ap.podKey][ap.podValue] = append(l.byLabel[ap.podKey][ap.podValue], ap)
+		}
+		idx.byNS[ns] = inNS
+	}
+	l := &inNS[tier]
+	var out []*adminPolicy
+	podSet := labels.Set(podLabels)
+	match := func(ap *adminPolicy) {
+		if ap.podSel == nil || ap.podSel.Matches(podSet) {
+			out = append(out, ap)
+		}
+	}
+	for _, ap := range l.scan {
+		match(ap)
+	}
+	if len(l.byLabel) > 0 {
+		for k, v := range podLabels {
+			for _, ap := range l.byLabel[k][v] {
+				match(ap)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].pos < out[j].pos })
+	}
+	return out
+}
+
+// tierVerdict walks a tier's selecting policies in order: the findings of
+// every Allow rule that traffic can still reach, and whether a Deny (or,
+// for the admin tier, a Pass) of everything ends the tier before the rest.
+type tierVerdict struct {
+	hits     []*adminRule
+	ids      []string
+	denyAll  string // the policy whose Deny of everything ends the tier
+	passAll  string // the policy whose Pass of everything hands all traffic on
+	selected []string
+}
+
+func walkTier(aps []*adminPolicy) tierVerdict {
+	var v tierVerdict
+	for _, ap := range aps {
+		v.selected = append(v.selected, ap.id)
+		for i := range ap.rules {
+			r := &ap.rules[i]
+			switch {
+			case r.action == actionAllow && len(r.findings) > 0:
+				v.hits = append(v.hits, r)
+				v.ids = append(v.ids, ap.id)
+			case r.action == actionDeny && r.coversAll:
+				v.denyAll = ap.id
+				return v
+			case r.action == actionPass && r.coversAll:
+				v.passAll = ap.id
+				return v
+			}
+		}
+	}
+	return v
+}
+
+// adminKnown says whether any cluster-wide policy was loaded.
+func (idx *adminIndex) known() bool { return len(idx.policies) > 0 }
