@@ -74,6 +74,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	if !ok {
 		return report.ExitBadInput
 	}
+	o.out.policy = p
 	kube := o.kubeconfig != "" || o.kubeContext != ""
 	if o.wouldRefuse {
 		return a.driftWouldRefuse(ctx, &o, p, kube, logger)
