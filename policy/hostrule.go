@@ -279,7 +279,14 @@ func checkHostname(h string) error {
 	if len(h) > 253 {
 		return fmt.Errorf("name longer than 253 characters")
 	}
-	for _, label := range strings.Split(h, ".") {
+	labels := strings.Split(h, ".")
+	if last := labels[len(labels)-1]; last != "" && strings.Trim(last, "0123456789") == "" {
+		// A top-level domain is never all digits (RFC 3696): such a "name"
+		// is an address in disguise, and a pattern over it ("*.0.0.0")
+		// would match addresses the way no name rule does.
+		return fmt.Errorf("the last label %q is all digits: that is an address, not a host name", last)
+	}
+	for _, label := range labels {
 		if label == "" {
 			return fmt.Errorf("empty label")
 		}

@@ -42,6 +42,8 @@ func TestHostRuleMatches(t *testing.T) {
 		{"*.example.com", "-x.example.com", 443, false},
 		{"*.example.com", "x..example.com", 443, false},
 		{"10.0.0.1", "10.0.0.1%eth0", 80, false},
+		{"*.example.com", "1.example.com", 443, true},
+		{"*", "10.0.0.1", 443, true}, // "*" is every destination, addresses included
 	}
 	for _, c := range cases {
 		r, err := ParseHostRule(c.rule)
@@ -57,7 +59,9 @@ func TestHostRuleMatches(t *testing.T) {
 func TestHostRuleRejects(t *testing.T) {
 	for _, bad := range []string{"", "api.*.com", "*example.com", "a..b", "-a.com", "a_b!.com", "x.com:0", "x.com:99999", "x.com:http", "**.com", strings.Repeat("a", 64) + ".com",
 		// Each of these would normalise to a rule broader than written.
-		"*.", "*.:443", "*..", ".", "..", "[*]", "[*]:443", "[api.example.com]", "[10.0.0.1]", "fe80::1%eth0", "\u212a.com", "a b.com"} {
+		"*.", "*.:443", "*..", ".", "..", "[*]", "[*]:443", "[api.example.com]", "[10.0.0.1]", "fe80::1%eth0", "\u212a.com", "a b.com",
+		// An all-digit top-level label is an address in disguise.
+		"*.0.0.0", "1.2.3", "10.0.0.1.", "*.10"} {
 		if _, err := ParseHostRule(bad); err == nil {
 			t.Errorf("%q parsed without error", bad)
 		}

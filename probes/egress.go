@@ -377,7 +377,7 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 		f.Actual = r.Class + " instead of " + a.Expect + ": the blocking behaviour changed"
 		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.Subject)
 	case a.Expect != "":
-		f.Status, f.Actual = report.Pass, r.Class
+		f.Status, f.Actual = report.Pass, r.Class+stoppedByText(ev)
 	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:
 		// Only the proxy's own refusal shows its allow-list denies the destination.
 		return inconclusive(fmt.Sprintf("%s (%s): the proxy never refused it, so its allow-list is untested", r.Class, r.Detail),
@@ -389,13 +389,16 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 		return inconclusive(fmt.Sprintf("%s (%s): a failure that cannot be told apart from the probe's own", r.Class, r.Detail),
 			"read the evidence; if this is how the path is meant to fail, pin it with expect: "+r.Class)
 	default:
-		f.Status = report.Pass
-		f.Actual = r.Class
-		if ev.StoppedBy != "" {
-			f.Actual += " (stopped by the " + ev.StoppedBy + ")"
-		}
+		f.Status, f.Actual = report.Pass, r.Class+stoppedByText(ev)
 	}
 	return f
+}
+
+func stoppedByText(ev report.Attempt) string {
+	if ev.StoppedBy == "" {
+		return ""
+	}
+	return " (stopped by the " + ev.StoppedBy + ")"
 }
 
 // baseFinding is the finding every attempt starts from; made is false for

@@ -1,7 +1,9 @@
 // Package probes owns the in-sandbox checks: what a sandbox can really do,
 // seen from inside it. It runs in a hostile, read-only, capability-less box,
-// so it stays small: the standard library, x/sys, the policy and report
-// packages, conc for fan-out and chromedp for the browser check.
+// so it stays small: the standard library, x/sys, x/net's dnsmessage (the
+// DNS wire format its own resolver speaks, the package the standard
+// library's resolver uses), the policy and report packages, conc for
+// fan-out and chromedp for the browser check.
 //
 // Every check is listed once, in Catalogue; `sandprobe checks`, the docs and
 // the probe itself all read that table.

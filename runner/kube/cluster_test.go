@@ -328,6 +328,27 @@ spec:
 `, name, clusterNS))
 	t.Cleanup(func() {
 		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name, "--ignore-not-found").Run()
+		// The API server keeps enforcing a deleted policy for a moment: hand
+		// the cluster on (its lock is shared by every checkout's tests) only
+		// once a sandbox pod is admitted again.
+		pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: admission-probe, namespace: %s, labels: {sandbox: "true"}}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: c
+    image: sandprobe.local/none
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+`, clusterNS)
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "create", "--dry-run=server", "-f", "-")
+			cmd.Stdin = strings.NewReader(pod)
+			if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), name) {
+				return
+			}
+		}
+		t.Errorf("admission policy %s still enforced 30s after its deletion", name)
 	})
 	// The API server picks the policy up within a second or two.
 	deadline := time.Now().Add(30 * time.Second)
