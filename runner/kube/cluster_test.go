@@ -604,6 +604,55 @@ func TestClusterControl(t *testing.T) {
 			t.Errorf("left behind in %s: %s", ns, out)
 		}
 	}
+
+	// The control under the way clusters restrict it: a default-deny of
+	// egress in every namespace, the control's included. Its own line names
+	// the policy. What it proves depends on timing, not on luck in the
+	// verdict: kube-router programs a new pod's firewall about a second
+	// after it starts (hack/cluster/README.md), and a runc control pod dials
+	// before that (every time here), so its answers are real answers from
+	// live targets and prove their denies; whatever it missed is unproven,
+	// never a pass. TestLabControl drops everything leaving the lab's
+	// control vantage and sees every direct deny unproven; TestControl does
+	// the same on a real API server with its namespace's policy.
+	t.Run("control under a default-deny", func(t *testing.T) {
+		e.apply(t, "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: default-deny, namespace: "+controlNS+"}\nspec: {podSelector: {}, policyTypes: [Egress]}\n")
+		t.Cleanup(func() {
+			exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", controlNS, "delete", "networkpolicy", "default-deny", "--ignore-not-found").Run()
+		})
+		r := e.run(t, doc, "--probe-image", labImageRef, "--control-namespace", controlNS, "-o", "text")
+		var summary report.Finding
+		for _, f := range r.report.Findings {
+			if f.Check == CheckControl {
+				summary = f
+			}
+		}
+		t.Logf("exit %d in %.1fs; control: %s: %s", r.code, r.seconds, summary.Status, summary.Actual)
+		if !strings.Contains(summary.Actual, "restricted by networkpolicy/"+controlNS+"/default-deny") {
+			t.Errorf("the control's line does not name the policy that restricts it: %s", summary.Actual)
+		}
+		proven, unproven := 0, 0
+		for _, f := range r.report.Findings {
+			if f.Deny == "" || strings.HasSuffix(f.Subject, " via proxy") {
+				continue
+			}
+			switch {
+			case f.Deny == report.DenyProven && f.Control == report.ClassAnswered && f.Status == report.Pass:
+				proven++
+			case f.Deny == report.DenyUnproven && f.Status != report.Pass:
+				unproven++
+			default:
+				t.Errorf("%s: %s, deny %s, control %q: a deny is proven by the control's answer and nothing else (%s)", f.Name(), f.Status, f.Deny, f.Control, f.Evidence)
+			}
+		}
+		t.Logf("direct denies: %d proven by answers the control got (inside kube-router's start-up window), %d unproven", proven, unproven)
+		if want := map[bool]report.Status{true: report.Inconclusive, false: report.Pass}[unproven > 0]; summary.Status != want {
+			t.Errorf("control line %s, want %s: restricted, and %d destinations did not answer it", summary.Status, want, unproven)
+		}
+		if r.code != report.ExitNonConformant {
+			t.Errorf("exit %d, want 1 (10.99.20.1 answers nobody)\n%s", r.code, r.stderr)
+		}
+	})
 }
 
 // TestClusterSIGKILL kills the runner with SIGKILL at random points of 20

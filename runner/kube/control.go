@@ -118,14 +118,23 @@ func (b *Backend) controlSummary(r *run, target, ns string, ctl report.ProbeResu
 		seen = append(seen, c.Subject+": "+cmp.Or(c.Class, string(c.Status)))
 	}
 	where := "the control pod in namespace " + ns
+	var restricted []string
 	if s := r.survey; s != nil && s.err == nil && pod != nil {
-		if pols := s.engine.EgressPolicies(ns, pod.Labels, "default"); len(pols) > 0 {
-			where += " (restricted by " + strings.Join(pols, ", ") + ": it may prove fewer denies)"
+		if restricted = s.engine.EgressPolicies(ns, pod.Labels, "default"); len(restricted) > 0 {
+			where += " (restricted by " + strings.Join(restricted, ", ") + ": it may prove fewer denies)"
 		} else {
 			where += " (no egress policy selects it)"
 		}
 	}
 	f.Actual = fmt.Sprintf("%s dialled %d destinations; %d answered, so only their denies are proven", where, len(ctl.Findings), answered)
+	// The way a control breaks in the real world: a default-deny in its
+	// namespace (a cluster that denies egress everywhere) stops it as it
+	// stops the sandboxes. Its misses then say nothing about the targets;
+	// the vantage itself is what needs fixing, and its line says so.
+	if len(restricted) > 0 && answered < len(ctl.Findings) {
+		f.Status = report.Inconclusive
+		f.Fix = fmt.Sprintf("let the control pod (label %s=sandprobe-control) reach the must-fail destinations: an egress NetworkPolicy in namespace %s that allows it, or a --control-namespace no egress policy restricts", render.LabelName, ns)
+	}
 	slices.Sort(seen)
 	f.Evidence = strings.Join(seen, "; ")
 	return f

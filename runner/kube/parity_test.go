@@ -279,6 +279,10 @@ func TestControl(t *testing.T) {
 		control func(probes.Attempt) string // nil: the control pod crashes
 		want    map[string][2]string        // status, deny
 		failed  bool
+		// restrict puts a default-deny egress policy in the control's
+		// namespace; summary is then the control line's status.
+		restrict bool
+		summary  report.Status
 	}{
 		{"a control that answers and one that is refused", func(a probes.Attempt) string {
 			if a.Host == "10.0.0.2" {
@@ -289,11 +293,20 @@ func TestControl(t *testing.T) {
 			"egress.must-fail 10.0.0.1:443":      {"pass", "proven"},
 			"egress.must-fail 10.0.0.2:443":      {"inconclusive", "unproven"},
 			"egress.metadata 169.254.169.254:80": {"pass", "proven"},
-		}, false},
+		}, false, false, report.Pass},
+		// How a control breaks in the real world: the cluster denies egress
+		// in every namespace, the control's included, so it is refused
+		// exactly like the sandbox. Nothing is proven, nothing passes, and
+		// the control's own line names the policy that stops it.
+		{"a control under a default-deny of its namespace", func(probes.Attempt) string { return "refused" }, map[string][2]string{
+			"egress.must-fail 10.0.0.1:443":      {"inconclusive", "unproven"},
+			"egress.must-fail 10.0.0.2:443":      {"inconclusive", "unproven"},
+			"egress.metadata 169.254.169.254:80": {"inconclusive", "unproven"},
+		}, false, true, report.Inconclusive},
 		{"a control that crashes", nil, map[string][2]string{
 			"egress.must-fail 10.0.0.1:443":      {"inconclusive", "unproven"},
 			"egress.metadata 169.254.169.254:80": {"inconclusive", "unproven"},
-		}, true},
+		}, true, false, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -305,6 +318,9 @@ func TestControl(t *testing.T) {
 				k.running(ctx, pod)
 				k.exit(ctx, pod, 0, "Completed", message(t, denies(pod)))
 			})
+			if c.restrict {
+				ctl.egressPolicy("default-deny", metav1.LabelSelector{})
+			}
 			ck := ctl.kubelet(nil)
 			ck.control, ck.crashControl = c.control, c.control == nil
 			b := f.backend()
@@ -340,8 +356,19 @@ func TestControl(t *testing.T) {
 				}
 				return
 			}
-			if summary == nil || len(summary.Findings) != 1 || summary.Findings[0].Check != CheckControl || !strings.Contains(summary.Findings[0].Actual, "no egress policy selects it") {
-				t.Errorf("control summary %+v", summary)
+			for _, fd := range probe.Findings {
+				if fd.Deny != "" && fd.Status == report.Pass && fd.Deny != report.DenyProven {
+					t.Errorf("%s passes with deny %s", fd.Name(), fd.Deny)
+				}
+			}
+			says := "no egress policy selects it"
+			if c.restrict {
+				says = "restricted by networkpolicy/" + ctl.ns + "/default-deny"
+			}
+			if summary == nil || len(summary.Findings) != 1 || summary.Findings[0].Check != CheckControl || summary.Findings[0].Status != c.summary || !strings.Contains(summary.Findings[0].Actual, says) {
+				t.Errorf("control summary %+v, want %s saying %q", summary, c.summary, says)
+			} else if c.restrict && !strings.Contains(summary.Findings[0].Fix, "--control-namespace") {
+				t.Errorf("control summary fix %q", summary.Findings[0].Fix)
 			}
 			ck.mu.Lock()
 			pod := ck.controlPod

@@ -215,8 +215,10 @@ func newRandomQueries(before, after []string) []string {
 // port nothing listens on (a TCP reset from the host itself, exactly what a
 // REJECT rule looks like from inside) and the router (which refuses
 // everyone) are unproven: inconclusive, never a pass, counted in
-// sandprobe_egress_denies_unproven. Without a control, no direct deny is
-// proven; the proxy's own refusal still is.
+// sandprobe_egress_denies_unproven. A control under a default-deny of its
+// own (every packet leaving it dropped) proves nothing, and nothing passes
+// on it. Without a control, no direct deny is proven; the proxy's own
+// refusal still is.
 func TestLabControl(t *testing.T) {
 	testenv.Lab(t)
 	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
@@ -244,10 +246,12 @@ spec:
     timeout: 2s
 `)
 	cases := []struct {
-		control string
+		name, control string
+		// blocked gives the control vantage a default-deny of its own.
+		blocked bool
 		want    map[string][3]string // finding → status, deny, control class
 	}{
-		{"sp-control", map[string][3]string{
+		{"sp-control", "sp-control", false, map[string][3]string{
 			"egress.must-fail blocked.lab.test:443":           {"pass", "proven", "answered"},
 			"egress.must-fail 10.99.20.11:443":                {"pass", "proven", "answered"},
 			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "refused"},
@@ -256,14 +260,30 @@ spec:
 			"egress.proxy-bypass api.lab.test:443 direct":     {"pass", "proven", "answered"},
 			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
 		}},
-		{"", map[string][3]string{
+		// The control broken the way the real world breaks it: a firewall
+		// on the control's side that drops everything leaving it (a
+		// default-deny). The control gets no answer from anything, so
+		// nothing it missed proves a deny: every direct deny is unproven,
+		// never a pass; the proxy's own refusals stay proven.
+		{"sp-control under a default-deny", "sp-control", true, map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail 10.99.20.11:443":                {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "timeout"},
+			"egress.metadata 10.99.169.254:80":                {"inconclusive", "unproven", "timeout"},
+			"egress.proxy-bypass api.lab.test:443 direct":     {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+		{"none", "", false, map[string][3]string{
 			"egress.must-fail blocked.lab.test:443":           {"inconclusive", "unproven", ""},
 			"egress.must-fail 10.99.20.11:443":                {"inconclusive", "unproven", ""},
 			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
 		}},
 	}
 	for _, c := range cases {
-		t.Run("control="+c.control, func(t *testing.T) {
+		t.Run("control="+c.name, func(t *testing.T) {
+			if c.blocked {
+				blockControl(t)
+			}
 			run := labRunControl(t, doc, c.control)
 			fs := egressOnly(run)
 			for name, want := range c.want {
@@ -273,14 +293,42 @@ spec:
 					t.Errorf("%s: status, deny, control %q, want %q (%s; %s)", name, got, want, f.Actual, f.Evidence)
 				}
 			}
+			for _, f := range fs {
+				if f.Status == report.Pass && f.Deny != "" && f.Deny != report.DenyProven {
+					t.Errorf("%s passes with deny %q", f.Name(), f.Deny)
+				}
+			}
 			if run.ExitCode() != report.ExitNonConformant {
 				t.Errorf("exit %d, want 1: an unproven deny is never a pass", run.ExitCode())
 			}
-			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 2, "": 6}[c.control]); got != want {
+			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 2, "sp-control under a default-deny": 6, "none": 6}[c.name]); got != want {
 				t.Errorf("%s = %v, want %v", report.MetricEgressDeniesUnproven, got, want)
 			}
 		})
 	}
+}
+
+// blockControl drops every packet leaving the lab's control namespace but
+// loopback, for the rest of the test (which holds the lab's lock).
+func blockControl(t *testing.T) {
+	t.Helper()
+	nft := func(rules string) error {
+		cmd := exec.Command("ip", "netns", "exec", "sp-control", "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rules)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nft in sp-control: %w\n%s", err, out)
+		}
+		return nil
+	}
+	if err := nft("table inet sp_test_default_deny {\n chain out { type filter hook output priority 0; policy drop; oifname \"lo\" accept; }\n}\n"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nft("delete table inet sp_test_default_deny\n"); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // gaugeSum is the sum of a gauge's series once the run is observed.
