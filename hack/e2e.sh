@@ -125,8 +125,11 @@ cleanup() {
         kc -n "$ns" logs "$j" --tail=80 2>&1
       done
     } > "$out/failure.txt" 2>&1 || true
-    printf '\n%se2e failed (exit %d): state in %s/failure.txt, cluster logs in %s%s\n' \
-      "$red" "$code" "$out" "${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs" "$reset" >&2
+    # The cluster's logs (kube-router, apiserver, kubelet) go down with it.
+    rm -rf "$out/cluster-logs"
+    cp -r "${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs" "$out/cluster-logs" 2>/dev/null || true
+    printf '\n%se2e failed (exit %d): state in %s/failure.txt, cluster logs in %s/cluster-logs%s\n' \
+      "$red" "$code" "$out" "$out" "$reset" >&2
     tail -n 40 "$out/failure.txt" >&2 || true
   fi
   nft delete table $witness 2>/dev/null || true
