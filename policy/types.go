@@ -75,11 +75,16 @@ type Spec struct {
 	Selector Selector `json:"selector"`
 	// Namespaces are where sandboxes live: a pod here without the selector's
 	// labels is drift (it escapes every network policy that keys on them).
-	Namespaces      []string      `json:"namespaces,omitempty"`
-	Runtime         Runtime       `json:"runtime"`
-	Identity        Identity      `json:"identity"`
-	Filesystem      Filesystem    `json:"filesystem"`
-	Capabilities    []string      `json:"capabilities"`
+	Namespaces   []string   `json:"namespaces,omitempty"`
+	Runtime      Runtime    `json:"runtime"`
+	Identity     Identity   `json:"identity"`
+	Filesystem   Filesystem `json:"filesystem"`
+	Capabilities []string   `json:"capabilities"`
+	// Devices are the device nodes beyond the container default set (null,
+	// zero, full, random, urandom, tty, console, ptmx, pts) a sandbox is
+	// meant to hold, by path: "/dev/fuse", "/dev/net/tun". Any other device
+	// node is an escape precondition (check escape.devices).
+	Devices         []string      `json:"devices,omitempty"`
 	NoNewPrivileges *bool         `json:"noNewPrivileges,omitempty"`
 	Seccomp         string        `json:"seccomp,omitempty" validate:"omitempty,oneof=RuntimeDefault Localhost Unconfined"`
 	SeccompProfile  string        `json:"seccompProfile,omitempty"`

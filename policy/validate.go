@@ -211,6 +211,11 @@ func (s *Spec) validate(c *collector) {
 			c.add(pth, fmt.Sprintf("bad glob %q: %v", pat, err))
 		}
 	}
+	for i, d := range s.Devices {
+		if !strings.HasPrefix(d, "/dev/") || path.Clean(d) != d {
+			c.add(fmt.Sprintf("spec.devices[%d]", i), fmt.Sprintf("must be a clean path under /dev/, got %q", d))
+		}
+	}
 	for i, cr := range s.Credentials {
 		if cr.MountPath != "" && !strings.HasPrefix(cr.MountPath, "/") {
 			c.add(fmt.Sprintf("spec.credentials[%d].mountPath", i), "must be an absolute path")

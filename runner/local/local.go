@@ -47,6 +47,14 @@ type Sandbox struct {
 	Binds        []string // host files made visible read-only at the same path (a CA bundle)
 	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
 	Hostname     string
+
+	// Escape preconditions, for sabotage only (the escape checks must see them).
+	HostPID      bool     // no PID namespace of its own: the host's processes are visible
+	Sockets      []string // a listening socket at each path, mode 0666: a stand-in for a runtime's API socket
+	Devices      []string // host device nodes bound into the sandbox at the same path
+	HostRoot     string   // the host's root filesystem bound (read-only, not its submounts) at this path
+	WritableProc bool     // /proc/sys and /proc/sysrq-trigger stay read-write (runc makes them read-only)
+	WritableSys  bool     // /sys, its cgroup tree included, is bound read-write
 }
 
 // CapSets names capabilities to leave in each set.
@@ -180,7 +188,10 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.ExtraFiles = []*os.File{specR}
 	cmd.Env = []string{} // the probe's environment comes from the Sandbox only
-	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+	if !b.Sandbox.HostPID {
+		flags |= syscall.CLONE_NEWPID
+	}
 	if b.Sandbox.NetNS == "" {
 		flags |= syscall.CLONE_NEWNET
 	}
