@@ -94,8 +94,10 @@ func judgePtrace(procDir string, self int, capPtrace bool, syscallErr error) rep
 		return pass("", exp, "ptrace(2) is filtered ("+errnoName(syscallErr)+"), though the kernel's read check admits "+firstN(readable, 2), evidence)
 	case scope == 3:
 		return pass("", exp, "Yama forbids every attach (ptrace_scope 3)", evidence)
-	case scope >= 1 && !capPtrace:
-		return pass("", exp, fmt.Sprintf("Yama ptrace_scope %d lets this process attach only to its descendants (it has none besides its own)", scope), evidence)
+	case scope == 1 && !capPtrace:
+		return pass("", exp, "Yama ptrace_scope 1 lets this process attach only to its own descendants", evidence)
+	case scope == 2 && !capPtrace:
+		return pass("", exp, "Yama ptrace_scope 2 lets only a holder of CAP_SYS_PTRACE attach", evidence)
 	}
 	return fail("", exp, fmt.Sprintf("%s can be ptraced: %s", count(len(readable), "other process", "other processes"), firstN(readable, 3)), evidence)
 }

@@ -113,6 +113,12 @@ func Catalogue() []Check {
 		{ID: "creds.env-secrets", Run: checkEnvSecrets,
 			Proves: "no environment variable whose name looks like a credential holds anything but a declared placeholder",
 			Fix:    "remove the variable from the sandbox's environment and let the broker inject the credential outside the sandbox"},
+		{ID: "creds.scope", Run: checkCredsScope, Network: true, Late: true,
+			Proves: "each declared Kubernetes credential (spec.credentials[].kubernetes) may do no more than its declared scope: the probe asks the API server with the credential itself (SelfSubjectRulesReview, and a SelfSubjectAccessReview for each verb that matters: secrets get/list/watch, pods create, pods/exec and attach create, tokens, impersonation, role bindings, writes, everything); a credential the server refuses (expired, revoked) is an error, never a pass; its secret is in no output",
+			Fix:    "bind the credential's user to a role with no more than the declared scope (view-only: the view ClusterRole), or declare what it really needs",
+			Applies: func(p *policy.Policy) bool {
+				return slices.ContainsFunc(p.Spec.Credentials, func(c policy.Credential) bool { return c.Kubernetes != nil })
+			}},
 		// Escape preconditions: observed only (stat, open for reading,
 		// access(2), connect(2), /proc); nothing is written, loaded or attached.
 		{ID: "escape.runtime-socket", Run: checkRuntimeSocket,

@@ -244,6 +244,20 @@ func buildRoot(s initSpec) error {
 			return fmt.Errorf("mount tmpfs at %s: %w", w, err)
 		}
 	}
+	// After the tmpfs mounts, so a credential under a writable path stays visible.
+	for _, m := range sb.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", m.Source, err)
+		}
+		dst := filepath.Join(root, m.Target)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("mount %s at %s: %w", m.Source, m.Target, err)
+		}
+		if err := bindReadOnly(m.Source, dst, fi.IsDir()); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

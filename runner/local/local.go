@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ type Sandbox struct {
 	Seccomp      bool
 	KeepCaps     CapSets  // capabilities deliberately left in (sabotage)
 	Binds        []string // host files made visible read-only at the same path (a CA bundle)
+	Mounts       []Mount  // host files or directories mounted read-only elsewhere (a declared credential)
 	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
 	Hostname     string
 
@@ -55,6 +57,12 @@ type Sandbox struct {
 	HostRoot     string   // the host's root filesystem bound (read-only, not its submounts) at this path
 	WritableProc bool     // /proc/sys and /proc/sysrq-trigger stay read-write (runc makes them read-only)
 	WritableSys  bool     // /sys, its cgroup tree included, is bound read-write
+}
+
+// Mount is a read-only bind of a host path at another path in the sandbox.
+type Mount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // CapSets names capabilities to leave in each set.
@@ -96,6 +104,13 @@ func SandboxFor(p *policy.Policy, netns string) Sandbox {
 	}
 	if s.Egress.CAFile != "" {
 		sb.Binds = append(sb.Binds, s.Egress.CAFile)
+	}
+	// A declared credential whose source is a path on this machine is
+	// mounted read-only where the policy says, as docker --mount would.
+	for _, c := range s.Credentials {
+		if filepath.IsAbs(c.Source) {
+			sb.Mounts = append(sb.Mounts, Mount{Source: c.Source, Target: c.MountPath})
+		}
 	}
 	for _, c := range s.Capabilities { // declared capabilities stay in the bounding set
 		sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, c)
