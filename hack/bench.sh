@@ -47,3 +47,7 @@ go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout
 echo
 echo "== regression → failing run: an allow-all NetworkPolicy under kube-router, sandprobe serve every 15 s on the real cluster, vs a green run of the same serve (goal: the first run after the regression fails, within one cycle) =="
 go test ./runner/kube -run '^$' -bench BenchmarkRegressionToFailingRun -benchtime 3x -timeout 20m | grep -E '^(Benchmark|regression)' || exit 1
+
+echo
+echo "== egress page: a 10-node run (10 egress findings each) + drift on 200 objects, with 24 runs of history, vs the JSON report of the same run (goal: ≤ 250 ms a render; it is rendered per request) =="
+go test ./page -run '^$' -bench BenchmarkPage -benchtime 20x | grep -E '^Benchmark' || exit 1

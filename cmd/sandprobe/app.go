@@ -195,3 +195,14 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// flagGiven says whether the flag was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -31,6 +32,9 @@ func (a *app) cmdChecks(_ context.Context, args []string) int {
 		for _, r := range drift.Rules() {
 			fmt.Fprintf(tw, "%s\t%s\t\t%s\n", r.ID, r.Kind(), r.Proves)
 		}
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "ADMISSION\t\t\tPROVES")
+		fmt.Fprintf(tw, "%s\tpod\t\t%s\n", admission.CheckWouldRefuse, admission.Proves)
 		tw.Flush()
 	case "json":
 		type entry struct {
@@ -44,6 +48,7 @@ func (a *app) cmdChecks(_ context.Context, args []string) int {
 		for _, r := range drift.Rules() {
 			list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
 		}
+		list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(list); err != nil {
@@ -82,6 +87,13 @@ func writeChecksMarkdown(w io.Writer, cat []probes.Check) {
 	fmt.Fprintln(w, "## drift")
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "The %d drift rules that compare live pods, Sandbox objects, NetworkPolicies, Cilium policies and Docker containers with the policy from outside are listed in [drift.md](drift.md).\n", len(drift.Rules()))
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "## admission")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "### `%s`\n\n", admission.CheckWouldRefuse)
+	fmt.Fprintf(w, "- **Proves:** %s\n", admission.Proves)
+	fmt.Fprintf(w, "- **Fix when it fails:** %s\n", admission.Fix)
+	fmt.Fprintln(w, "- **Runs:** `sandprobe drift --would-refuse` (the audit stage before the binding says Deny; see [kubernetes.md](kubernetes.md#rolling-it-out-audit-then-warn-then-deny))")
 }
 
 func yesNo(b bool) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandprobe/sandprobe/drift"
@@ -34,6 +35,7 @@ type driftOptions struct {
 	inspect     stringList
 	pageSize    int64
 	timeout     time.Duration
+	wouldRefuse bool
 	out         outputs
 	lf          logFlags
 }
@@ -53,6 +55,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	fs.Var(&o.inspect, "inspect", "check containers in this `docker inspect` JSON file; repeatable")
 	fs.Int64Var(&o.pageSize, "page-size", 500, "list page size (objects per request)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
+	fs.BoolVar(&o.wouldRefuse, "would-refuse", false, "instead of drift: list the live pods (or the pods in -f files) that the sandbox admission policy (render --format admission) would refuse if its binding said Deny, with why; exit 1 when there is one")
 	o.out.register(fs)
 	o.lf.register(fs)
 	if code, ok := parse(fs, args); !ok {
@@ -71,7 +74,11 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	if !ok {
 		return report.ExitBadInput
 	}
+	o.out.policy = p
 	kube := o.kubeconfig != "" || o.kubeContext != ""
+	if o.wouldRefuse {
+		return a.driftWouldRefuse(ctx, &o, p, kube, logger)
+	}
 	if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
 		if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
 			fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE or --inspect FILE")
@@ -160,22 +167,31 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 }
 
 func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector, logger *slog.Logger) error {
+	api, cfg, err := o.kubeAPI()
+	if err != nil {
+		return err
+	}
+	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Source: "the cluster at " + cfg.Host, Logger: logger}
+	return scan.Run(ctx, col)
+}
+
+// kubeAPI is the drift client of --kubeconfig and --context.
+func (o *driftOptions) kubeAPI() (drift.KubeAPI, *rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
 		rules.ExplicitPath = o.kubeconfig
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
 	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	// A handful of paged lists: client-side throttling would only add waits.
 	cfg.QPS, cfg.Burst = 50, 100
 	api, err := drift.NewKubeAPI(cfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Source: "the cluster at " + cfg.Host, Logger: logger}
-	return scan.Run(ctx, col)
+	return api, cfg, nil
 }
 
 func (a *app) driftDocker(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector) error {

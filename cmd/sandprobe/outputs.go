@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sandprobe/sandprobe/page"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -24,6 +29,12 @@ type outputs struct {
 	metricsFile string
 	pushgateway string
 	cluster     string
+	htmlFile    string
+	// What the HTML page shows besides the run: the policy's allowances
+	// and reasons (set by the command once the policy is loaded) and, under
+	// serve, the last runs.
+	policy  *policy.Policy
+	history *page.History
 }
 
 func (o *outputs) register(fs *flag.FlagSet) {
@@ -39,6 +50,7 @@ func (o *outputs) registerFiles(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
 	fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
 	fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
+	fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")
 }
 
 func (o *outputs) check() error {
@@ -52,6 +64,13 @@ func (o *outputs) check() error {
 
 // checkFiles checks the flags registerFiles adds.
 func (o *outputs) checkFiles() error {
+	if o.htmlFile != "" {
+		// Found before the run, not after it: a page that cannot be
+		// written is a mistake in the command line.
+		if err := checkWritableDir(o.htmlFile); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+	}
 	if o.pushgateway != "" {
 		u, err := url.Parse(o.pushgateway)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -79,6 +98,25 @@ func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose boo
 	return o.writeFiles(ctx, run, nil)
 }
 
+// checkWritableDir makes sure a file can be created beside path (the
+// atomic write's temporary file) and that path is not a directory.
+func checkWritableDir(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot write %s: %v", path, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
 // writeFiles writes the report files and ships the metrics. g holds the
 // metrics of a long-running process (serve); when nil, they are made from
 // this run alone.
@@ -90,6 +128,11 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 	}
 	if o.jsonFile != "" {
 		if err := report.WriteRunFile(o.jsonFile, report.JSON{}, run); err != nil {
+			return err
+		}
+	}
+	if o.htmlFile != "" {
+		if err := page.WriteFile(o.htmlFile, page.Page{Policy: o.policy, Run: run, History: o.history, Now: time.Now()}); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -24,10 +25,22 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
 	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
 	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
-	var egress string
+	var egress, mode string
 	fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
+	fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the binding's validationActions: deny (refuse the pod), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see `sandprobe drift --would-refuse` before deny")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	// Before the policy is read: a typo in the stage must not go unnoticed
+	// behind a policy error, nor be ignored by a format that has no stage.
+	actions, err := admission.ParseMode(mode)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe render: --mode: %v\n", err)
+		return report.ExitBadInput
+	}
+	if format != "admission" && flagGiven(fs, "mode") {
+		fmt.Fprintf(a.stderr, "sandprobe render: --mode applies to --format admission only, not %q\n", format)
+		return report.ExitBadInput
 	}
 	p, raw, ok := a.loadPolicy(policyPath)
 	if !ok {
@@ -56,7 +69,7 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 			return report.ExitCouldNotRun
 		}
 	case "admission":
-		return a.renderAdmission(p, raw, namespace)
+		return a.renderAdmission(p, raw, namespace, actions)
 	case "rbac":
 		return a.renderRBAC(p, namespace)
 	case "docker", "docker-json":

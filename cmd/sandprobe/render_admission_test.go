@@ -11,6 +11,7 @@ import (
 func TestRenderAdmission(t *testing.T) {
 	cases := []struct {
 		name, policy string
+		args         []string
 		code         int
 		stdout       []string // each must appear
 		stderr       string
@@ -23,10 +24,18 @@ func TestRenderAdmission(t *testing.T) {
 		}},
 		{name: "e2e policy", policy: "../../hack/e2e/overlay/policy.yaml", code: 0, stdout: []string{`in ["gvisor"]`, "sandprobe.dev/policy: e2e-sandbox"}},
 		{name: "no runtime class", policy: "../../fixtures/lab-policy.yaml", code: 2, stderr: "spec.runtime.classNames is empty"},
+		{name: "audit stage", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "audit"}, code: 0, stdout: []string{"validationActions:\n  - Audit\n"}},
+		{name: "warn stage", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "warn"}, code: 0, stdout: []string{"validationActions:\n  - Warn\n"}},
+		{name: "warn and audit", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "warn,audit"}, code: 0, stdout: []string{"validationActions:\n  - Warn\n  - Audit\n"}},
+		{name: "deny stage", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "deny"}, code: 0, stdout: []string{"validationActions:\n  - Deny\n"}},
+		{name: "unknown stage", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "enforce"}, code: 2, stderr: `sandprobe render: --mode: want deny, warn or audit (or warn,audit), got "enforce"`},
+		{name: "deny and warn", policy: "../../fixtures/policy.yaml", args: []string{"--mode", "deny,warn"}, code: 2, stderr: "deny and warn cannot be combined"},
+		{name: "stage of another format", policy: "../../fixtures/policy.yaml", args: []string{"--format", "yaml", "--mode", "audit"}, code: 2, stderr: "--mode applies to --format admission only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := runApp(t, "", "render", "--format", "admission", "--policy", c.policy)
+			args := append([]string{"render", "--format", "admission", "--policy", c.policy}, c.args...)
+			code, stdout, stderr := runApp(t, "", args...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d\nstderr: %s", code, c.code, stderr)
 			}
@@ -37,6 +46,9 @@ func TestRenderAdmission(t *testing.T) {
 			}
 			if !strings.Contains(stderr, c.stderr) {
 				t.Errorf("stderr %q lacks %q", stderr, c.stderr)
+			}
+			if c.code == 2 && strings.Count(stderr, "\n") != 1 {
+				t.Errorf("bad input must be one line, got %q", stderr)
 			}
 		})
 	}

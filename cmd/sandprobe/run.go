@@ -43,6 +43,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		return report.ExitBadInput
 	}
 	defer cyc.close()
+	out.policy = cyc.policy
 	run := cyc.run(ctx)
 	if err := out.write(ctx, a, run, lf.verbose); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)

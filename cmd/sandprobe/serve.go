@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/robfig/cron/v3"
 
+	"github.com/sandprobe/sandprobe/page"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -30,12 +31,14 @@ func (a *app) cmdServe(ctx context.Context, args []string) int {
 		schedule, listen string
 		runAtStart       bool
 		grace            time.Duration
+		history          int
 	)
 	cf.register(fs)
 	out.registerFiles(fs)
 	lf.register(fs)
 	fs.StringVar(&schedule, "schedule", runner.DefaultSchedule, `when to run: cron (5 fields, or 6 with seconds first) or a descriptor ("@hourly", "@every 10m")`)
-	fs.StringVar(&listen, "listen", ":9090", "address for /metrics, /healthz and /report.json")
+	fs.StringVar(&listen, "listen", ":9090", "address for the egress page (/), /metrics, /healthz and /report.json")
+	fs.IntVar(&history, "history", page.DefaultHistory, "how many runs the egress page keeps, so a reopened host shows as a change over time")
 	fs.BoolVar(&runAtStart, "run-at-start", true, "run once at start instead of waiting for the first scheduled time")
 	fs.DurationVar(&grace, "grace", 20*time.Second, "on SIGTERM, how long a run in flight may finish before it is cancelled (keep it below the pod's terminationGracePeriodSeconds)")
 	if code, ok := parse(fs, args); !ok {
@@ -55,6 +58,9 @@ func (a *app) cmdServe(ctx context.Context, args []string) int {
 	if grace <= 0 {
 		return fail(report.ExitBadInput, "--grace: want a positive duration, got %s", grace)
 	}
+	if history < 1 || history > 10000 {
+		return fail(report.ExitBadInput, "--history: want 1 to 10000 runs, got %d", history)
+	}
 	logger, err := daemonLogger(&lf, a.stderr)
 	if err != nil {
 		return fail(report.ExitBadInput, "%v", err)
@@ -63,6 +69,7 @@ func (a *app) cmdServe(ctx context.Context, args []string) int {
 	if !ok {
 		return report.ExitBadInput
 	}
+	out.policy, out.history = cyc.policy, page.NewHistory(history)
 	srv, err := newServer(cyc.run, &out, grace, logger)
 	if err != nil {
 		return fail(report.ExitCouldNotRun, "%v", err)
@@ -89,7 +96,9 @@ type server struct {
 	out      *outputs
 
 	mu       sync.RWMutex
-	lastJSON []byte // the last published run, rendered once
+	lastJSON []byte      // the last published run, rendered once
+	lastRun  *report.Run // the same, for the egress page
+	started  time.Time
 }
 
 // newServer wires a cycle to the schedule, the metrics and the outputs. The
@@ -110,7 +119,7 @@ func newServer(cycle func(context.Context) report.Run, out *outputs, grace time.
 	if err := self.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go metrics: %w", err)
 	}
-	s := &server{logger: logger, registry: reg, scrape: prometheus.Gatherers{reg, self}, metrics: m, out: out}
+	s := &server{logger: logger, registry: reg, scrape: prometheus.Gatherers{reg, self}, metrics: m, out: out, started: time.Now()}
 	s.sched = &runner.Scheduler{
 		Cycle:   cycle,
 		Publish: s.publish,
@@ -126,6 +135,12 @@ func newServer(cycle func(context.Context) report.Run, out *outputs, grace time.
 // error; the endpoints still show the run.
 func (s *server) publish(ctx context.Context, run report.Run, finished time.Time) {
 	s.metrics.Observe(run, finished)
+	if s.out.history != nil {
+		s.out.history.Add(run)
+	}
+	s.mu.Lock()
+	s.lastRun = &run
+	s.mu.Unlock()
 	var buf bytes.Buffer
 	if err := (report.JSON{}).Write(&buf, run); err != nil {
 		s.logger.Error("render the JSON report", "err", err)
@@ -160,10 +175,42 @@ func (s *server) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "sandprobe serve: /metrics /healthz /report.json\n")
-	})
+	mux.HandleFunc("GET /{$}", s.servePage)
 	return mux
+}
+
+// servePage renders the egress page from the last run and the history, on
+// every request (a few milliseconds), so its ages are those of the moment.
+func (s *server) servePage(w http.ResponseWriter, _ *http.Request) {
+	s.mu.RLock()
+	last := s.lastRun
+	s.mu.RUnlock()
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", page.ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	var buf bytes.Buffer
+	var err error
+	status := http.StatusOK
+	if last == nil {
+		status = http.StatusServiceUnavailable
+		h.Set("Retry-After", "10")
+		name := ""
+		if s.out.policy != nil {
+			name = s.out.policy.Metadata.Name
+		}
+		err = page.Pending(&buf, name, s.started)
+	} else {
+		err = page.Write(&buf, page.Page{Policy: s.out.policy, Run: *last, History: s.out.history, Served: true, Now: time.Now()})
+	}
+	if err != nil {
+		s.logger.Error("render the egress page", "err", err)
+		http.Error(w, "render the egress page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
 }
 
 // serve runs the schedule and the endpoints until ctx is done (SIGTERM),

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/page"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -65,7 +66,7 @@ func startServe(t *testing.T, be runner.Backend, schedule string, runAtStart boo
 	}
 	cyc := &cycle{policy: p, raw: raw, backendName: "fake", backend: be}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := newServer(cyc.run, &outputs{}, grace, logger)
+	srv, err := newServer(cyc.run, &outputs{policy: p, history: page.NewHistory(0)}, grace, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +338,71 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 	for k := range inFile {
 		if !strings.HasPrefix(k, "sandprobe_") {
 			t.Errorf("the metrics file holds %s: node_exporter would reject it as a duplicate of its own", k)
+		}
+	}
+}
+
+// TestServePage: / is the egress page of the last run, sent with a
+// Content-Security-Policy that lets it load nothing; before the first run
+// has finished it says so (503, Retry-After) instead of showing an empty
+// page that could pass for a clean one.
+func TestServePage(t *testing.T) {
+	t.Run("before the first run", func(t *testing.T) {
+		base, _ := startServe(t, newSlowBackend(), "@every 1h", false, time.Second)
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "NO RUN YET") {
+			t.Fatalf("before any run: %d %q", resp.StatusCode, body)
+		}
+	})
+	t.Run("after a run", func(t *testing.T) {
+		base, _ := startServe(t, newSlowBackend(), "@every 1h", true, time.Second)
+		waitFor(t, 5*time.Second, "the first run's report", func() bool {
+			code, _ := get(t, base+"/report.json")
+			return code == http.StatusOK
+		})
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("/: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("Content-Security-Policy %q", csp)
+		}
+		for _, want := range []string{"sandprobe egress page: local-sandbox", `data-check="identity.uid"`, `data-target="node/fake-1"`, `href="/report.json"`, "from the last 1 run."} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+	})
+}
+
+// TestHTMLFlagBadInput: a page that cannot be written, or a history that
+// keeps nothing, is found before anything runs: one line, exit 2.
+func TestHTMLFlagBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"run", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe run: --html: cannot write " + filepath.Join(dir, "missing", "page.html") + ": no such file or directory"},
+		{[]string{"run", "--policy", localPolicy, "--html", dir}, "sandprobe run: --html: " + dir + " is a directory"},
+		{[]string{"serve", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe serve: --html: cannot write"},
+		{[]string{"serve", "--policy", localPolicy, "--history", "0"}, "sandprobe serve: --history: want 1 to 10000 runs, got 0"},
+		{[]string{"drift", "--policy", localPolicy, "-f", "testdata/would-refuse-pods.yaml", "--html", dir}, "sandprobe drift: --html: " + dir + " is a directory"},
+	}
+	for _, c := range cases {
+		code, _, stderr := runApp(t, "", c.args...)
+		if code != report.ExitBadInput || !strings.HasPrefix(stderr, c.stderr) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line %q", c.args, code, stderr, c.stderr)
 		}
 	}
 }
