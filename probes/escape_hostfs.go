@@ -33,12 +33,12 @@ func judgeHostFS(nodes []devNode, mounts []mountEntry) []report.Finding {
 	var blocks []string
 	for _, d := range nodes {
 		if d.block {
-			blocks = append(blocks, fmt.Sprintf("%s [read %s, write %s]", d, yesNo(accessAs(d.path, unix.R_OK) == nil), yesNo(accessAs(d.path, unix.W_OK) == nil)))
+			blocks = append(blocks, fmt.Sprintf("%s [opens for reading %s, access(2) write %s]", d, yesNo(opensForReading(d.path)), yesNo(accessAs(d.path, unix.W_OK) == nil)))
 		}
 	}
 	if len(blocks) > 0 {
 		out = append(out, fail("block devices", expBlock, fmt.Sprintf("%s visible: %s", count(len(blocks), "block device is", "block devices are"), firstN(blocks, 3)),
-			"a block device gives the raw disk under every filesystem permission; evidence from stat(2) and access(2) only"))
+			"a block device gives the raw disk under every filesystem permission; evidence from stat(2), access(2) and an open for reading (the device cgroup answers only an open), nothing read"))
 	} else {
 		out = append(out, pass("block devices", expBlock, "none", fmt.Sprintf("%s under /dev and the mount points, none a block device", count(len(nodes), "device node", "device nodes"))))
 	}
@@ -97,4 +97,15 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// opensForReading opens path read-only and closes it unread: unlike
+// access(2), open(2) asks the device cgroup too (docker --device …:r).
+func opensForReading(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }

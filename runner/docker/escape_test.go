@@ -36,6 +36,7 @@ func TestEscapeSabotagedContainers(t *testing.T) {
 	}
 	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
 	root := func(c *container.Config) { c.User = "0:0" }
+	_, moduleSupport := os.Stat("/proc/modules")
 	cases := []struct {
 		name   string
 		adjust func(*container.Config, *container.HostConfig)
@@ -59,6 +60,14 @@ func TestEscapeSabotagedContainers(t *testing.T) {
 				}
 			}
 		}, []string{"escape.cgroup cgroupfs", "escape.cgroup release_agent", "escape.proc-sys /proc/sys", "escape.proc-sys /sys", "escape.devices", "escape.host-fs block devices"}},
+		{"-v /:/host:ro", func(_ *container.Config, h *container.HostConfig) { h.Binds = append(h.Binds, "/:/host:ro") },
+			[]string{"escape.host-fs host root"}},
+		// This machine's kernel has no module support: there the check
+		// cannot fail, and says why (probes.TestModuleLoad has the failing case).
+		{"--cap-add SYS_MODULE, as root", func(c *container.Config, h *container.HostConfig) {
+			root(c)
+			h.CapAdd = append(h.CapAdd, "SYS_MODULE")
+		}, map[bool][]string{true: {"escape.module-load"}, false: nil}[moduleSupport == nil]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,6 +93,14 @@ func TestEscapeSabotagedContainers(t *testing.T) {
 					t.Errorf("%s: a failure needs expected, actual and fix: %+v", name, *f)
 				}
 				t.Logf("%s: %s", name, report.ExpectedActual(*f))
+			}
+			if len(c.fail) == 0 {
+				for _, f := range run.Findings {
+					if f.Check == "escape.module-load" && (f.Status != report.Pass || !strings.Contains(f.Actual, "no loadable module support")) {
+						t.Errorf("escape.module-load: %s %q", f.Status, f.Actual)
+					}
+				}
+				return
 			}
 			if run.ExitCode() != report.ExitNonConformant {
 				t.Errorf("exit %d, want 1", run.ExitCode())
