@@ -167,6 +167,14 @@ type driftGroup struct {
 	Passed   int
 }
 
+// PassedText is "1 rule passes", "3 rules pass".
+func (g driftGroup) PassedText() string {
+	if g.Passed == 1 {
+		return "1 rule passes"
+	}
+	return strconv.Itoa(g.Passed) + " rules pass"
+}
+
 func build(pg Page) view {
 	run := pg.Run
 	v := view{
