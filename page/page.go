@@ -102,6 +102,7 @@ func dict(kv ...any) (map[string]any, error) {
 // lays it out.
 type view struct {
 	Policy, Backend, Version, Started, Duration, Generated string
+	StartedRFC                                             string // the run's start, exactly, for scripts
 	Result                                                 status
 	Counts                                                 report.Counts
 	Served, Multi                                          bool
@@ -166,12 +167,21 @@ type driftGroup struct {
 	Passed   int
 }
 
+// PassedText is "1 rule passes", "3 rules pass".
+func (g driftGroup) PassedText() string {
+	if g.Passed == 1 {
+		return "1 rule passes"
+	}
+	return strconv.Itoa(g.Passed) + " rules pass"
+}
+
 func build(pg Page) view {
 	run := pg.Run
 	v := view{
 		Policy: run.Policy, Backend: run.Backend, Version: run.Version,
 		Started: stamp(run.StartedAt), Duration: seconds(run.Seconds), Generated: stamp(pg.Now),
 		Counts: run.Counts(), Served: pg.Served, Notes: run.Notes,
+		StartedRFC: run.StartedAt.UTC().Format(time.RFC3339Nano),
 	}
 	switch run.ExitCode() {
 	case report.ExitOK:

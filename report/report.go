@@ -60,6 +60,11 @@ type Finding struct {
 	// on the deny verdicts of egress.must-fail, egress.metadata and
 	// egress.proxy-bypass. An unproven deny is never a pass.
 	Deny string `json:"deny,omitempty"`
+	// File and Line say where the object (or the field) to fix is written,
+	// for drift findings on objects read from files (`drift -f`): what
+	// SARIF annotates.
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
 }
 
 // Values of Finding.Deny.
