@@ -155,7 +155,7 @@ trap cleanup EXIT
 trap 'echo; echo "e2e: interrupted, tearing down"; exit 130' INT TERM
 
 mkdir -p "$out"
-rm -f "$out"/*
+rm -rf "$out"/*
 [[ -x $bin ]] || fail "$bin is missing: run make build (or make e2e)"
 # The image holds nothing but the binary: it must be static.
 if ldd "$bin" >/dev/null 2>&1; then fail "$bin is dynamically linked: build it with CGO_ENABLED=0 (make build)"; fi
