@@ -24,6 +24,7 @@ declare -A want=(
   [util-linux]=/usr/bin/findmnt
   [iptables]=/usr/sbin/iptables
   [ipset]=/usr/sbin/ipset
+  [squid-openssl]=/usr/sbin/squid
 )
 missing=()
 for pkg in "${!want[@]}"; do
