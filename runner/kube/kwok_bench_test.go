@@ -68,8 +68,8 @@ func TestBenchKwokFleetSimulated(t *testing.T) {
 	if run.code != report.ExitOK {
 		t.Errorf("the simulated healthy fleet's run exited %d, want 0; first findings that did not pass: %s\n%s", run.code, notPassing(run.report, 5), tail(run.stderr, 2000))
 	}
-	if got := len(run.report.Probes); got != nodes {
-		t.Errorf("%d probe results, want one per node (%d)", got, nodes)
+	if got := nodeProbes(run.report); got != nodes {
+		t.Errorf("%d probe results from nodes, want one per node (%d)", got, nodes)
 	}
 	if len(left) > 0 {
 		t.Errorf("%d pods left after the run, want 0: %v", len(left), left[:min(len(left), 5)])
