@@ -55,7 +55,7 @@ func TestBenchKwokFleetSimulated(t *testing.T) {
 		nodes = v
 	}
 	const start = time.Second // the simulated pod start-up
-	f := newFleet(t, nodes, start, time.Second, "")
+	f := newFleet(t, nodes, start, time.Second, "", nil)
 	T := f.policy.Spec.Egress.Timeout.Duration // the simulated probe waits it out once
 	capacity := DefaultParallel
 	waves := (nodes + capacity - 1) / capacity

@@ -157,11 +157,17 @@ type fleet struct {
 	policy     *policy.Policy
 }
 
-func newFleet(t testing.TB, nodes int, start, run time.Duration, brokenNode string) *fleet {
+// newFleet brings up nodes fake nodes; the probe on brokenNode (if any)
+// reports what breakResult makes of the healthy and the reopened results
+// (nil: the reopened one).
+func newFleet(t testing.TB, nodes int, start, run time.Duration, brokenNode string, breakResult func(healthy, reopened string) string) *fleet {
 	t.Helper()
 	testenv.Binary(t) // fail on a build error before a fleet is up
 	p, raw := loadPolicy(t, kwokFleetPolicy)
 	healthy, broken, control := simulatedResults(t, p)
+	if breakResult != nil {
+		broken = breakResult(healthy, broken)
+	}
 	k := testenv.StartKwok(t, testenv.KwokOptions{
 		Nodes: nodes, NodeLabels: map[string]string{"pool": "sandbox"}, Kernel: kwokKernel,
 		Start: start, Run: run, Healthy: healthy, Broken: broken, Control: control, BrokenNode: brokenNode,
@@ -295,55 +301,109 @@ func gaugesByNode(mfs map[string]*dto.MetricFamily, name string) map[string]floa
 }
 
 // TestKwokNodeByNodeRegressionSimulated is issue 15's node-by-node
-// regression on a simulated fleet: on one node of 40 a rule reopened (its
-// probe saw a must-fail destination answer). Only that node's check fails,
-// the metric and the shipped alert name that node, every other node stays
-// green, and no pod is left.
+// regression on a simulated fleet of 40 nodes, one of which breaks the way
+// fleets break: a rule reopened on that node only (its probe saw a
+// must-fail destination answer), or a result replayed from an earlier run
+// (someone else's nonce). Only that node's check fails, the metric and the
+// shipped alert name that node, every other node stays green, no pod is
+// left, and the runner watched rather than polled.
 func TestKwokNodeByNodeRegressionSimulated(t *testing.T) {
 	const nodes = 40
 	brokenNode := testenv.KwokNodeName(17)
-	f := newFleet(t, nodes, 200*time.Millisecond, 300*time.Millisecond, brokenNode)
-	run := f.run(t, "")
-	if run.code != report.ExitNonConformant {
-		t.Fatalf("exit %d, want %d (one node not conformant)\n%s", run.code, report.ExitNonConformant, run.stderr)
+	cases := []struct {
+		name        string
+		breakResult func(healthy, reopened string) string
+		code        int
+		// the one finding that must not pass, on brokenNode
+		check, subject string
+		status         report.Status
+		// alert: the node's must-fail series is 1 and pages
+		alert bool
+	}{
+		{name: "rule reopened on one node", code: report.ExitNonConformant,
+			check: "egress.must-fail", subject: kwokBrokenTarget, status: report.Fail, alert: true},
+		{name: "replayed result on one node", code: report.ExitCouldNotRun,
+			breakResult: func(healthy, _ string) string {
+				return strings.Replace(healthy, "@NONCE@", "0123456789abcdef0123456789abcdef", 1)
+			},
+			check: "probe.run", subject: "wrong-nonce", status: report.Error},
 	}
-	c := report.Count(run.report.Findings)
-	t.Logf("simulated run over %d nodes: exit %d in %.1fs; findings: %d pass, %d fail, %d skip, %d inconclusive, %d error",
-		nodes, run.code, run.wall.Seconds(), c.Pass, c.Fail, c.Skip, c.Inconclusive, c.Error)
-	nodesSeen := byNode(run.report)
-	if got := nodeProbes(run.report); got != nodes {
-		t.Errorf("%d probe results from nodes, want one per node (%d)", got, nodes)
-	}
-	for node, findings := range nodesSeen {
-		for _, fd := range findings {
-			bad := fd.Status != report.Pass && fd.Status != report.Skip
-			want := node == brokenNode && fd.Check == "egress.must-fail" && fd.Subject == kwokBrokenTarget
-			switch {
-			case want && fd.Status != report.Fail:
-				t.Errorf("%s: %s %s is %s, want fail", node, fd.Check, fd.Subject, fd.Status)
-			case bad && !want:
-				t.Errorf("%s (%s): %s %s is %s: %s — only %s %s on %s should fail", node, fd.Target, fd.Check, fd.Subject, fd.Status, fd.Actual, "egress.must-fail", kwokBrokenTarget, brokenNode)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, nodes, 200*time.Millisecond, 300*time.Millisecond, brokenNode, tc.breakResult)
+			run := f.run(t, "")
+			c := report.Count(run.report.Findings)
+			t.Logf("simulated run over %d nodes: exit %d in %.1fs; findings: %d pass, %d fail, %d skip, %d inconclusive, %d error",
+				nodes, run.code, run.wall.Seconds(), c.Pass, c.Fail, c.Skip, c.Inconclusive, c.Error)
+			if run.code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", run.code, tc.code, tail(run.stderr, 2000))
 			}
-		}
-	}
-	if !slices.ContainsFunc(nodesSeen[brokenNode], func(fd report.Finding) bool {
-		return fd.Check == "egress.must-fail" && fd.Subject == kwokBrokenTarget && fd.Status == report.Fail
-	}) {
-		t.Errorf("no failing egress.must-fail %s on %s: %+v", kwokBrokenTarget, brokenNode, nodesSeen[brokenNode])
-	}
+			wantProbes := nodes
+			if !tc.alert {
+				wantProbes-- // the replayed result is refused: no probe result from that node
+			}
+			if got := nodeProbes(run.report); got != wantProbes {
+				t.Errorf("%d probe results from nodes, want %d", got, wantProbes)
+			}
+			nodesSeen := byNode(run.report)
+			for node, findings := range nodesSeen {
+				for _, fd := range findings {
+					bad := fd.Status != report.Pass && fd.Status != report.Skip
+					want := node == brokenNode && fd.Check == tc.check && fd.Subject == tc.subject
+					switch {
+					case want && fd.Status != tc.status:
+						t.Errorf("%s: %s %s is %s, want %s", node, fd.Check, fd.Subject, fd.Status, tc.status)
+					case bad && !want:
+						t.Errorf("%s (%s): %s %s is %s: %s — only %s %s on %s should be", node, fd.Target, fd.Check, fd.Subject, fd.Status, fd.Actual, tc.check, tc.subject, brokenNode)
+					}
+				}
+			}
+			if !slices.ContainsFunc(nodesSeen[brokenNode], func(fd report.Finding) bool {
+				return fd.Check == tc.check && fd.Subject == tc.subject && fd.Status == tc.status
+			}) {
+				t.Errorf("no %s %s %s on %s: %+v", tc.status, tc.check, tc.subject, brokenNode, nodesSeen[brokenNode])
+			}
 
-	open := gaugesByNode(run.metrics, report.MetricEgressUnexpectedOpen)
-	if len(open) != nodes {
-		t.Errorf("%s has %d node series, want %d (every probed node, 0 where closed)", report.MetricEgressUnexpectedOpen, len(open), nodes)
+			open := gaugesByNode(run.metrics, report.MetricEgressUnexpectedOpen)
+			if len(open) != wantProbes {
+				t.Errorf("%s has %d node series, want %d (every node that reported, 0 where closed)", report.MetricEgressUnexpectedOpen, len(open), wantProbes)
+			}
+			for node, v := range open {
+				if want := map[bool]float64{true: 1, false: 0}[tc.alert && node == brokenNode]; v != want {
+					t.Errorf("%s{node=%q} = %v, want %v", report.MetricEgressUnexpectedOpen, node, v, want)
+				}
+			}
+			if tc.alert {
+				assertAlertNamesOnly(t, run.metrics, brokenNode)
+			}
+			if left := f.podsLeft(t); len(left) > 0 {
+				t.Errorf("%d pods left after the run: %v", len(left), left)
+			}
+			assertWatchNotPoll(t, f.RunnerRequests(t), nodes)
+		})
 	}
-	for node, v := range open {
-		if want := map[bool]float64{true: 1, false: 0}[node == brokenNode]; v != want {
-			t.Errorf("%s{node=%q} = %v, want %v", report.MetricEgressUnexpectedOpen, node, v, want)
+}
+
+// assertWatchNotPoll holds the runner's API use per node to what one pod
+// needs (create, one watch, a log read, the node, delete, one list that
+// finds it gone) plus the run's own dozen: a runner that polls, or lists
+// per node beyond that, breaks it.
+func assertWatchNotPoll(t *testing.T, reqs []testenv.AuditEvent, nodes int) {
+	t.Helper()
+	lists, watches := 0, 0
+	for _, r := range reqs {
+		switch {
+		case r.Verb == "list" && r.Resource == "pods":
+			lists++
+		case r.Verb == "watch" && r.Resource == "pods":
+			watches++
 		}
 	}
-	assertAlertNamesOnly(t, run.metrics, brokenNode)
-	if left := f.podsLeft(t); len(left) > 0 {
-		t.Errorf("%d pods left after the run: %v", len(left), left)
+	if perNode := float64(len(reqs)-20) / float64(nodes); perNode > 7 {
+		t.Errorf("%d API requests for %d nodes (%.1f a node beyond the run's own), want ≤ 7 a node: %s", len(reqs), nodes, perNode, requestMix(reqs))
+	}
+	if lists > nodes+10 || watches > 2*nodes+2 {
+		t.Errorf("%d pod lists and %d pod watches for %d nodes: the runner polls (%s)", lists, watches, nodes, requestMix(reqs))
 	}
 }
 
