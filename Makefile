@@ -18,7 +18,7 @@ export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # stops the rest and hack/leftovers.sh fails the run if anything else is left.
 export SANDPROBE_KEEP ?=
 
-.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
+.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
@@ -39,13 +39,19 @@ docker-env: deps
 kube-env:
 	hack/k8s/build.sh
 
+# kwok's controller, built from its module into $(SANDPROBE_CACHE)/kwok
+# (a few minutes cold, instant warm): the fake kubelets of the simulated
+# thousand-node fleet (runner/kube's kwok test and bench, docs/fleet.md).
+kwok-env:
+	hack/kwok/build.sh
+
 # The whole suite against real parts (hack/test.sh). SANDPROBE_REQUIRE_ENV=1
 # turns a test that would skip for a missing environment (root, lab,
 # Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
 # story on a real cluster (make e2e). Whatever the outcome, it ends with
 # make down and the leftovers check: nothing it started outlives it
 # (SANDPROBE_KEEP aside).
-test: deps build docker-env kube-env
+test: deps build docker-env kube-env kwok-env
 	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 
 # The headline story on a real single-node cluster (hack/cluster) and the
@@ -83,7 +89,7 @@ down:
 leftovers:
 	hack/leftovers.sh
 
-bench: deps build docker-env
+bench: deps build docker-env kube-env kwok-env
 	hack/bench.sh
 
 lint:

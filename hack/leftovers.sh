@@ -16,7 +16,8 @@
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
 #            squid, labtool servers), its network namespaces sp-* and what
 #            attach-cluster adds to the root namespace
-#   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework dirs)
+#   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
+#            dirs), kwok's controller and scheduler (the simulated fleet)
 #   tests    what tests start and must stop themselves: Prometheus and
 #            Pushgateway servers, headless Chromium (chromedp), sandprobe
 #            binaries (serve, probe) from bin/ or a test build
@@ -33,6 +34,7 @@ LAB_DIR=${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}
 CLUSTER_DIR=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}
 CLUSTER_DATA_DIR=${SANDPROBE_CLUSTER_DATA_DIR:-/var/lib/sandprobe-cluster}
 DOCKER_RUN=/run/sandprobe-docker
+CACHE=${SANDPROBE_CACHE:-/var/cache/sandprobe}
 NETNS_DIR=/run/netns
 keep=${SANDPROBE_KEEP:-}
 keep=" ${keep//,/ } "
@@ -176,6 +178,9 @@ for c in "${components[@]}"; do
       ;;
     envtest)
       procs_with envtest k8s_test_framework
+      # kwok's fleet (internal/testenv/kwok.go): its controller, and the
+      # kube-scheduler and other Kubernetes binaries the cluster does not own.
+      procs_exe envtest "$CACHE/kwok/*" "$CACHE/k8s/*"
       ;;
     tests)
       procs_with tests "--storage.tsdb.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner

@@ -39,6 +39,7 @@ func TestLeftovers(t *testing.T) {
 		{"the cluster's node link", `ip link add sp-node type veth peer name sp-node-peer; `, "", "", 1, "link sp-node"},
 		{"kube-router's chains", `iptables -N KUBE-ROUTER-FORWARD; `, "", "", 1, "kube-router iptables chains"},
 		{"envtest's apiserver", daemon("kube-apiserver --cert-dir=/tmp/k8s_test_framework_123"), "", "", 1, "envtest  process"},
+		{"kwok's controller", `mkdir -p /run/cache/kwok/bin; cp "$(command -v sleep)" /run/cache/kwok/bin/kwok; /run/cache/kwok/bin/kwok 300 & sleep 0.2; `, "", "", 1, "envtest  process"},
 		{"a test's Pushgateway", daemon("prometheus-pushgateway --web.listen-address=127.0.0.1:40000 --persistence.file="), "", "", 1, "tests    process"},
 		{"a test's Chromium", daemon("chromium --headless --user-data-dir=/tmp/chromedp-runner123"), "", "", 1, "tests    process"},
 		{"the lab's cluster attachment", `nft add table inet sp_lab_attach; `, "", "", 1, "nftables table inet sp_lab_attach"},
@@ -51,7 +52,7 @@ func TestLeftovers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			script := `set -e; mount -t tmpfs tmpfs /run; ip link set lo up; ` + c.setup +
-				`SANDPROBE_KEEP='` + c.keep + `' ./leftovers.sh ` + c.args
+				`SANDPROBE_CACHE=/run/cache SANDPROBE_KEEP='` + c.keep + `' ./leftovers.sh ` + c.args
 			cmd := exec.Command("unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c", script)
 			out, err := cmd.CombinedOutput()
 			code := 0
