@@ -14,7 +14,7 @@ FUZZ_RENDERED ?= 2000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
-.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo bench lint docs fixtures clean
+.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo bench lint docs fixtures clean
 
 all: build
 
@@ -35,11 +35,17 @@ docker-env: deps
 kube-env:
 	hack/k8s/build.sh
 
+# kwok's controller, built from its module into $(SANDPROBE_CACHE)/kwok
+# (a few minutes cold, instant warm): the fake kubelets of the simulated
+# thousand-node fleet (runner/kube's kwok test and bench, docs/fleet.md).
+kwok-env:
+	hack/kwok/build.sh
+
 # The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
 # that would skip for a missing environment (root, lab, Docker, apiserver)
 # into a failure. Then the fuzzers, then the end-to-end story on a real
 # cluster (make e2e).
-test: deps build docker-env kube-env
+test: deps build docker-env kube-env kwok-env
 	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) KUBEBUILDER_ASSETS=$$(hack/k8s/build.sh --print-assets) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 	$(MAKE) e2e
@@ -69,7 +75,7 @@ fuzz:
 demo: deps build
 	hack/demo.sh
 
-bench: deps build docker-env
+bench: deps build docker-env kube-env kwok-env
 	hack/bench.sh
 
 lint:
