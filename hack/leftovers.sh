@@ -14,8 +14,8 @@
 #            (hack/cluster/netpol.sh) and its rules, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
-#            squid, labtool servers), its network namespaces sp-* and what
-#            attach-cluster adds to the root namespace
+#            squid, labtool servers), its network namespaces and what
+#            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)
 #   tests    what tests start and must stop themselves: Prometheus and
@@ -135,9 +135,7 @@ netns_named() {
   for n in "$NETNS_DIR"/*; do
     n=${n##*/}
     # shellcheck disable=SC2053
-    [[ $n == $pattern ]] || continue
-    [[ $comp == lab && $n == sp-iso-* ]] && continue # the cluster's check-isolation
-    found "$comp" "network namespace $n"
+    [[ $n == $pattern ]] && found "$comp" "network namespace $n"
   done
 }
 
@@ -167,11 +165,17 @@ for c in "${components[@]}"; do
     lab)
       pidfiles lab "$LAB_DIR/pids"
       procs_with lab "$LAB_DIR/"
-      netns_named lab 'sp-*'
-      # What attach-cluster puts in the root namespace (hack/lab/addrs.sh).
-      ip link show sp-k8s &>/dev/null && found lab "link sp-k8s"
+      # The namespaces, root-namespace link and nftables tables this
+      # checkout's lab makes (hack/lab/addrs.sh): what `lab down` removes.
+      # Namespaces another version of the lab made are that version's.
+      read -r -a lab_state < <(bash -c '. hack/lab/addrs.sh; echo "$IF_HOST_CLUSTER|${ATTACH_NFT_TABLE#inet }|${NFT_TABLE#inet } ${LAB_NAMESPACES[*]}"')
+      IFS='|' read -r lab_link lab_attach_table lab_table <<<"${lab_state[0]}"
+      for n in "${lab_state[@]:1}"; do
+        [[ -e $NETNS_DIR/$n ]] && found lab "network namespace $n"
+      done
+      ip link show "$lab_link" &>/dev/null && found lab "link $lab_link"
       if command -v nft >/dev/null; then
-        for t in sp_lab_attach sp_cni; do
+        for t in "$lab_attach_table" "$lab_table"; do
           nft list table inet "$t" &>/dev/null && found lab "nftables table inet $t"
         done
       fi
