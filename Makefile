@@ -11,6 +11,7 @@ FUZZTIME  ?=
 FUZZ_LOAD     ?= 30000x
 FUZZ_HOSTRULE ?= 60000x
 FUZZ_RENDERED ?= 2000x
+FUZZ_BLOCKYAML ?= 50000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 
@@ -65,6 +66,7 @@ fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_LOAD))
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_HOSTRULE))
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
+	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
 
 demo: deps build
 	hack/demo.sh

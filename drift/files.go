@@ -46,6 +46,8 @@ type Manifests struct {
 	Skipped map[string]int
 	// Namespace is where objects without metadata.namespace land; "" is "default".
 	Namespace string
+	// onPod, when set, takes each pod instead of Pods (FileScan streams them).
+	onPod func(*corev1.Pod)
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -67,23 +69,36 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if err == nil {
+			err = m.addDocument(raw)
+		}
 		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", source, doc, err)
-		}
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			continue
-		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", source, doc, err)
-		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue
-		}
-		if err := m.add(js, ""); err != nil {
 			return fmt.Errorf("%s: document %d: %w", source, doc, err)
 		}
 	}
+}
+
+// addDocument decodes one YAML or JSON document; an empty one (comments,
+// a bare separator, null) holds nothing.
+func (m *Manifests) addDocument(raw []byte) error {
+	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+		return nil
+	}
+	if js, err := blockYAMLToJSON(raw); err == nil {
+		if err := m.add(js, ""); err == nil {
+			return nil
+		}
+		// A bad object: read it again the slow way below, so the error
+		// names what sigs.k8s.io/yaml's JSON names (its keys are sorted).
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil
+	}
+	return m.add(js, "")
 }
 
 func stripComments(b []byte) []byte {
@@ -162,6 +177,10 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 		}
 		p.Namespace = m.namespace(p.Namespace)
 		defaultPodSpec(&p.Spec)
+		if m.onPod != nil {
+			m.onPod(&p)
+			return nil
+		}
 		m.Pods = append(m.Pods, &p)
 	case tm.Kind == "Namespace" && group == "":
 		var ns corev1.Namespace
@@ -286,27 +305,42 @@ func (m *Manifests) SkippedText() string {
 // through their pod templates; a pod created from one of them (by its
 // controller owner reference) is reported at the template.
 func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
+	ts, err := m.prepare(e, col, len(m.Pods) > 0)
+	if err != nil {
+		return err
+	}
+	for _, p := range m.Pods {
+		checkFilePod(e, ts, col, p)
+	}
+	m.finish(ts, col)
+	return nil
+}
+
+// prepare indexes the policies and templates of m before any pod is
+// checked; hasPods says whether the files hold pods (m.Pods may be empty
+// when they are streamed: FileScan).
+func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates, error) {
 	for _, ns := range m.Namespaces {
 		e.SetNamespace(ns.Name, ns.Labels)
 	}
 	for _, np := range m.NetworkPolicies {
 		if err := e.AddNetworkPolicy(np); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, u := range m.Cilium {
 		if err := e.AddCiliumPolicy(u); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, u := range m.AdminNetworkPolicies {
 		if err := e.AddAdminNetworkPolicy(u); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	e.NoteCiliumCluster(col)
 	e.SetEgressKnown(len(m.NetworkPolicies)+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
-	if len(m.Pods) > 0 || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
+	if hasPods || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
 		col.Checked("pod")
 		if e.EgressKnown() {
 			col.Checked("netpol")
@@ -327,19 +361,23 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 	for _, u := range m.Sandboxes {
 		t, err := SandboxTemplateOf(u)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ts.Add(e, t)
 	}
-	for _, p := range m.Pods {
-		if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue // as live: a finished pod runs nothing
-		}
-		col.Add(ts.Pod(p, e.CheckPod(p)))
+	return ts, nil
+}
+
+func checkFilePod(e *Engine, ts *Templates, col *Collector, p *corev1.Pod) {
+	if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return // as live: a finished pod runs nothing
 	}
+	col.Add(ts.Pod(p, e.CheckPod(p)))
+}
+
+func (m *Manifests) finish(ts *Templates, col *Collector) {
 	ts.Flush(col)
 	if len(m.Skipped) > 0 {
 		col.Note("not checked: %s (drift checks Pods, workloads with pod templates, Sandboxes, SandboxTemplates, NetworkPolicies, Cilium and admin network policies)", m.SkippedText())
 	}
-	return nil
 }
