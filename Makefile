@@ -14,8 +14,12 @@ FUZZ_RENDERED ?= 2000x
 FUZZ_BLOCKYAML ?= 50000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
+# What make test and make demo leave running when they end: nothing, unless
+# named here ("docker lab", "cluster", "all"; spaces or commas). make down
+# stops the rest and hack/leftovers.sh fails the run if anything else is left.
+export SANDPROBE_KEEP ?=
 
-.PHONY: all build deps docker-env kube-env test unit rules fuzz e2e demo bench lint docs fixtures clean
+.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
@@ -36,14 +40,20 @@ docker-env: deps
 kube-env:
 	hack/k8s/build.sh
 
-# The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
-# that would skip for a missing environment (root, lab, Docker, apiserver)
-# into a failure. Then the fuzzers, then the end-to-end story on a real
-# cluster (make e2e).
-test: deps build docker-env kube-env
-	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) KUBEBUILDER_ASSETS=$$(hack/k8s/build.sh --print-assets) $(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) fuzz
-	$(MAKE) e2e
+# kwok's controller, built from its module into $(SANDPROBE_CACHE)/kwok
+# (a few minutes cold, instant warm): the fake kubelets of the simulated
+# thousand-node fleet (runner/kube's kwok test and bench, docs/fleet.md).
+kwok-env:
+	hack/kwok/build.sh
+
+# The whole suite against real parts (hack/test.sh). SANDPROBE_REQUIRE_ENV=1
+# turns a test that would skip for a missing environment (root, lab,
+# Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
+# story on a real cluster (make e2e). Whatever the outcome, it ends with
+# make down and the leftovers check: nothing it started outlives it
+# (SANDPROBE_KEEP aside).
+test: deps build docker-env kube-env kwok-env
+	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 
 # The headline story on a real single-node cluster (hack/cluster) and the
 # network lab: kubectl apply -k, a Job from the CronJob green, one egress
@@ -70,8 +80,18 @@ fuzz:
 
 demo: deps build
 	hack/demo.sh
+	hack/leftovers.sh lab tests
 
-bench: deps build docker-env
+# Stops the cluster, the lab and the Docker engine (each under its test
+# lock), except what SANDPROBE_KEEP names; caches and images stay.
+down:
+	hack/down.sh
+
+# Lists what the test environments left running; exit 1 if anything not kept.
+leftovers:
+	hack/leftovers.sh
+
+bench: deps build docker-env kube-env kwok-env
 	hack/bench.sh
 
 lint:

@@ -213,6 +213,9 @@ type Collector struct {
 
 	// spool, when set, takes the findings instead of Findings.
 	spool *report.Spool
+	// locate, when set, gives findings their file and line as they are
+	// added (FileScan).
+	locate func([]report.Finding)
 
 	failed  map[string]int  // rule → failing findings
 	skipped map[string]int  // rule → objects it could not judge
@@ -257,6 +260,9 @@ func (c *Collector) Add(fs []report.Finding) {
 	}
 	if drifted {
 		c.Drifted++
+	}
+	if c.locate != nil {
+		c.locate(fs)
 	}
 	c.emit(fs...)
 }

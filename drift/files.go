@@ -1,13 +1,12 @@
 package drift
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -46,8 +44,11 @@ type Manifests struct {
 	Skipped map[string]int
 	// Namespace is where objects without metadata.namespace land; "" is "default".
 	Namespace string
-	// onPod, when set, takes each pod instead of Pods (FileScan streams them).
-	onPod func(*corev1.Pod)
+	// origins say where each object was read (Locate).
+	origins origins
+	// onPod, when set, takes each pod instead of Pods (FileScan streams
+	// them; their origins are FileScan's to keep).
+	onPod func(*corev1.Pod, *origin)
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -58,34 +59,39 @@ type typeMeta struct {
 }
 
 // DecodeManifests reads every document of r into m. source names the file
-// in errors ("pods.yaml: document 3: …").
+// in errors ("pods.yaml: document 3: …") and in the findings' File.
 func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 	if m.Skipped == nil {
 		m.Skipped = map[string]int{}
 	}
-	rd := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
-	for doc := 1; ; doc++ {
-		raw, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err == nil {
-			err = m.addDocument(raw)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", source, doc, err)
+	if m.origins == nil {
+		m.origins = origins{}
+	}
+	docs, err := splitDocuments(r)
+	for i := range docs {
+		if err := m.addDocument(&docs[i], source); err != nil {
+			return fmt.Errorf("%s: document %d: %w", source, i+1, err)
 		}
 	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	return nil
 }
 
 // addDocument decodes one YAML or JSON document; an empty one (comments,
 // a bare separator, null) holds nothing.
-func (m *Manifests) addDocument(raw []byte) error {
+func (m *Manifests) addDocument(doc *document, source string) error {
+	raw := doc.data
 	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 		return nil
 	}
+	if m.origins == nil {
+		m.origins = origins{}
+	}
+	at := &origin{file: source, doc: doc}
 	if js, err := blockYAMLToJSON(raw); err == nil {
-		if err := m.add(js, ""); err == nil {
+		if err := m.add(js, "", at); err == nil {
 			return nil
 		}
 		// A bad object: read it again the slow way below, so the error
@@ -98,7 +104,7 @@ func (m *Manifests) addDocument(raw []byte) error {
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil
 	}
-	return m.add(js, "")
+	return m.add(js, "", at)
 }
 
 func stripComments(b []byte) []byte {
@@ -127,7 +133,7 @@ func (m *Manifests) namespace(ns string) string {
 // add decodes one object. itemOf is the list's apiVersion and item kind
 // when js is an item of a typed list ("v1", "Pod" for a PodList): the API
 // returns such items without apiVersion and kind.
-func (m *Manifests) add(js []byte, itemOf string) error {
+func (m *Manifests) add(js []byte, itemOf string, at *origin) error {
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
 		return fmt.Errorf("not a Kubernetes object: %w", err)
@@ -159,7 +165,11 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 			item = tm.APIVersion + " " + strings.TrimSuffix(tm.Kind, "List")
 		}
 		for i, it := range tm.Items {
-			if err := m.add(it, item); err != nil {
+			var itemAt *origin
+			if at != nil {
+				itemAt = &origin{file: at.file, doc: at.doc, items: append(slices.Clone(at.items), i)}
+			}
+			if err := m.add(it, item, itemAt); err != nil {
 				return fmt.Errorf("%s item %d: %w", tm.Kind, i, err)
 			}
 		}
@@ -178,10 +188,11 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 		p.Namespace = m.namespace(p.Namespace)
 		defaultPodSpec(&p.Spec)
 		if m.onPod != nil {
-			m.onPod(&p)
+			m.onPod(&p, at)
 			return nil
 		}
 		m.Pods = append(m.Pods, &p)
+		m.origins.add("pod/"+p.Namespace+"/"+podName(p.Name, p.GenerateName), at)
 	case tm.Kind == "Namespace" && group == "":
 		var ns corev1.Namespace
 		if err := strictish(js, &ns); err != nil {
@@ -195,6 +206,7 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 		}
 		np.Namespace = m.namespace(np.Namespace)
 		m.NetworkPolicies = append(m.NetworkPolicies, &np)
+		m.origins.add("networkpolicy/"+np.Namespace+"/"+np.Name, at)
 	case (tm.Kind == CiliumNetworkPolicyKind || tm.Kind == CiliumClusterwideNetworkPolicyKind) && group == "cilium.io":
 		u, err := unstructuredFrom(js)
 		if err != nil {
@@ -204,6 +216,7 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 			u.SetNamespace(m.namespace(u.GetNamespace()))
 		}
 		m.Cilium = append(m.Cilium, u)
+		m.origins.add(strings.ToLower(tm.Kind)+"/"+objName(u.GetNamespace(), u.GetName()), at)
 	case (tm.Kind == SandboxKind && group == SandboxGroup) || (tm.Kind == SandboxTemplateKind && group == SandboxTemplateGroup):
 		u, err := unstructuredFrom(js)
 		if err != nil {
@@ -211,12 +224,14 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 		}
 		u.SetNamespace(m.namespace(u.GetNamespace()))
 		m.Sandboxes = append(m.Sandboxes, u)
+		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
 	case (tm.Kind == AdminNetworkPolicyKind || tm.Kind == BaselineAdminNetworkPolicyKind || tm.Kind == ClusterNetworkPolicyKind) && group == PolicyAPIGroup:
 		u, err := unstructuredFrom(js)
 		if err != nil {
 			return err
 		}
 		m.AdminNetworkPolicies = append(m.AdminNetworkPolicies, u)
+		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetName(), at)
 	default:
 		obj := newWorkload(tm.Kind, group)
 		if obj == nil {
@@ -230,6 +245,7 @@ func (m *Manifests) add(js []byte, itemOf string) error {
 		t.Namespace = m.namespace(t.Namespace)
 		defaultPodSpec(t.Spec)
 		m.Workloads = append(m.Workloads, t)
+		m.origins.add(strings.ToLower(t.Kind)+"/"+t.Namespace+"/"+t.Name, at)
 	}
 	return nil
 }
@@ -305,6 +321,8 @@ func (m *Manifests) SkippedText() string {
 // through their pod templates; a pod created from one of them (by its
 // controller owner reference) is reported at the template.
 func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
+	before := len(col.Findings)
+	defer func() { m.Locate(col.Findings[before:]) }()
 	ts, err := m.prepare(e, col, len(m.Pods) > 0)
 	if err != nil {
 		return err

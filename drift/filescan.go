@@ -1,7 +1,6 @@
 package drift
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/sourcegraph/conc/stream"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // FileScan checks the manifests of drift -f without holding them: memory
@@ -100,14 +98,14 @@ pass1:
 		for _, src := range srcs {
 			si := len(sources)
 			sources = append(sources, src)
-			doc, err := eachDocument(src, func(doc int, raw []byte) bool {
-				if looksLikePod(raw) {
+			doc, err := eachDocument(src, func(doc int, d *document) bool {
+				if looksLikePod(d.data) {
 					s.Pods++
 					return true
 				}
 				found := false
-				m.onPod = func(*corev1.Pod) { found = true; s.Pods++ }
-				if err := m.addDocument(raw); err != nil {
+				m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
+				if err := m.addDocument(d, src.name); err != nil {
 					fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
 					return false
 				}
@@ -135,6 +133,13 @@ pass1:
 		ts, setupErr = m.prepare(s.Engine, col, s.Pods > 0)
 	}
 	judge := firstErr == nil && setupErr == nil
+	if m.origins == nil {
+		m.origins = origins{}
+	}
+	// Findings are located as they are added (the spool cannot be
+	// changed afterwards), as CheckManifests locates them at its end.
+	col.locate = m.Locate
+	defer func() { col.locate = nil }()
 
 	// Pass 2: the pods, up to the first bad document of pass 1 (an earlier
 	// bad pod is the error to report).
@@ -149,17 +154,17 @@ pass1:
 		if stop.Load() || si > errPos.src {
 			break
 		}
-		_, err := eachDocument(src, func(doc int, raw []byte) bool {
+		_, err := eachDocument(src, func(doc int, d *document) bool {
 			pos := docPos{si, doc}
 			if stop.Load() || !pos.before(errPos) {
 				return false
 			}
-			cheap := looksLikePod(raw)
+			cheap := looksLikePod(d.data)
 			if !cheap && !podDocs[pos] {
 				return true
 			}
 			st.Go(func() stream.Callback {
-				pods, err := decodePods(raw, s.Namespace, cheap)
+				pods, err := decodePods(d, src.name, s.Namespace, cheap)
 				return func() {
 					if stop.Load() {
 						return
@@ -171,7 +176,15 @@ pass1:
 					}
 					if judge {
 						for _, p := range pods {
-							checkFilePod(s.Engine, ts, col, p)
+							// The pod's origin is kept while its findings
+							// are located, then let go with its document.
+							key := "pod/" + p.pod.Namespace + "/" + podName(p.pod.Name, p.pod.GenerateName)
+							_, had := m.origins[key]
+							m.origins.add(key, p.at)
+							checkFilePod(s.Engine, ts, col, p.pod)
+							if !had {
+								delete(m.origins, key)
+							}
 						}
 					}
 				}
@@ -197,25 +210,31 @@ pass1:
 	return nil
 }
 
+// podAt is a pod read in pass 2 and where it was written.
+type podAt struct {
+	pod *corev1.Pod
+	at  *origin
+}
+
 // decodePods decodes a document read in pass 2 and returns its pods. A
 // document taken for a Pod by its top-level lines must hold just that.
-func decodePods(raw []byte, namespace string, cheap bool) ([]*corev1.Pod, error) {
+func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, error) {
 	if cheap {
 		// A plain Pod document: straight into a Pod, as add would, without
 		// reading the document once more for its kind.
-		if js, err := blockYAMLToJSON(raw); err == nil {
+		if js, err := blockYAMLToJSON(d.data); err == nil {
 			var p corev1.Pod
 			if err := strictish(js, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
-				return []*corev1.Pod{&p}, nil
+				return []podAt{{&p, &origin{file: source, doc: d}}}, nil
 			}
 		}
 	}
-	var pods []*corev1.Pod
-	m := &Manifests{Namespace: namespace, Skipped: map[string]int{}, onPod: func(p *corev1.Pod) { pods = append(pods, p) }}
-	if err := m.addDocument(raw); err != nil {
+	var pods []podAt
+	m := &Manifests{Namespace: namespace, Skipped: map[string]int{}, onPod: func(p *corev1.Pod, at *origin) { pods = append(pods, podAt{p, at}) }}
+	if err := m.addDocument(d, source); err != nil {
 		return nil, err
 	}
 	if cheap && (len(pods) != 1 || len(m.NetworkPolicies)+len(m.Cilium)+len(m.Sandboxes)+len(m.Workloads)+len(m.AdminNetworkPolicies)+len(m.Namespaces)+len(m.Skipped) > 0) {
@@ -225,24 +244,25 @@ func decodePods(raw []byte, namespace string, cheap bool) ([]*corev1.Pod, error)
 }
 
 // eachDocument calls fn with every document of src and its number (from
-// 1, counting empty ones, as DecodeManifests does) until fn returns false.
-// A read error is returned with the number of the document it stopped.
-func eachDocument(src scanSource, fn func(doc int, raw []byte) bool) (int, error) {
+// 1, as DecodeManifests numbers them) until fn returns false. A read error
+// is returned with the number of the document it stopped, worded as
+// DecodeManifests words it.
+func eachDocument(src scanSource, fn func(doc int, d *document) bool) (int, error) {
 	rc, err := src.open()
 	if err != nil {
 		return 0, err
 	}
 	defer rc.Close()
-	rd := utilyaml.NewYAMLReader(bufio.NewReaderSize(rc, 256<<10))
+	ds := newDocStream(rc)
 	for doc := 1; ; doc++ {
-		raw, err := rd.Read()
+		d, err := ds.next()
 		if errors.Is(err, io.EOF) {
 			return doc, nil
 		}
 		if err != nil {
-			return doc, fmt.Errorf("%s: document %d: %w", src.name, doc, err)
+			return doc, fmt.Errorf("%s: %w", src.name, err)
 		}
-		if !fn(doc, raw) {
+		if !fn(doc, &d) {
 			return doc, nil
 		}
 	}

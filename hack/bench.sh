@@ -58,3 +58,10 @@ go test ./runner/kube -run '^$' -bench BenchmarkRegressionToFailingRun -benchtim
 echo
 echo "== egress page: a 10-node run (10 egress findings each) + drift on 200 objects, with 24 runs of history, vs the JSON report of the same run (goal: ≤ 250 ms a render; it is rendered per request) =="
 go test ./page -run '^$' -bench BenchmarkPage -benchtime 20x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== kube fleet (SIMULATED, kwok): one 'sandprobe run --per-node' over 1,000 fake nodes on a real kube-apiserver + etcd + kube-scheduler, vs a bare client-go fan-out of the same pods at the same cap =="
+echo "   goals: wall ≤ 2 × (pod start + one egress timeout + the cap's queueing); API requests per node by the audit log (watch, not poll); ≤ 200 MB peak RSS; 0 pods left"
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./runner/kube -run '^TestBenchKwokFleetSimulated$' -count=1 -timeout 30m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1

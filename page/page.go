@@ -102,6 +102,7 @@ func dict(kv ...any) (map[string]any, error) {
 // lays it out.
 type view struct {
 	Policy, Backend, Version, Started, Duration, Generated string
+	StartedRFC                                             string // the run's start, exactly, for scripts
 	Result                                                 status
 	Counts                                                 report.Counts
 	Served, Multi                                          bool
@@ -166,12 +167,21 @@ type driftGroup struct {
 	Passed   int
 }
 
+// PassedText is "1 rule passes", "3 rules pass".
+func (g driftGroup) PassedText() string {
+	if g.Passed == 1 {
+		return "1 rule passes"
+	}
+	return strconv.Itoa(g.Passed) + " rules pass"
+}
+
 func build(pg Page) view {
 	run := pg.Run
 	v := view{
 		Policy: run.Policy, Backend: run.Backend, Version: run.Version,
 		Started: stamp(run.StartedAt), Duration: seconds(run.Seconds), Generated: stamp(pg.Now),
 		Counts: run.Counts(), Served: pg.Served, Notes: run.Notes,
+		StartedRFC: run.StartedAt.UTC().Format(time.RFC3339Nano),
 	}
 	switch run.ExitCode() {
 	case report.ExitOK:
@@ -211,8 +221,8 @@ func build(pg Page) view {
 			v.MustFail = append(v.MustFail, r)
 		case "egress.metadata":
 			v.Metadata = append(v.Metadata, r)
-		case "egress.proxy-bypass":
-			v.Bypass = append(v.Bypass, r)
+		case "egress.proxy-bypass", "egress.sni-mismatch":
+			v.Bypass = append(v.Bypass, r) // around the proxy: beside it, or through it under another name
 		case "egress.dns-exfil", "egress.dns-bypass":
 			v.DNS = append(v.DNS, r)
 		default:
@@ -391,6 +401,8 @@ func checkReason(check string) string {
 		return "a cloud metadata address: it hands out the node's credentials (spec.egress.metadata)"
 	case "egress.proxy-bypass":
 		return "an allowed host, dialled around the proxy: only the proxy may reach it"
+	case "egress.sni-mismatch":
+		return "domain fronting: a tunnel the proxy opened for an allowed host must not carry a ClientHello for another name"
 	}
 	return ""
 }

@@ -286,3 +286,49 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatal("writing into a missing directory succeeded")
 	}
 }
+
+// TestPageClusterRun: a run with two probe targets (nodes) shows the probe
+// column, and drift is grouped by object, the drifted object first, each
+// finding with expected, actual and fix, passing rules counted.
+func TestPageClusterRun(t *testing.T) {
+	p := labPolicy(t)
+	run := runFor(p, t0)
+	var two []report.Finding
+	for _, node := range []string{"namespace/sandboxes/node/worker-1", "namespace/sandboxes/node/worker-2"} {
+		for _, f := range run.Findings {
+			f.Target = node
+			two = append(two, f)
+		}
+	}
+	run.Findings = append(two,
+		report.Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/agent-1", Namespace: "sandboxes", Subject: "spec.runtimeClassName", Status: report.Pass},
+		report.Finding{Check: "drift.netpol.default-deny", Target: "networkpolicy/sandboxes/allow-all", Namespace: "sandboxes", Status: report.Pass},
+		report.Finding{Check: "drift.pod.privileged", Target: "pod/sandboxes/agent-1", Namespace: "sandboxes", Subject: "spec.containers[0].securityContext.privileged", Status: report.Fail,
+			Expected: "false", Actual: "true", Fix: "set spec.containers[0].securityContext.privileged: false"},
+	)
+	doc := render(t, Page{Policy: p, Run: run, Now: t0})
+	if !bytes.Contains(doc, []byte("<th>Probe</th>")) {
+		t.Errorf("two probe targets, but no probe column")
+	}
+	i, j := bytes.Index(doc, []byte(`data-object="pod/sandboxes/agent-1"`)), bytes.Index(doc, []byte(`data-object="networkpolicy/sandboxes/allow-all"`))
+	if i < 0 || j < 0 || i > j {
+		t.Fatalf("drift groups: the drifted pod (%d) must come before the clean policy (%d)", i, j)
+	}
+	var drifted map[string]string
+	for _, r := range rows(t, doc) {
+		if r["section"] == "drift" {
+			if drifted != nil {
+				t.Errorf("a second drift row %v: passes are counted, not listed", r)
+			}
+			drifted = r
+		}
+	}
+	for _, want := range []string{"FAIL", "drift.pod.privileged", "spec.containers[0].securityContext.privileged", "true", "set spec.containers[0].securityContext.privileged: false"} {
+		if !strings.Contains(drifted["text"], want) {
+			t.Errorf("drift row %q lacks %q", drifted["text"], want)
+		}
+	}
+	if !bytes.Contains(doc, []byte("(1 rule passes)")) {
+		t.Errorf("the drifted pod's passing rule is not counted")
+	}
+}

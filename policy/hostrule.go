@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // HostRule is a parsed allowance host: an exact name, "*.domain" (every
@@ -26,7 +28,7 @@ func ParseHostRule(s string) (HostRule, error) {
 		return HostRule{}, err
 	}
 	// net.SplitHostPort has already removed the brackets of "[h]:port".
-	bracketed := strings.HasPrefix(strings.TrimSpace(s), "[")
+	bracketed := strings.HasPrefix(s, "[")
 	host := raw
 	if strings.HasPrefix(host, "[") {
 		var ok bool
@@ -149,9 +151,10 @@ func (r HostRule) Covers(o HostRule) bool {
 
 // NormalizeHost lower-cases a name (ASCII only: a non-ASCII letter must
 // not turn into an ASCII one), drops one trailing dot and IPv6 brackets.
-// It does not validate: callers check the result.
+// It does not trim space (a name with a space in it is not that name
+// without it) and does not validate: callers check the result.
 func NormalizeHost(h string) string {
-	h = lowerASCII(strings.TrimSpace(h))
+	h = lowerASCII(h)
 	h = strings.TrimSuffix(h, ".")
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	return h
@@ -187,7 +190,10 @@ type Destination struct {
 // "10.0.0.0/8", "2001:db8::1" or "[2001:db8::1]:443".
 func ParseDestination(s string) (Destination, error) {
 	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err := noSpace(s); err != nil {
+			return Destination{}, err
+		}
+		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return Destination{}, fmt.Errorf("bad CIDR %q: %w", s, err)
 		}
@@ -250,9 +256,11 @@ func (d Destination) String() string {
 
 // splitHostPort accepts an optional ":port" (brackets required for IPv6 with a port).
 func splitHostPort(s string) (string, int, error) {
-	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", 0, fmt.Errorf("empty host")
+	}
+	if err := noSpace(s); err != nil {
+		return "", 0, err
 	}
 	if strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "[") {
 		return s, 0, nil // bare IPv6 literal
@@ -301,6 +309,17 @@ func checkHostname(h string) error {
 				return fmt.Errorf("character %q not allowed in a host name", c)
 			}
 		}
+	}
+	return nil
+}
+
+// noSpace refuses a host or target with white space anywhere in it, ASCII
+// or not. Trimming it would turn "api.example.com\u00a0" (which no resolver
+// answers for) into a rule for api.example.com: broader than written.
+func noSpace(s string) error {
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("bad host %q: white space (%U) in a host name", s, r)
 	}
 	return nil
 }

@@ -61,7 +61,9 @@ func TestHostRuleRejects(t *testing.T) {
 		// Each of these would normalise to a rule broader than written.
 		"*.", "*.:443", "*..", ".", "..", "[*]", "[*]:443", "[api.example.com]", "[10.0.0.1]", "fe80::1%eth0", "\u212a.com", "a b.com",
 		// An all-digit top-level label is an address in disguise.
-		"*.0.0.0", "1.2.3", "10.0.0.1.", "*.10"} {
+		"*.0.0.0", "1.2.3", "10.0.0.1.", "*.10",
+		// White space is never trimmed into a valid name (a fuzz find).
+		"ab.cd\u00a0", " api.example.com", "api.example.com\t", "api.example.com :443", "\u2003*.example.com", "10.0.0.1\u00a0"} {
 		if _, err := ParseHostRule(bad); err == nil {
 			t.Errorf("%q parsed without error", bad)
 		}
@@ -110,7 +112,7 @@ func TestParseDestination(t *testing.T) {
 			t.Errorf("%s: dial %s str %s, want %s %s", c.in, d.DialHost(), d.String(), c.dial, c.str)
 		}
 	}
-	for _, bad := range []string{"*.example.com", "10.0.0.1/8", "1.2.3.4:0", "", "a b"} {
+	for _, bad := range []string{"*.example.com", "10.0.0.1/8", "1.2.3.4:0", "", "a b", "ab.cd\u00a0", " 10.0.0.0/8", "10.0.0.0/8\u00a0"} {
 		if _, err := ParseDestination(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -75,11 +75,16 @@ type Spec struct {
 	Selector Selector `json:"selector"`
 	// Namespaces are where sandboxes live: a pod here without the selector's
 	// labels is drift (it escapes every network policy that keys on them).
-	Namespaces      []string      `json:"namespaces,omitempty"`
-	Runtime         Runtime       `json:"runtime"`
-	Identity        Identity      `json:"identity"`
-	Filesystem      Filesystem    `json:"filesystem"`
-	Capabilities    []string      `json:"capabilities"`
+	Namespaces   []string   `json:"namespaces,omitempty"`
+	Runtime      Runtime    `json:"runtime"`
+	Identity     Identity   `json:"identity"`
+	Filesystem   Filesystem `json:"filesystem"`
+	Capabilities []string   `json:"capabilities"`
+	// Devices are the device nodes beyond the container default set (null,
+	// zero, full, random, urandom, tty, console, ptmx, pts) a sandbox is
+	// meant to hold, by path: "/dev/fuse", "/dev/net/tun". Any other device
+	// node is an escape precondition (check escape.devices).
+	Devices         []string      `json:"devices,omitempty"`
 	NoNewPrivileges *bool         `json:"noNewPrivileges,omitempty"`
 	Seccomp         string        `json:"seccomp,omitempty" validate:"omitempty,oneof=RuntimeDefault Localhost Unconfined"`
 	SeccompProfile  string        `json:"seccompProfile,omitempty"`
@@ -181,6 +186,59 @@ type Credential struct {
 	Source    string `json:"source" validate:"required"`
 	MountPath string `json:"mountPath" validate:"required"`
 	Reason    string `json:"reason" validate:"required"`
+	// Kubernetes marks a credential for a Kubernetes API server and says
+	// what it may do there at most: the probe asks the API server, with the
+	// credential itself, what it is allowed (check creds.scope).
+	Kubernetes *KubeCredential `json:"kubernetes,omitempty"`
+}
+
+// KubeCredential is how the probe finds and uses a Kubernetes credential
+// under the credential's mountPath, and the scope it is declared to have.
+type KubeCredential struct {
+	// Kubeconfig is the kubeconfig's file name under mountPath ("" with
+	// token unset: mountPath itself is the kubeconfig). Its current context
+	// gives the server, the CA and the user (token, token file or client
+	// certificate; exec plugins are not run).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Token is a bearer token's file name under mountPath ("token"), for a
+	// mounted service-account token; then Server and CAFile say where.
+	Token string `json:"token,omitempty"`
+	// Server is the API server's URL for a token (default: in-cluster,
+	// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT).
+	Server string `json:"server,omitempty"`
+	// CAFile is the PEM CA bundle for Server (default ca.crt beside the token).
+	CAFile string `json:"caFile,omitempty"`
+	// Namespaces are where the scope is asked about (permissions are per
+	// namespace); default the kubeconfig context's namespace, the namespace
+	// file beside the token, or "default".
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Scope is the most the credential may do.
+	Scope CredentialScope `json:"scope"`
+}
+
+// Credential scope presets.
+const (
+	// ScopeViewOnly: get, list and watch on anything but secrets and the
+	// subresources that act (exec, attach, portforward, proxy); nothing else.
+	ScopeViewOnly = "view-only"
+	// ScopeNone: nothing beyond what every authenticated user may (discovery,
+	// asking about its own rights).
+	ScopeNone = "none"
+)
+
+// CredentialScope is a preset and rules beyond it, in RBAC's terms.
+type CredentialScope struct {
+	Preset string      `json:"preset,omitempty" validate:"omitempty,oneof=view-only none"`
+	Allow  []ScopeRule `json:"allow,omitempty" validate:"dive"`
+}
+
+// ScopeRule allows verbs on resources of API groups, as an RBAC rule does:
+// "" is the core group, "*" any; a resource may name a subresource
+// ("pods/log").
+type ScopeRule struct {
+	APIGroups []string `json:"apiGroups,omitempty"`
+	Resources []string `json:"resources" validate:"required"`
+	Verbs     []string `json:"verbs" validate:"required"`
 }
 
 // Egress is the declared network surface.
@@ -204,6 +262,19 @@ type Egress struct {
 	// destination (default 403 and 407). Through the proxy only these pass:
 	// a 5xx means the proxy let the destination through.
 	ProxyDenyStatus []int `json:"proxyDenyStatus,omitempty" validate:"dive,gte=400,lte=599"`
+	// Fronting is how domain fronting through the proxy is judged
+	// (egress.sni-mismatch); unset, it is tested.
+	Fronting *Fronting `json:"fronting,omitempty"`
+}
+
+// Fronting: a proxy that filters on the CONNECT host alone cannot stop a
+// ClientHello for another name in a tunnel it opened. A policy whose proxy
+// is known to be such can say so, with why; the check then does not run
+// (and says in `sandprobe checks` that it will not), rather than failing
+// on every run until the proxy is replaced.
+type Fronting struct {
+	// Accepted is the reason the risk is accepted; required when set.
+	Accepted string `json:"accepted"`
 }
 
 // Allowance is one allowed destination; every allowance carries a reason.

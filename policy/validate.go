@@ -211,9 +211,17 @@ func (s *Spec) validate(c *collector) {
 			c.add(pth, fmt.Sprintf("bad glob %q: %v", pat, err))
 		}
 	}
+	for i, d := range s.Devices {
+		if !strings.HasPrefix(d, "/dev/") || path.Clean(d) != d {
+			c.add(fmt.Sprintf("spec.devices[%d]", i), fmt.Sprintf("must be a clean path under /dev/, got %q", d))
+		}
+	}
 	for i, cr := range s.Credentials {
 		if cr.MountPath != "" && !strings.HasPrefix(cr.MountPath, "/") {
 			c.add(fmt.Sprintf("spec.credentials[%d].mountPath", i), "must be an absolute path")
+		}
+		if k := cr.Kubernetes; k != nil {
+			k.validate(c, fmt.Sprintf("spec.credentials[%d].kubernetes", i))
 		}
 	}
 	for i, t := range s.Placement.Tolerations {
@@ -324,6 +332,14 @@ func (e *Egress) validate(c *collector) {
 	}
 	if e.DNS.ResolverLocation != nil {
 		checkLocation(c, "spec.egress.dns.resolverLocation", e.DNS.ResolverLocation)
+	}
+	if f := e.Fronting; f != nil {
+		switch {
+		case strings.TrimSpace(f.Accepted) == "":
+			c.add("spec.egress.fronting.accepted", "empty: say why domain fronting through the proxy is accepted, or remove spec.egress.fronting")
+		case e.Proxy == "":
+			c.add("spec.egress.fronting", "set without spec.egress.proxy: there is no proxy to front through")
+		}
 	}
 }
 
@@ -487,5 +503,42 @@ func (id *Identity) validate(c *collector) {
 		}
 	case len(roots) == 0 && id.AllowRoot:
 		c.add("spec.identity.allowRoot", fmt.Sprintf("true, but no id is 0 (uid %d, gid %d): remove it, so the policy does not claim a weakening it does not use", id.UID, id.GID))
+	}
+}
+
+func (k *KubeCredential) validate(c *collector, pth string) {
+	if k.Kubeconfig != "" && k.Token != "" {
+		c.add(pth, "kubeconfig and token are exclusive: a kubeconfig names its own user")
+	}
+	for _, f := range []struct{ name, v string }{{"kubeconfig", k.Kubeconfig}, {"token", k.Token}} {
+		if f.v != "" && (strings.HasPrefix(f.v, "/") || path.Clean(f.v) != f.v || strings.HasPrefix(f.v, "..")) {
+			c.add(pth+"."+f.name, fmt.Sprintf("must be a file name under mountPath, got %q", f.v))
+		}
+	}
+	if k.Server != "" {
+		if u, err := url.Parse(k.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+			c.add(pth+".server", fmt.Sprintf("must be an https:// URL, got %q", k.Server))
+		}
+		if k.Token == "" {
+			c.add(pth+".server", "only with token: a kubeconfig names its own server")
+		}
+	}
+	if k.CAFile != "" && k.Token == "" {
+		c.add(pth+".caFile", "only with token: a kubeconfig names its own CA")
+	}
+	if k.Scope.Preset == "" && len(k.Scope.Allow) == 0 {
+		c.add(pth+".scope", "declare what the credential may do: preset (view-only or none) and/or allow rules")
+	}
+	for j, r := range k.Scope.Allow {
+		for _, v := range r.Verbs {
+			if !slices.Contains(KubeVerbs, v) {
+				c.add(fmt.Sprintf("%s.scope.allow[%d].verbs", pth, j), fmt.Sprintf("unknown verb %q (one of %s)", v, strings.Join(KubeVerbs, ", ")))
+			}
+		}
+	}
+	for j, ns := range k.Namespaces {
+		if !dns1123Label(ns) {
+			c.add(fmt.Sprintf("%s.namespaces[%d]", pth, j), fmt.Sprintf("must be a namespace name, got %q", ns))
+		}
 	}
 }

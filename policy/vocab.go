@@ -113,3 +113,6 @@ func ParseQuantity(s string) (float64, error) {
 	}
 	return out, nil
 }
+
+// KubeVerbs are the verbs an RBAC rule names ("*" is every verb).
+var KubeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind", "escalate", "use", "approve", "sign", "attest", "*"}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -156,22 +157,56 @@ func vmVendor(dmi string) string {
 // mountEntry is one line of /proc/self/mountinfo.
 type mountEntry struct {
 	point, opts, fstype, super string
+	// root is the directory of the filesystem mounted at point ("/" for
+	// the whole filesystem), source its source ("/dev/vda", "overlay").
+	root, source string
+	// major and minor are the filesystem's device (0 for tmpfs, proc, overlay).
+	major, minor uint64
 }
+
+// readOnly reports whether the mount (not only its superblock) is read-only.
+func (m mountEntry) readOnly() bool { return slices.Contains(strings.Split(m.opts, ","), "ro") }
 
 // rootMount finds the mount at "/" in /proc/self/mountinfo (the last one
 // wins: a later mount on the same point hides the earlier).
 func rootMount(fsys fs.FS) mountEntry {
-	b, err := fs.ReadFile(fsys, "proc/self/mountinfo")
-	if err != nil {
-		return mountEntry{}
-	}
-	var root mountEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		if m, ok := parseMountinfo(line); ok && m.point == "/" {
-			root = m
+	for _, m := range visibleMounts(readMounts(fsys)) {
+		if m.point == "/" {
+			return m
 		}
 	}
-	return root
+	return mountEntry{}
+}
+
+// readMounts parses /proc/self/mountinfo; nil when it cannot be read.
+func readMounts(fsys fs.FS) []mountEntry {
+	b, err := fs.ReadFile(fsys, "proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := parseMountinfo(line); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// visibleMounts keeps, for each mount point, the mount that is on top: a
+// later mount on the same point hides the earlier ones.
+func visibleMounts(ms []mountEntry) []mountEntry {
+	last := map[string]int{}
+	for i, m := range ms {
+		last[m.point] = i
+	}
+	var out []mountEntry
+	for i, m := range ms {
+		if last[m.point] == i {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // parseMountinfo splits "ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL…] - FSTYPE SOURCE SUPER".
@@ -182,11 +217,34 @@ func parseMountinfo(line string) (mountEntry, bool) {
 	if sep < 6 || len(f) < sep+3 {
 		return mountEntry{}, false
 	}
-	m := mountEntry{point: f[4], opts: f[5], fstype: f[sep+1]}
+	m := mountEntry{root: unescapeMount(f[3]), point: unescapeMount(f[4]), opts: f[5], fstype: f[sep+1], source: unescapeMount(f[sep+2])}
 	if len(f) > sep+3 {
 		m.super = f[sep+3]
 	}
+	if maj, min, ok := strings.Cut(f[2], ":"); ok {
+		m.major, _ = strconv.ParseUint(maj, 10, 32)
+		m.minor, _ = strconv.ParseUint(min, 10, 32)
+	}
 	return m, true
+}
+
+// unescapeMount undoes mountinfo's octal escapes ("\040" is a blank).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // declaredIsolation says what the sandbox must look like: the isolation of

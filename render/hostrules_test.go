@@ -117,6 +117,11 @@ func writtenMatches(written, name string) bool {
 		return false
 	}
 	w := strings.ToLower(strings.TrimSpace(written))
+	// "name:port" is the name on that port (the port is judged apart);
+	// an IPv6 literal's colons are not a port.
+	if i := strings.LastIndexByte(w, ':'); i >= 0 && strings.Count(w, ":") == 1 {
+		w = w[:i]
+	}
 	switch {
 	case w == "*":
 		return true

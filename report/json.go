@@ -121,6 +121,11 @@ func appendFindingJSON(x []byte, f *Finding) ([]byte, error) {
 		x = append(x, ","+in+`"attempt": `...)
 		x = append(x, ind.Bytes()...)
 	}
+	field("file", f.File, true)
+	if f.Line != 0 {
+		x = append(x, ","+in+`"line": `...)
+		x = strconv.AppendInt(x, int64(f.Line), 10)
+	}
 	return append(x, "\n    }"...), nil
 }
 

@@ -49,6 +49,11 @@ type Finding struct {
 	// Attempt is the evidence of the network attempt behind an egress
 	// finding: when it ran, how long it waited, what stopped it.
 	Attempt *Attempt `json:"attempt,omitempty"`
+	// File and Line say where the object (or the field) to fix is written,
+	// for drift findings on objects read from files (`drift -f`): what
+	// SARIF annotates.
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
 }
 
 // Name is the finding's display name: the check and, if any, its subject.

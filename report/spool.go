@@ -322,20 +322,24 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 }
 
 // The record: every string field as a uvarint length and its bytes, then
-// Seconds as IEEE bits. A new Finding field must be added to both
-// functions (TestSpoolRoundTrip fills every field by reflection).
+// Seconds as IEEE bits and Line as a varint. A new Finding field must be
+// added to encodeFinding, readRecord and decodeFinding
+// (TestSpoolRoundTrip fills every field by reflection).
+const recordStrings = 11
+
 func encodeFinding(b []byte, f *Finding) []byte {
-	for _, s := range [...]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class} {
+	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
+	return binary.AppendVarint(b, int64(f.Line))
 }
 
 // readRecord appends the next whole record of br to rec.
 func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
 	var lenBuf [binary.MaxVarintLen64]byte
-	for range 10 {
+	for range recordStrings {
 		n, err := binary.ReadUvarint(br)
 		if err != nil {
 			return rec, unexpected(err)
@@ -352,13 +356,17 @@ func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
 	if _, err := io.ReadFull(br, rec[start:]); err != nil {
 		return rec, unexpected(err)
 	}
-	return rec, nil
+	line, err := binary.ReadVarint(br)
+	if err != nil {
+		return rec, unexpected(err)
+	}
+	return binary.AppendVarint(rec, line), nil
 }
 
 // decodeFinding decodes the record at the start of b into f and returns
 // its length.
 func decodeFinding(b []byte, f *Finding) (int, error) {
-	var fields [10]string
+	var fields [recordStrings]string
 	i := 0
 	for k := range fields {
 		n, w := binary.Uvarint(b[i:])
@@ -372,12 +380,18 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 	if len(b)-i < 8 {
 		return 0, io.ErrUnexpectedEOF
 	}
+	secs := math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+	i += 8
+	line, w := binary.Varint(b[i:])
+	if w <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
 	*f = Finding{
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
-		Seconds: math.Float64frombits(binary.LittleEndian.Uint64(b[i:])),
+		Seconds: secs, File: fields[10], Line: int(line),
 	}
-	return i + 8, nil
+	return i + w, nil
 }
 
 func unexpected(err error) error {

@@ -31,6 +31,9 @@ func generatedRun(n int, seed uint64) Run {
 			Subject: pick(), Namespace: pick(), Status: statuses[rng.IntN(len(statuses))],
 			Expected: pick(), Actual: pick(), Fix: pick(), Evidence: pick(), Class: pick(), Seconds: secs[rng.IntN(len(secs))],
 		}
+		if rng.IntN(3) == 0 {
+			f.File, f.Line = pick(), rng.IntN(5000)-1
+		}
 		switch rng.IntN(10) {
 		case 0:
 			f.Target = ""
@@ -72,8 +75,10 @@ func TestWritersMatchLegacy(t *testing.T) {
 		"text-verbose": func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Verbose: true}, &b, r); return b.Bytes() },
 		"json":         func(r Run) []byte { var b bytes.Buffer; legacyJSON(&b, r); return b.Bytes() },
 		"junit":        func(r Run) []byte { var b bytes.Buffer; legacyJUnit(&b, r); return b.Bytes() },
+		// SARIF came after the streaming writers: the slice is its reference.
+		"sarif": func(r Run) []byte { var b bytes.Buffer; SARIF{}.Write(&b, r); return b.Bytes() },
 	}
-	writers := map[string]Writer{"text": Text{}, "text-color": Text{Color: true}, "text-verbose": Text{Verbose: true}, "json": JSON{}, "junit": JUnit{}}
+	writers := map[string]Writer{"text": Text{}, "text-color": Text{Color: true}, "text-verbose": Text{Verbose: true}, "json": JSON{}, "junit": JUnit{}, "sarif": SARIF{}}
 	for rname, run := range runs {
 		forms := map[string]Run{"slice": run, "spool-memory": spooled(t, run, 1<<30), "spool-file": spooled(t, run, -1)}
 		if len(run.Findings) > 0 && (!forms["spool-file"].Spooled.Spilled() || forms["spool-memory"].Spooled.Spilled()) {
@@ -123,6 +128,8 @@ func everyField(t *testing.T, s string, sec float64) Finding {
 			fv.SetString(s + "-" + v.Type().Field(i).Name)
 		case reflect.Float64:
 			fv.SetFloat(sec)
+		case reflect.Int:
+			fv.SetInt(int64(len(s)*7 - 3))
 		case reflect.Pointer:
 			if fv.Type() != reflect.TypeFor[*Attempt]() {
 				t.Fatalf("Finding.%s: a new pointer field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)

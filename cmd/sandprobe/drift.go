@@ -57,6 +57,7 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
 	fs.BoolVar(&o.wouldRefuse, "would-refuse", false, "instead of drift: list the live pods (or the pods in -f files) that the sandbox admission policy (render --format admission) would refuse if its binding said Deny, with why; exit 1 when there is one")
 	o.out.register(fs)
+	o.out.registerSARIF(fs, sarifRules())
 	o.lf.register(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -301,4 +302,14 @@ func oneLineErr(err error) string {
 		s += " (raise --timeout)"
 	}
 	return s
+}
+
+// sarifRules describes the drift rules to code-scanning tools.
+func sarifRules() []report.SARIFRule {
+	var out []report.SARIFRule
+	for _, r := range drift.Rules() {
+		out = append(out, report.SARIFRule{ID: r.ID, Proves: r.Proves, Fix: r.Fix,
+			HelpURI: "https://github.com/sandprobe/sandprobe/blob/main/docs/drift.md#rules"})
+	}
+	return out
 }

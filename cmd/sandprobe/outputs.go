@@ -30,6 +30,10 @@ type outputs struct {
 	pushgateway string
 	cluster     string
 	htmlFile    string
+	sarifFile   string
+	// sarif is set by the commands whose findings point at files (drift):
+	// only they offer -o sarif and --sarif.
+	sarif *report.SARIF
 	// What the HTML page shows besides the run: the policy's allowances
 	// and reasons (set by the command once the policy is loaded) and, under
 	// serve, the last runs.
@@ -53,11 +57,40 @@ func (o *outputs) registerFiles(fs *flag.FlagSet) {
 	fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")
 }
 
+// registerSARIF offers SARIF (-o sarif and --sarif FILE) with the rules
+// it describes; call it after register.
+func (o *outputs) registerSARIF(fs *flag.FlagSet, rules []report.SARIFRule) {
+	o.sarif = &report.SARIF{Rules: rules}
+	if f := fs.Lookup("o"); f != nil {
+		f.Usage = "report on stdout: text, json, junit or sarif (SARIF 2.1.0, for code scanning)"
+	}
+	fs.StringVar(&o.sarifFile, "sarif", "", "also write SARIF 2.1.0 to this file (atomically): each finding on its file and line, for code-scanning uploads")
+}
+
 func (o *outputs) check() error {
 	switch o.format {
 	case "text", "json", "junit":
+	case "sarif":
+		if o.sarif == nil {
+			return fmt.Errorf("-o: sarif is written by sandprobe drift only (its findings point at files); want text, json or junit")
+		}
 	default:
+		if o.sarif != nil {
+			return fmt.Errorf("-o: want text, json, junit or sarif, got %q", o.format)
+		}
 		return fmt.Errorf("-o: want text, json or junit, got %q", o.format)
+	}
+	if o.sarif != nil && o.sarif.BaseDir == "" {
+		// File paths in SARIF are relative to where the command runs (the
+		// repository root in CI), as code-scanning uploads expect.
+		if wd, err := os.Getwd(); err == nil {
+			o.sarif.BaseDir = wd
+		}
+	}
+	if o.sarifFile != "" {
+		if err := checkWritableDir(o.sarifFile); err != nil {
+			return fmt.Errorf("--sarif: %w", err)
+		}
 	}
 	return o.checkFiles()
 }
@@ -89,6 +122,8 @@ func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose boo
 		w = report.JSON{}
 	case "junit":
 		w = report.JUnit{}
+	case "sarif":
+		w = *o.sarif
 	default:
 		w = report.Text{Color: isTerminal(a.stdout), Verbose: verbose}
 	}
@@ -128,6 +163,11 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 	}
 	if o.jsonFile != "" {
 		if err := report.WriteRunFile(o.jsonFile, report.JSON{}, run); err != nil {
+			return err
+		}
+	}
+	if o.sarifFile != "" && o.sarif != nil {
+		if err := report.WriteRunFile(o.sarifFile, *o.sarif, run); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -28,20 +30,50 @@ func Pushgateway(t testing.TB) string {
 	if err != nil {
 		Missing(t, "prometheus-pushgateway not on PATH (apt-get install prometheus-pushgateway)")
 	}
-	// The free port may be taken between Close and the gateway's bind: retry.
+	return startLoopbackDaemon(t, "pushgateway", func(addr string) []string {
+		return []string{bin, "--web.listen-address=" + addr, "--persistence.file="}
+	})
+}
+
+// Prometheus starts a real Prometheus server (Debian's prometheus) on a free
+// loopback port with this configuration file body (global settings and
+// scrape_configs) and a storage directory of the test's own, and returns its
+// base URL. It is killed when the test ends.
+func Prometheus(t testing.TB, config string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		Missing(t, "prometheus not on PATH (apt-get install prometheus)")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startLoopbackDaemon(t, "prometheus", func(addr string) []string {
+		return []string{bin, "--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + addr, "--log.level=warn"}
+	})
+}
+
+// startLoopbackDaemon starts a Prometheus-style server (one that answers
+// /-/ready) on a free loopback port, retrying when the port is taken between
+// choosing it and the server's bind.
+func startLoopbackDaemon(t testing.TB, name string, argv func(addr string) []string) string {
+	t.Helper()
 	var lastErr error
 	for range 3 {
-		url, err := startPushgateway(t, bin)
+		url, err := startDaemonOnce(t, name, argv)
 		if err == nil {
 			return url
 		}
 		lastErr = err
 	}
-	t.Fatalf("start pushgateway: %v", lastErr)
+	t.Fatalf("start %s: %v", name, lastErr)
 	return ""
 }
 
-func startPushgateway(t testing.TB, bin string) (string, error) {
+func startDaemonOnce(t testing.TB, name string, argv func(addr string) []string) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -49,7 +81,8 @@ func startPushgateway(t testing.TB, bin string) (string, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
+	args := argv(addr)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -62,12 +95,12 @@ func startPushgateway(t testing.TB, bin string) (string, error) {
 	}
 	url := "http://" + addr
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
 			exited <- err // for stop
-			return "", fmt.Errorf("pushgateway on %s exited: %v\n%s", addr, err, logs.String())
+			return "", fmt.Errorf("%s on %s exited: %v\n%s", name, addr, err, logs.String())
 		default:
 		}
 		if resp, err := client.Get(url + "/-/ready"); err == nil {
@@ -80,5 +113,5 @@ func startPushgateway(t testing.TB, bin string) (string, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
-	return "", fmt.Errorf("pushgateway on %s not ready after 10s\n%s", addr, logs.String())
+	return "", fmt.Errorf("%s on %s not ready after 20s\n%s", name, addr, logs.String())
 }

@@ -97,6 +97,10 @@ type Backend struct {
 	// Command replaces `sandprobe probe …` in the container (tests use it for
 	// probes that crash, hang or lie).
 	Command []string
+	// Adjust, when set, edits the container's configuration just before it
+	// is created: tests build the misconfigured containers the checks must
+	// catch with it (a mounted socket, the host's PID namespace, privileges).
+	Adjust func(*container.Config, *container.HostConfig)
 	// Progress, when set, hears what the backend is waiting for.
 	Progress func(msg string)
 	Logger   *slog.Logger
@@ -209,6 +213,9 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
 	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce, LabelDeadline: deadline.String()}
 	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
+	if b.Adjust != nil {
+		b.Adjust(cfg, hostCfg)
+	}
 
 	b.progress("creating the container (runtime %s)", facts.runtime)
 	created, err := b.Client.ContainerCreate(runCtx, client.ContainerCreateOptions{Config: cfg, HostConfig: hostCfg, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})

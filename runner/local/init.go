@@ -66,6 +66,11 @@ func setup(s initSpec) error {
 			return fmt.Errorf("seed %s: %w", path, err)
 		}
 	}
+	for _, path := range sb.Sockets {
+		if err := listenSocket(path); err != nil {
+			return err
+		}
+	}
 	if sb.ReadOnlyRoot {
 		if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 			return fmt.Errorf("make / read-only: %w", err)
@@ -159,11 +164,35 @@ func buildRoot(s initSpec) error {
 	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
-	if err := bindReadOnly("/sys", filepath.Join(root, "sys"), true); err != nil {
+	if !sb.WritableProc { // what runc does: the host-wide tunables stay read-only
+		for _, p := range []string{"proc/sys", "proc/sysrq-trigger"} {
+			if err := remountReadOnly(filepath.Join(root, p)); err != nil {
+				return err
+			}
+		}
+	}
+	if sb.WritableSys {
+		if err := bind("/sys", filepath.Join(root, "sys"), true); err != nil {
+			return err
+		}
+	} else if err := bindReadOnly("/sys", filepath.Join(root, "sys"), true); err != nil {
 		return err
 	}
-	if err := buildDev(filepath.Join(root, "dev")); err != nil {
+	if err := buildDev(filepath.Join(root, "dev"), sb.Devices); err != nil {
 		return err
+	}
+	if sb.HostRoot != "" {
+		dst := filepath.Join(root, sb.HostRoot)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		// The root filesystem alone (no MS_REC): its submounts stay out.
+		if err := unix.Mount("/", dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the host root at %s: %w", sb.HostRoot, err)
+		}
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}); err != nil {
+			return fmt.Errorf("make the host root at %s read-only: %w", sb.HostRoot, err)
+		}
 	}
 	// /tmp and /run exist but belong to the root filesystem (read-only)
 	// unless the policy makes them writable.
@@ -215,12 +244,38 @@ func buildRoot(s initSpec) error {
 			return fmt.Errorf("mount tmpfs at %s: %w", w, err)
 		}
 	}
+	// After the tmpfs mounts, so a credential under a writable path stays visible.
+	for _, m := range sb.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", m.Source, err)
+		}
+		dst := filepath.Join(root, m.Target)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("mount %s at %s: %w", m.Source, m.Target, err)
+		}
+		if err := bindReadOnly(m.Source, dst, fi.IsDir()); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // bindReadOnly bind-mounts src at dst (recursively for directories) and makes
 // the whole tree read-only with mount_setattr.
 func bindReadOnly(src, dst string, dir bool) error {
+	if err := bind(src, dst, dir); err != nil {
+		return err
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+// bind bind-mounts src at dst (recursively for directories), creating dst.
+func bind(src, dst string, dir bool) error {
 	if dir {
 		if err := os.Mkdir(dst, 0o755); err != nil {
 			return err
@@ -235,16 +290,47 @@ func bindReadOnly(src, dst string, dir bool) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
-	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr); err != nil {
-		return fmt.Errorf("make %s read-only: %w", src, err)
+	return nil
+}
+
+// remountReadOnly binds path over itself read-only (nothing when it is absent).
+func remountReadOnly(path string) error {
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil
+	}
+	if err := unix.Mount(path, path, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", path, err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(-1, path, unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", path, err)
 	}
 	return nil
 }
 
+// listenSocket leaves a listening Unix socket at path, mode 0666, open
+// across exec (no close-on-exec): the probe inherits it, so connections to
+// it are accepted into its backlog while the probe runs.
+func listenSocket(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return fmt.Errorf("bind socket %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return os.Chmod(path, 0o666)
+}
+
 // buildDev gives the sandbox a minimal /dev: the harmless character devices,
 // a private /dev/shm and the usual symlinks.
-func buildDev(dev string) error {
+func buildDev(dev string, hostDevices []string) error {
 	if err := os.Mkdir(dev, 0o755); err != nil {
 		return err
 	}
@@ -260,6 +346,20 @@ func buildDev(dev string) error {
 		f.Close()
 		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	for _, d := range hostDevices { // sabotage: host devices at the same path
+		dst := filepath.Join(dev, strings.TrimPrefix(d, "/dev/"))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount(d, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", d, err)
 		}
 	}
 	shm := filepath.Join(dev, "shm")

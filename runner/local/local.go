@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -45,8 +46,23 @@ type Sandbox struct {
 	Seccomp      bool
 	KeepCaps     CapSets  // capabilities deliberately left in (sabotage)
 	Binds        []string // host files made visible read-only at the same path (a CA bundle)
+	Mounts       []Mount  // host files or directories mounted read-only elsewhere (a declared credential)
 	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
 	Hostname     string
+
+	// Escape preconditions, for sabotage only (the escape checks must see them).
+	HostPID      bool     // no PID namespace of its own: the host's processes are visible
+	Sockets      []string // a listening socket at each path, mode 0666: a stand-in for a runtime's API socket
+	Devices      []string // host device nodes bound into the sandbox at the same path
+	HostRoot     string   // the host's root filesystem bound (read-only, not its submounts) at this path
+	WritableProc bool     // /proc/sys and /proc/sysrq-trigger stay read-write (runc makes them read-only)
+	WritableSys  bool     // /sys, its cgroup tree included, is bound read-write
+}
+
+// Mount is a read-only bind of a host path at another path in the sandbox.
+type Mount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // CapSets names capabilities to leave in each set.
@@ -88,6 +104,13 @@ func SandboxFor(p *policy.Policy, netns string) Sandbox {
 	}
 	if s.Egress.CAFile != "" {
 		sb.Binds = append(sb.Binds, s.Egress.CAFile)
+	}
+	// A declared credential whose source is a path on this machine is
+	// mounted read-only where the policy says, as docker --mount would.
+	for _, c := range s.Credentials {
+		if filepath.IsAbs(c.Source) {
+			sb.Mounts = append(sb.Mounts, Mount{Source: c.Source, Target: c.MountPath})
+		}
 	}
 	for _, c := range s.Capabilities { // declared capabilities stay in the bounding set
 		sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, c)
@@ -180,7 +203,10 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.ExtraFiles = []*os.File{specR}
 	cmd.Env = []string{} // the probe's environment comes from the Sandbox only
-	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+	if !b.Sandbox.HostPID {
+		flags |= syscall.CLONE_NEWPID
+	}
 	if b.Sandbox.NetNS == "" {
 		flags |= syscall.CLONE_NEWNET
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,77 @@ func TestVMNodeIsNotAVM(t *testing.T) {
 	t.Logf("inside: %s; outside: %s", inside.Actual, outside.Actual)
 	if run.ExitCode() != report.ExitNonConformant {
 		t.Errorf("exit %d, want 1", run.ExitCode())
+	}
+}
+
+// TestEscapeSabotages: each escape precondition, built into the sandbox by
+// its --sabotage, fails the check meant for it with expected, actual and
+// fix; the other escape checks of the same run name only what the sabotage
+// really opened. (The healthy sandbox passes them all: TestHealthySandboxPasses.)
+// The host's network namespace has no sabotage: the probe never runs there
+// (probes.TestHostNet tests that check on this test binary's own namespace).
+func TestEscapeSabotages(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, moduleSupport := os.Stat("/proc/modules")
+	cases := []struct {
+		sabotage string
+		fail     []string // "check subject"
+	}{
+		{"runtime-socket", []string{"escape.runtime-socket /var/run/docker.sock"}},
+		{"host-pid", []string{"escape.host-pid"}},
+		{"host-devices", []string{"escape.devices", "escape.host-fs block devices"}},
+		{"host-root", []string{"escape.host-fs host root"}},
+		{"proc-sys-rw", []string{"escape.proc-sys /proc/sys"}},
+		{"sys-rw", []string{"escape.cgroup cgroupfs", "escape.cgroup release_agent", "escape.proc-sys /sys"}},
+		{"ptrace", []string{"escape.ptrace", "escape.host-pid"}},
+		// This machine's kernel has no module support: there the check
+		// cannot fail, and says why (probes.TestModuleLoad has the failing case).
+		{"module-cap", map[bool][]string{true: {"escape.module-load"}, false: nil}[moduleSupport == nil]},
+	}
+	for _, c := range cases {
+		t.Run(c.sabotage, func(t *testing.T) {
+			p, raw := load(t, testPolicy)
+			sb := local.SandboxFor(p, "")
+			if err := sb.Sabotage(c.sabotage); err != nil {
+				t.Fatal(err)
+			}
+			nonce := "nonce-" + strings.ReplaceAll(t.Name(), "/", "-")
+			cmd := []string{local.ProbePath, "probe", "--policy", "-", "--nonce", nonce, "--only", "escape"}
+			run, err := runSandbox(t, p, raw, sb, cmd, 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := map[string]report.Finding{}
+			for _, f := range run.Findings {
+				if f.Status != report.Pass {
+					failed[f.Name()] = f
+				}
+			}
+			for _, name := range c.fail {
+				f, ok := failed[name]
+				if !ok || f.Status != report.Fail {
+					t.Errorf("%s: %s, want fail; findings %v", name, f.Status, names(run.Findings))
+					continue
+				}
+				if f.Expected == "" || f.Actual == "" || f.Fix == "" || f.Evidence == "" {
+					t.Errorf("%s: a failure needs expected, actual, evidence and fix: %+v", name, f)
+				}
+				t.Logf("%s: %s; fix: %s", name, report.ExpectedActual(f), f.Fix)
+				delete(failed, name)
+			}
+			for name, f := range failed {
+				if c.sabotage == "host-pid" && f.Check == "escape.ptrace" {
+					continue // other helpers' uid-65532 processes on this machine may be visible
+				}
+				t.Errorf("%s: %s (%s), not what %s opens", name, f.Status, f.Actual, c.sabotage)
+			}
+			if c.sabotage == "module-cap" && moduleSupport != nil {
+				for _, f := range run.Findings {
+					if f.Check == "escape.module-load" && !strings.Contains(f.Actual, "no loadable module support") {
+						t.Errorf("escape.module-load: %q", f.Actual)
+					}
+				}
+			}
+		})
 	}
 }

@@ -2,8 +2,12 @@ package local
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
 )
@@ -26,6 +30,50 @@ var Sabotages = map[string]struct {
 	"token":           {"a service-account token is mounted", func(s *Sandbox) { s.seed(policy.DefaultTokenPath, "eyJhbGciOiJSUzI1NiJ9.demo") }},
 	"env-secret":      {"OPENAI_API_KEY holds a real-looking key", func(s *Sandbox) { s.Env = append(s.Env, "OPENAI_API_KEY=sk-demo-not-a-real-key") }},
 	"dirty-workspace": {"the workspace holds a previous job's file", func(s *Sandbox) { s.seed("/workspace/previous-job.patch", "diff --git") }},
+	// Escape preconditions. Each stands for a misconfiguration seen in the
+	// wild; the probe only looks at them (nothing is written or attached).
+	"runtime-socket": {"a listening socket at /run/docker.sock (also /var/run/docker.sock), as a mounted Docker socket is", func(s *Sandbox) {
+		s.Sockets = append(s.Sockets, "/run/docker.sock")
+	}},
+	"host-pid": {"the sandbox shares the host's PID namespace (hostPID: true)", func(s *Sandbox) { s.HostPID = true }},
+	"host-devices": {"/dev/kvm and the host's root disk are bound into /dev", func(s *Sandbox) {
+		s.Devices = append(s.Devices, hostDevices()...)
+	}},
+	"host-root": {"the host's root filesystem is mounted at /host (read-only, as hostPath: /)", func(s *Sandbox) { s.HostRoot = "/host" }},
+	"proc-sys-rw": {"root in the sandbox with /proc/sys left read-write", func(s *Sandbox) {
+		s.UID, s.GID, s.WritableProc = 0, 0, true
+	}},
+	"sys-rw": {"root in the sandbox with /sys and its cgroup tree bound read-write", func(s *Sandbox) {
+		s.UID, s.GID, s.WritableSys = 0, 0, true
+	}},
+	"ptrace": {"the host's PID namespace and CAP_SYS_PTRACE", func(s *Sandbox) {
+		s.HostPID = true
+		s.KeepCaps.Ambient = append(s.KeepCaps.Ambient, "SYS_PTRACE")
+	}},
+	"module-cap": {"CAP_SYS_MODULE stays in the effective set", func(s *Sandbox) {
+		s.KeepCaps.Ambient = append(s.KeepCaps.Ambient, "SYS_MODULE")
+	}},
+}
+
+// hostDevices are the device nodes the host-devices sabotage hands over:
+// /dev/kvm and the block device that holds the host's root filesystem,
+// those of them that exist.
+func hostDevices() []string {
+	var out []string
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		out = append(out, "/dev/kvm")
+	}
+	var st unix.Stat_t
+	if unix.Stat("/", &st) == nil {
+		// /sys/dev/block/MAJ:MIN links to the device; its name is the node's.
+		link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+		if dev := "/dev/" + filepath.Base(link); err == nil {
+			if _, err := os.Stat(dev); err == nil {
+				out = append(out, dev)
+			}
+		}
+	}
+	return out
 }
 
 // Sabotage applies the named sabotages (comma-separated).

@@ -1,0 +1,302 @@
+package drift
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// This file gives findings on objects read from files their place: the file
+// and the line of the field to fix (or of the object, when the field is
+// absent — a missing runAsNonRoot lands on the container that lacks it), so
+// SARIF can annotate a pull request on that line.
+
+// document is one YAML document of a file and the line it starts on.
+type document struct {
+	data []byte
+	line int // 1-based line of the document's first line in its file
+}
+
+// splitDocuments splits a stream at `---` lines exactly as the API
+// machinery's YAMLReader does (what kubectl reads), and also says where each
+// document starts.
+func splitDocuments(r io.Reader) ([]document, error) {
+	ds := newDocStream(r)
+	var docs []document
+	for {
+		d, err := ds.next()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, err
+		}
+		docs = append(docs, d)
+	}
+}
+
+// docStream is splitDocuments one document at a time (drift -f streams
+// files that do not fit in memory).
+type docStream struct {
+	br    *bufio.Reader
+	buf   bytes.Buffer
+	n     int // lines read
+	start int // first line of the document being read
+	count int // documents returned
+	done  bool
+}
+
+func newDocStream(r io.Reader) *docStream {
+	return &docStream{br: bufio.NewReaderSize(r, 64<<10), start: 1}
+}
+
+// next returns the next document, or io.EOF after the last.
+func (s *docStream) next() (document, error) {
+	for !s.done {
+		s.n++
+		line, err := readLine(s.br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			s.done = true
+			return document{}, err
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
+			if t := strings.TrimSpace(string(rest)); t != "" && t[0] != '#' {
+				s.done = true
+				return document{}, fmt.Errorf("document %d: invalid Yaml document separator: %s", s.count+1, t)
+			}
+			start := s.start
+			s.start = s.n + 1
+			if err != nil {
+				s.done = true
+			}
+			if s.buf.Len() > 0 {
+				return s.emit(start), nil
+			}
+			continue
+		}
+		if err != nil { // EOF: the line read with it is empty
+			s.done = true
+			if s.buf.Len() > 0 {
+				return s.emit(s.start), nil
+			}
+			break
+		}
+		s.buf.Write(line)
+	}
+	return document{}, io.EOF
+}
+
+func (s *docStream) emit(start int) document {
+	d := document{data: bytes.Clone(s.buf.Bytes()), line: start}
+	s.buf.Reset()
+	s.count++
+	return d
+}
+
+// readLine reads one line of any length, without its line ending, with '\n'
+// appended (an empty line and io.EOF at the end).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		part, isPrefix, err := br.ReadLine()
+		out = append(out, part...)
+		if err != nil {
+			return out, err
+		}
+		if !isPrefix {
+			return append(out, '\n'), nil
+		}
+	}
+}
+
+// origin is where one object was read: its file, the document and, for an
+// item of a List, the item's index path inside it.
+type origin struct {
+	file  string
+	doc   *document
+	items []int
+	node  *yaml.Node // parsed on first use
+}
+
+// origins maps the objects read from files, by the name findings give
+// them ("pod/ns/name", "networkpolicy/ns/name", "adminnetworkpolicy/name"),
+// to where they were read.
+type origins map[string]*origin
+
+func (s origins) add(key string, src *origin) {
+	if src == nil || src.file == "" {
+		return
+	}
+	if _, dup := s[key]; !dup {
+		s[key] = src
+	}
+}
+
+// Locate fills in File and Line of the findings on objects read from m's
+// files: the line of the field named in the finding's subject, or of the
+// nearest enclosing field that is written there. Findings on other objects
+// are left as they are.
+func (m *Manifests) Locate(fs []report.Finding) {
+	for i := range fs {
+		key, path := findingObject(&fs[i])
+		src := m.origins[key]
+		if src == nil {
+			continue
+		}
+		fs[i].File, fs[i].Line = src.file, src.line(path)
+	}
+}
+
+// policyKinds are the kinds whose findings name the policy in the subject
+// ("networkpolicy/allow-all spec.egress[0].to[0]"): the line to fix is in
+// that policy, not in the pod it selects.
+var policyKinds = map[string]bool{
+	"networkpolicy": true, "ciliumnetworkpolicy": true, "ciliumclusterwidenetworkpolicy": true,
+	"adminnetworkpolicy": true, "baselineadminnetworkpolicy": true, "clusternetworkpolicy": true,
+}
+
+// findingObject is the object a finding asks to change, as a sources key,
+// and the field path inside it.
+func findingObject(f *report.Finding) (key, path string) {
+	if obj, rest, ok := strings.Cut(f.Subject, " "); ok {
+		if kind, name, ok := strings.Cut(obj, "/"); ok && policyKinds[kind] {
+			if kind == "networkpolicy" && !strings.Contains(name, "/") {
+				// NetworkPolicies select pods of their own namespace only.
+				obj = kind + "/" + f.Namespace + "/" + name
+			}
+			return obj, rest
+		}
+	}
+	return f.Target, f.Subject
+}
+
+// line is the line of path inside the object: the deepest part of it that
+// the file spells out.
+func (s *origin) line(path string) int {
+	root := s.root()
+	if root == nil {
+		return s.doc.line
+	}
+	n := walk(root, path)
+	return s.doc.line + n.Line - 1
+}
+
+// root parses the object's document (once) and finds the object in it.
+func (s *origin) root() *yaml.Node {
+	if s.node != nil {
+		return s.node
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(s.doc.data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	n := doc.Content[0]
+	for _, i := range s.items {
+		items := mapValue(n, "items")
+		if items == nil || items.Kind != yaml.SequenceNode || i >= len(items.Content) {
+			return nil
+		}
+		n = items.Content[i]
+	}
+	s.node = n
+	return n
+}
+
+// walk follows a finding's field path ("spec.containers[agent].ports[0]",
+// "spec.securityContext.sysctls[kernel.msgmax]") as far as the document
+// spells it out and returns the node it reached: for a mapping entry, its
+// key (the line a reader looks for).
+func walk(n *yaml.Node, path string) *yaml.Node {
+	at := n
+	for _, seg := range pathSegments(path) {
+		var next, show *yaml.Node
+		switch {
+		case seg.key != "" && n.Kind == yaml.MappingNode:
+			show, next = mapEntry(n, seg.key)
+		case seg.key != "":
+			return at
+		case n.Kind == yaml.SequenceNode:
+			next = sequenceItem(n, seg.index)
+			show = next
+		case n.Kind == yaml.MappingNode:
+			// A bracket on a map ("annotations[key]").
+			show, next = mapEntry(n, seg.index)
+		}
+		if next == nil {
+			return at
+		}
+		n, at = next, show
+	}
+	return at
+}
+
+// segment is one step of a field path: a key, or a bracket (an index or a
+// list item's name).
+type segment struct{ key, index string }
+
+func pathSegments(path string) []segment {
+	var out []segment
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return out
+			}
+			out = append(out, segment{index: path[1:end]})
+			path = path[end+1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			out = append(out, segment{key: path[:end]})
+			path = path[end:]
+		}
+	}
+	return out
+}
+
+func mapEntry(n *yaml.Node, key string) (k, v *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	_, v := mapEntry(n, key)
+	return v
+}
+
+// sequenceItem is the item at an index, or the item whose name is the
+// bracket's text (containers, volumes, env and sysctls are named).
+func sequenceItem(n *yaml.Node, index string) *yaml.Node {
+	if i, err := strconv.Atoi(index); err == nil {
+		if i >= 0 && i < len(n.Content) {
+			return n.Content[i]
+		}
+		return nil
+	}
+	for _, it := range n.Content {
+		if v := mapValue(it, "name"); v != nil && v.Value == index {
+			return it
+		}
+	}
+	return nil
+}
