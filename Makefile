@@ -13,8 +13,12 @@ FUZZ_HOSTRULE ?= 60000x
 FUZZ_RENDERED ?= 2000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
+# What make test and make demo leave running when they end: nothing, unless
+# named here ("docker lab", "cluster", "all"; spaces or commas). make down
+# stops the rest and hack/leftovers.sh fails the run if anything else is left.
+export SANDPROBE_KEEP ?=
 
-.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo bench lint docs fixtures clean
+.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
@@ -41,14 +45,14 @@ kube-env:
 kwok-env:
 	hack/kwok/build.sh
 
-# The whole suite against real parts. SANDPROBE_REQUIRE_ENV=1 turns a test
-# that would skip for a missing environment (root, lab, Docker, apiserver)
-# into a failure. Then the fuzzers, then the end-to-end story on a real
-# cluster (make e2e).
+# The whole suite against real parts (hack/test.sh). SANDPROBE_REQUIRE_ENV=1
+# turns a test that would skip for a missing environment (root, lab,
+# Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
+# story on a real cluster (make e2e). Whatever the outcome, it ends with
+# make down and the leftovers check: nothing it started outlives it
+# (SANDPROBE_KEEP aside).
 test: deps build docker-env kube-env kwok-env
-	SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN=$(CURDIR)/$(BIN) KUBEBUILDER_ASSETS=$$(hack/k8s/build.sh --print-assets) $(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) fuzz
-	$(MAKE) e2e
+	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 
 # The headline story on a real single-node cluster (hack/cluster) and the
 # network lab: kubectl apply -k, a Job from the CronJob green, one egress
@@ -72,8 +76,18 @@ fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_HOSTRULE))
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
 
+# Ends with hack/leftovers.sh lab: nothing of the lab outlives it.
 demo: deps build
 	hack/demo.sh
+
+# Stops the cluster, the lab and the Docker engine (each under its test
+# lock), except what SANDPROBE_KEEP names; caches and images stay.
+down:
+	hack/down.sh
+
+# Lists what the test environments left running; exit 1 if anything not kept.
+leftovers:
+	hack/leftovers.sh
 
 bench: deps build docker-env kube-env kwok-env
 	hack/bench.sh

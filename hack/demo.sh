@@ -14,9 +14,12 @@ bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
 [[ -t 1 && -z ${NO_COLOR:-} ]] || bold= dim= red= green= reset=
 step() { printf '\n%s▶ %s%s\n' "$bold" "$*" "$reset"; }
 
+# SANDPROBE_KEEP=lab (or all) leaves the lab up for a look afterwards.
+keep_lab=0
+case " ${SANDPROBE_KEEP:-} " in *" all "* | *lab*) keep_lab=1 ;; esac
 cleanup() {
   local code=$?
-  "$lab" down >/dev/null 2>&1 || true
+  [[ $keep_lab == 1 ]] || "$lab" down >/dev/null 2>&1 || true
   exit "$code"
 }
 trap cleanup EXIT
@@ -65,7 +68,15 @@ done
 printf '  JUnit failures: %s\n' "$(grep -o 'failures="[0-9]*"' "$out/regressed.xml" | head -1)"
 printf '  files: %s\n' "$(ls "$out" | tr '\n' ' ')"
 
-step "6. tear the lab down"
-"$lab" down >/dev/null
+if [[ $keep_lab == 1 ]]; then
+  step "6. the lab stays up (SANDPROBE_KEEP=lab): hack/lab/lab status, make down when done"
+else
+  step "6. tear the lab down"
+  "$lab" down >/dev/null
+fi
 printf '  done in %.1fs\n' "$(echo "$(date +%s.%N) - $start" | awk '{ print $1 - $3 }')"
 [[ $code == 1 ]] || { echo "demo: expected the regressed run to exit 1, got $code" >&2; exit 1; }
+# Nothing of the lab outlives the demo (SANDPROBE_KEEP=lab aside). Checked
+# while the demo still holds the lab's lock, so a test that takes the lab
+# next cannot be mistaken for a leftover of the demo.
+hack/leftovers.sh lab

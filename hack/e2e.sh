@@ -22,6 +22,7 @@
 #
 #   hack/e2e.sh                     # root; needs bin/sandprobe (make e2e builds it)
 #   SANDPROBE_E2E_KEEP=1 hack/e2e.sh   # leave cluster, engine and lab up afterwards
+#                                      (SANDPROBE_KEEP naming cluster or lab does too)
 #
 # Holds /run/sandprobe-cluster.test-lock, then /run/sandprobe-lab.test-lock
 # (always in this order) for the whole run, and tears everything down on any
@@ -32,6 +33,8 @@ cd "$(dirname "$0")/.."
 
 out=${E2E_OUT:-out/e2e}
 keep=${SANDPROBE_E2E_KEEP:-0}
+# make's SANDPROBE_KEEP (hack/down.sh) naming the cluster or the lab keeps both.
+case " ${SANDPROBE_KEEP:-} " in *" all "* | *cluster* | *lab*) keep=1 ;; esac
 bin=bin/sandprobe
 overlay=hack/e2e/overlay
 ns=sandprobe-system

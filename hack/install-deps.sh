@@ -41,7 +41,7 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # policy-rc.d 101: packages must not start their services (no systemd here,
-# and the tests start their own tinyproxy, dnsmasq, pushgateway, dockerd).
+# and the tests start their own tinyproxy, squid, dnsmasq, pushgateway, dockerd).
 printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
 chmod +x /usr/sbin/policy-rc.d
 trap 'rm -f /usr/sbin/policy-rc.d' EXIT

@@ -221,8 +221,8 @@ func build(pg Page) view {
 			v.MustFail = append(v.MustFail, r)
 		case "egress.metadata":
 			v.Metadata = append(v.Metadata, r)
-		case "egress.proxy-bypass":
-			v.Bypass = append(v.Bypass, r)
+		case "egress.proxy-bypass", "egress.sni-mismatch":
+			v.Bypass = append(v.Bypass, r) // around the proxy: beside it, or through it under another name
 		case "egress.dns-exfil", "egress.dns-bypass":
 			v.DNS = append(v.DNS, r)
 		default:
@@ -401,6 +401,8 @@ func checkReason(check string) string {
 		return "a cloud metadata address: it hands out the node's credentials (spec.egress.metadata)"
 	case "egress.proxy-bypass":
 		return "an allowed host, dialled around the proxy: only the proxy may reach it"
+	case "egress.sni-mismatch":
+		return "domain fronting: a tunnel the proxy opened for an allowed host must not carry a ClientHello for another name"
 	}
 	return ""
 }

@@ -262,6 +262,19 @@ type Egress struct {
 	// destination (default 403 and 407). Through the proxy only these pass:
 	// a 5xx means the proxy let the destination through.
 	ProxyDenyStatus []int `json:"proxyDenyStatus,omitempty" validate:"dive,gte=400,lte=599"`
+	// Fronting is how domain fronting through the proxy is judged
+	// (egress.sni-mismatch); unset, it is tested.
+	Fronting *Fronting `json:"fronting,omitempty"`
+}
+
+// Fronting: a proxy that filters on the CONNECT host alone cannot stop a
+// ClientHello for another name in a tunnel it opened. A policy whose proxy
+// is known to be such can say so, with why; the check then does not run
+// (and says in `sandprobe checks` that it will not), rather than failing
+// on every run until the proxy is replaced.
+type Fronting struct {
+	// Accepted is the reason the risk is accepted; required when set.
+	Accepted string `json:"accepted"`
 }
 
 // Allowance is one allowed destination; every allowance carries a reason.

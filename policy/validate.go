@@ -333,6 +333,14 @@ func (e *Egress) validate(c *collector) {
 	if e.DNS.ResolverLocation != nil {
 		checkLocation(c, "spec.egress.dns.resolverLocation", e.DNS.ResolverLocation)
 	}
+	if f := e.Fronting; f != nil {
+		switch {
+		case strings.TrimSpace(f.Accepted) == "":
+			c.add("spec.egress.fronting.accepted", "empty: say why domain fronting through the proxy is accepted, or remove spec.egress.fronting")
+		case e.Proxy == "":
+			c.add("spec.egress.fronting", "set without spec.egress.proxy: there is no proxy to front through")
+		}
+	}
 }
 
 // ProxyAddr is the proxy's address when spec.egress.proxy names one by

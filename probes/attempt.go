@@ -16,6 +16,7 @@ const (
 	OpDial    = ""        // connect (directly or through the proxy); the default
 	OpResolve = "resolve" // resolve the name through the sandbox's resolver only
 	OpQuery   = "query"   // ask one DNS server directly (Server, over Network)
+	OpFront   = "front"   // through the proxy to Host, then a ClientHello and a Host header for SNI
 )
 
 // Attempt is one planned network attempt: what to reach, how, and what the
@@ -39,6 +40,9 @@ type Attempt struct {
 	// Addresses are known without DNS (the policy lists them): dialled
 	// besides what the name resolves to, and alone when it does not.
 	Addresses []string
+	// SNI is the name an OpFront attempt puts in its ClientHello and Host
+	// header, in a tunnel the proxy opened for Host.
+	SNI string
 	// role says what a DNS attempt stands for (dnsRandom, dnsCanary, dnsName).
 	role string
 }
@@ -59,6 +63,9 @@ type Result struct {
 	// Unresolved is a dial whose name did not resolve and whose addresses
 	// are not known otherwise: no address was dialled.
 	Unresolved bool
+	// Unproven is an attempt that never reached what it tests (a fronting
+	// tunnel whose allowed host did not answer first): nothing was tested.
+	Unproven bool
 }
 
 // Took is how long the attempt waited for its outcome.

@@ -175,6 +175,61 @@ func (c *NetClient) handshake(ctx context.Context, conn net.Conn, host string) (
 	return detail, nil
 }
 
+// refusedInTunnel looks inside a tunnel the proxy opened (200) for a
+// must-fail HTTPS destination. A TLS-bumping proxy (Squid on an ssl-bump
+// port) answers 200 to every CONNECT, denied ones too, and serves its
+// refusal inside TLS with its own certificate. Only that counts as the
+// proxy's refusal: a deny status (spec.egress.proxyDenyStatus) that the
+// proxy signs as its own (X-Squid-Error, or RFC 9209's Proxy-Status). A
+// bare 403 behind a certificate not valid for the destination is not
+// enough: a destination with a self-signed certificate says that too.
+// Anything else came from the destination, or cannot be told from it.
+func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host string) (bool, string) {
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	var leaf *x509.Certificate
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, // evidence only: nothing is sent but a GET
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				leaf = cs.PeerCertificates[0]
+			}
+			return nil
+		}}
+	if net.ParseIP(host) == nil {
+		cfg.ServerName = host
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return false, "TLS inside the tunnel: " + classify(err).detail
+	}
+	defer tc.Close()
+	valid, issuer := false, ""
+	if leaf != nil {
+		issuer = leaf.Issuer.CommonName
+		_, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: c.roots})
+		valid = err == nil
+	}
+	if _, err := fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandprobe\r\nConnection: close\r\n\r\n", host); err != nil {
+		return false, "TLS inside the tunnel, then " + classify(err).detail
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), &http.Request{Method: http.MethodGet})
+	if err != nil {
+		return false, "TLS inside the tunnel, then " + classify(err).detail
+	}
+	resp.Body.Close()
+	signed := proxySigned(resp)
+	cert := fmt.Sprintf("a certificate from %q %s for %s", issuer, map[bool]string{true: "valid", false: "not valid"}[valid], host)
+	if slices.Contains(c.denyStatus, resp.StatusCode) && signed != "" {
+		detail := fmt.Sprintf("the proxy served its refusal inside TLS (%s): %s %s", cert, resp.Proto, resp.Status)
+		if signed != "" {
+			detail += " (" + signed + ")"
+		}
+		return true, detail
+	}
+	return false, fmt.Sprintf("TLS inside the tunnel with %s, GET / → %s %s", cert, resp.Proto, resp.Status)
+}
+
 // outcome is a classified error: the verdict class, a short detail, and
 // the evidence fields it fills.
 type outcome struct {

@@ -132,6 +132,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true, Addresses: a.Addresses})
 		}
 	}
+	plan = append(plan, planSNI(e, concrete)...)
 	plan = append(plan, planDNS(e)...)
 	return plan, notes
 }
@@ -174,6 +175,8 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 		switch a.Check {
 		case checkDNSExfil, checkDNSBypass:
 			f = judgeDNS(a, results[i], dns)
+		case checkSNIMismatch:
+			f = judgeFront(a, results[i])
 		default:
 			f = judge(a, results[i], e)
 		}
@@ -203,6 +206,8 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		return c.tryResolve(ctx, a)
 	case OpQuery:
 		return c.tryQuery(ctx, a)
+	case OpFront:
+		return c.tryFront(ctx, a)
 	}
 	if a.ViaProxy {
 		return c.tryProxy(ctx, a)
@@ -261,6 +266,15 @@ func (c *NetClient) tryProxy(ctx context.Context, a Attempt) Result {
 				return r
 			}
 			r.Detail += "; " + tlsDetail
+		} else if a.Scheme == "https" {
+			if refused, detail := c.refusedInTunnel(ctx, conn, a.Host); refused {
+				r.Class, r.Answered = policy.VerdictProxyDenied, nil
+				r.Detail = "via " + c.proxy.Host + ": " + status + "; " + detail
+				r.Evidence.ProxyStatus = status + "; then inside TLS: " + detail
+				r.Evidence.StoppedBy = report.StoppedByProxy
+			} else {
+				r.Detail += "; " + detail
+			}
 		}
 	}
 	return r

@@ -169,6 +169,13 @@ func Catalogue() []Check {
 			Proves:  "with a proxy declared, a direct connection to each allowed host's own addresses (resolved in the sandbox, or declared in the allowance) fails: nothing goes around the proxy; inconclusive when no address is known",
 			Fix:     "deny direct egress to allowed hosts; only the proxy may reach them",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Egress.Proxy != "" && len(p.Spec.Egress.Allow) > 0 }},
+		{ID: checkSNIMismatch, Run: checkEgressSNIMismatch, Network: true, Late: true,
+			Proves: "domain fronting through the proxy fails: in a tunnel the proxy opened for an allowed HTTPS host — which first answered through a tunnel of its own (TLS for its name verified, an HTTP answer) — a ClientHello naming a must-fail host (default a random name under .invalid) is cut off by the proxy, or refused with a status the proxy signs as its own; inconclusive when the allowed host did not answer first; not run when spec.egress.fronting.accepted says why the proxy cannot check SNI",
+			Fix:    "make the proxy check the TLS server name against its allow-list (Squid: ssl_bump peek step1, splice an ssl::server_name ACL, terminate all)",
+			Applies: func(p *policy.Policy) bool {
+				plan, _ := PlanEgress(p.Spec.Egress)
+				return slices.ContainsFunc(plan, func(a Attempt) bool { return a.Check == checkSNIMismatch })
+			}},
 		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Network: true, Late: true,
 			Proves: "the sandbox's resolver does not carry names outside the allow-list out: a random name under the canary zone and each must-fail host name do not resolve, and a random name under each declared domain is refused — or gets NXDOMAIN from a resolver shown not to forward",
 			Fix:    "make the sandbox's resolver answer only the names it must and refuse the rest, never forward them",

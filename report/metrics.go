@@ -44,7 +44,7 @@ const (
 // stay closed was reachable.
 func mustFail(check string) bool {
 	switch check {
-	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil, "egress.dns-bypass":
+	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil, "egress.dns-bypass", "egress.sni-mismatch":
 		return true
 	}
 	return false

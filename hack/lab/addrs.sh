@@ -70,6 +70,18 @@ ALLOWED_HOSTS=(
   "git.lab.test 10.99.11.10 fd99:0:0:11::10 $NS_GIT"
   "objects.git.lab.test 10.99.11.11 fd99:0:0:11::11 $NS_GIT"
 )
+# Names the allowed hosts' servers also serve but the proxy must not allow:
+# sp-api is a "front" (a CDN edge) for api.lab.test and these, with one
+# certificate for all. Domain fronting (egress.sni-mismatch) is a tunnel
+# opened for api.lab.test that carries a ClientHello for one of them.
+#   name ip4 ip6 namespace
+FRONTED_HOSTS=(
+  "fronted.lab.test 10.99.10.10 fd99:0:0:10::10 $NS_API"
+)
+# The proxy's flavours (`lab proxy NAME`): tinyproxy filters on the CONNECT
+# host alone (the default); squid also checks the TLS server name (ssl_bump
+# peek at step 1, splice the allowed names, terminate the rest).
+PROXY_FLAVOURS=(tinyproxy squid)
 # proxy allow-list patterns (tinyproxy FilterType ere, matched on the host)
 ALLOWED_PATTERNS=("api.lab.test" "git.lab.test" "*.git.lab.test")
 # any other name under git.lab.test resolves here too (dnsmasq wildcard)

@@ -56,8 +56,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         local = norm(self.connection.getsockname()[0])
         name = self.server.names.get(local, local)
         scheme = "https" if self.server.tls else "http"
-        body = ("sandprobe-lab host=%s addr=%s port=%d scheme=%s\n"
-                % (name, local, self.server.server_address[1], scheme)).encode()
+        # A front serves several names: say which one the client asked for,
+        # in the ClientHello (sni) and in the request (hostheader).
+        asked = ""
+        if self.server.tls:
+            asked = " sni=%s" % (getattr(self.connection, "lab_sni", None) or "-")
+        asked += " hostheader=%s" % (self.headers.get("Host") or "-").replace(" ", "")
+        body = ("sandprobe-lab host=%s addr=%s port=%d scheme=%s%s\n"
+                % (name, local, self.server.server_address[1], scheme, asked)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
@@ -117,6 +123,12 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         pass
 
 
+def remember_sni(sock, name, _ctx):
+    # one certificate for every name (the front's SANs); only remember it
+    sock.lab_sni = name
+    return None
+
+
 def cmd_serve(a):
     names = {}
     for m in a.map:
@@ -126,6 +138,7 @@ def cmd_serve(a):
     if a.cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(a.cert, a.key)
+        ctx.sni_callback = remember_sni
     servers = [Server(a.http_port, names, None)]
     if ctx is not None:
         servers.append(Server(a.https_port, names, ctx))

@@ -184,6 +184,22 @@ check "proxy CONNECT api.lab.test:8080 -> 403" "000/403" "$(curl_code -p -x "$LA
 check "proxy CONNECT evilgit.lab.test -> 403" "000/403" "$(curl_code -k -x "$LAB_PROXY_URL" https://evilgit.lab.test/)"
 check "proxy denied reason line" "HTTP/1.1 403 Filtered" "$(sbx curl -sS --max-time 5 -k -v -x "$LAB_PROXY_URL" https://blocked.lab.test/ 2>&1 | sed -n 's/^< \(HTTP[^\r]*\).*/\1/p' | head -1 | tr -d '\r')"
 
+# domain fronting: a tunnel for api.lab.test carrying a ClientHello for
+# fronted.lab.test (which the api front also serves)
+front() { sbx curl -sS --max-time 5 --cacert "$LAB_CA" -x "$LAB_PROXY_URL" --connect-to fronted.lab.test:443:api.lab.test:443 "$@" https://fronted.lab.test/ 2>&1 | head -1; }
+check "tinyproxy: fronted.lab.test through a tunnel for api.lab.test answers" "sni=fronted.lab.test hostheader=fronted.lab.test" "$(front | awk '{print $6, $7}')"
+if command -v squid >/dev/null; then
+  "$LAB" proxy squid >/dev/null 2>&1
+  check "squid: proxy CONNECT api.lab.test + TLS" "sandprobe-lab host=api.lab.test" "$(curl_body --cacert "$LAB_CA" -x "$LAB_PROXY_URL" https://api.lab.test/ | awk '{print $1, $2}')"
+  check "squid: ClientHello for fronted.lab.test cut (curl 35)" "35" "$(front -o /dev/null >/dev/null 2>&1; echo $?)"
+  check "squid: CONNECT blocked.lab.test -> 200, then 403 inside TLS" "403/200" "$(curl_code -k -x "$LAB_PROXY_URL" https://blocked.lab.test/)"
+  check "squid: GET http://blocked.lab.test/ -> 403" "403/000" "$(curl_code -x "$LAB_PROXY_URL" http://blocked.lab.test/)"
+  "$LAB" heal >/dev/null 2>&1
+  check "heal returns to tinyproxy" "tinyproxy" "$("$LAB" proxy)"
+else
+  check "squid installed (squid-openssl) for the squid flavour" "yes" "no"
+fi
+
 # concurrency: 200 requests, 100 at a time, through the proxy with TLS
 urls=(); for i in $(seq 1 200); do urls+=(-o /dev/null "https://api.lab.test/c$i"); done
 codes=$(sbx curl -s --max-time 30 -Z --parallel-max 100 --cacert "$LAB_CA" -x "$LAB_PROXY_URL" -w '%{http_code}\n' "${urls[@]}" 2>/dev/null | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')

@@ -43,6 +43,7 @@ spec:
   egress:
     proxy: http://proxy.lab.test:3128
     caFile: /run/sandprobe-lab/ca.pem
+    fronting: {accepted: "the bench measures what a curl loop can do too"}
     allow:
       - {host: api.lab.test, port: 443, reason: bench}
       - {host: api.lab.test, port: 80, reason: bench}
