@@ -58,6 +58,11 @@ type junitTestCase struct {
 	Error     *junitProblem `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+	// File and Line point at the field to fix in a manifest (drift -f):
+	// JUnit consumers that annotate code (GitLab, action-junit-report)
+	// read them.
+	File string `xml:"file,attr,omitempty"`
+	Line int    `xml:"line,attr,omitempty"`
 }
 
 type junitProblem struct {
@@ -83,7 +88,7 @@ func (JUnit) Write(w io.Writer, run Run) error {
 			if f.Target != target {
 				continue
 			}
-			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds)}
+			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
 			total += f.Seconds
 			switch f.Status {
 			case Pass:
