@@ -78,9 +78,9 @@ fuzz:
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
 
+# Ends with hack/leftovers.sh lab: nothing of the lab outlives it.
 demo: deps build
 	hack/demo.sh
-	hack/leftovers.sh lab tests
 
 # Stops the cluster, the lab and the Docker engine (each under its test
 # lock), except what SANDPROBE_KEEP names; caches and images stay.

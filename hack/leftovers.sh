@@ -3,9 +3,10 @@
 #
 # Lists what the project's test environments left on this machine and exits
 # 1 when anything is left that SANDPROBE_KEEP does not name; exit 0 prints
-# "nothing left". `make test` and `make demo` run it last, after `make down`
-# (hack/down.sh) has stopped what they started, so a test or a script that
-# leaks a daemon turns the run red. With no argument it checks everything:
+# "nothing left". `make test` runs it last, after `make down` (hack/down.sh)
+# has stopped what it started, and hack/demo.sh ends with `leftovers.sh lab`,
+# so a test or a script that leaks a daemon turns the run red. With no
+# argument it checks everything:
 #
 #   docker   the private Docker engine (hack/docker): dockerd, containerd,
 #            shims, runsc — whatever runs from /run/sandprobe-docker
@@ -14,8 +15,8 @@
 #            (hack/cluster/netpol.sh) and its rules, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
-#            squid, labtool servers), its network namespaces sp-* and what
-#            attach-cluster adds to the root namespace
+#            squid, labtool servers), its network namespaces and what
+#            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)
 #   tests    what tests start and must stop themselves: Prometheus and
@@ -135,9 +136,7 @@ netns_named() {
   for n in "$NETNS_DIR"/*; do
     n=${n##*/}
     # shellcheck disable=SC2053
-    [[ $n == $pattern ]] || continue
-    [[ $comp == lab && $n == sp-iso-* ]] && continue # the cluster's check-isolation
-    found "$comp" "network namespace $n"
+    [[ $n == $pattern ]] && found "$comp" "network namespace $n"
   done
 }
 
@@ -167,11 +166,17 @@ for c in "${components[@]}"; do
     lab)
       pidfiles lab "$LAB_DIR/pids"
       procs_with lab "$LAB_DIR/"
-      netns_named lab 'sp-*'
-      # What attach-cluster puts in the root namespace (hack/lab/addrs.sh).
-      ip link show sp-k8s &>/dev/null && found lab "link sp-k8s"
+      # The namespaces, root-namespace link and nftables tables this
+      # checkout's lab makes (hack/lab/addrs.sh): what `lab down` removes.
+      # Namespaces another version of the lab made are that version's.
+      read -r -a lab_state < <(bash -c '. hack/lab/addrs.sh; echo "$IF_HOST_CLUSTER|${ATTACH_NFT_TABLE#inet }|${NFT_TABLE#inet } ${LAB_NAMESPACES[*]}"')
+      IFS='|' read -r lab_link lab_attach_table lab_table <<<"${lab_state[0]}"
+      for n in "${lab_state[@]:1}"; do
+        [[ -e $NETNS_DIR/$n ]] && found lab "network namespace $n"
+      done
+      ip link show "$lab_link" &>/dev/null && found lab "link $lab_link"
       if command -v nft >/dev/null; then
-        for t in sp_lab_attach sp_cni; do
+        for t in "$lab_attach_table" "$lab_table"; do
           nft list table inet "$t" &>/dev/null && found lab "nftables table inet $t"
         done
       fi

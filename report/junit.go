@@ -71,6 +71,12 @@ func (JUnit) Write(w io.Writer, run Run) error {
 			x = xmlAttr(x, "name", f.Name())
 			x = xmlAttr(x, "classname", "sandprobe."+Area(f.Check))
 			x = xmlAttr(x, "time", secs(f.Seconds))
+			if f.File != "" {
+				x = xmlAttr(x, "file", f.File)
+			}
+			if f.Line != 0 {
+				x = xmlAttr(x, "line", strconv.Itoa(f.Line))
+			}
 			x = append(x, '>')
 			children := false
 			var out string

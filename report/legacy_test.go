@@ -53,7 +53,11 @@ func legacyText(t Text, w io.Writer, run Run) error {
 			}
 			fmt.Fprintf(&b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
 			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
-				fmt.Fprintf(&b, "       %s %s\n", t.paint(ansiDim, "fix:"), oneLine(f.Fix))
+				fix := oneLine(f.Fix)
+				if f.File != "" {
+					fix += t.paint(ansiDim, fmt.Sprintf(" (%s:%d)", f.File, f.Line))
+				}
+				fmt.Fprintf(&b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
 			}
 		}
 		if passed > 0 {
@@ -88,7 +92,7 @@ func legacyJUnit(w io.Writer, run Run) error {
 			if f.Target != target {
 				continue
 			}
-			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds)}
+			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
 			total += f.Seconds
 			switch f.Status {
 			case Pass:
@@ -179,6 +183,11 @@ type junitTestCase struct {
 	Error     *junitProblem `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+	// File and Line point at the field to fix in a manifest (drift -f):
+	// JUnit consumers that annotate code (GitLab, action-junit-report)
+	// read them.
+	File string `xml:"file,attr,omitempty"`
+	Line int    `xml:"line,attr,omitempty"`
 }
 
 type junitProblem struct {

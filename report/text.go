@@ -75,7 +75,11 @@ func (t Text) Write(w io.Writer, run Run) error {
 			}
 			fmt.Fprintf(b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
 			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
-				fmt.Fprintf(b, "       %s %s\n", t.paint(ansiDim, "fix:"), oneLine(f.Fix))
+				fix := oneLine(f.Fix)
+				if f.File != "" {
+					fix += t.paint(ansiDim, fmt.Sprintf(" (%s:%d)", f.File, f.Line))
+				}
+				fmt.Fprintf(b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
 			}
 			return nil
 		})
