@@ -77,3 +77,7 @@ else
 fi
 printf '  done in %.1fs\n' "$(echo "$(date +%s.%N) - $start" | awk '{ print $1 - $3 }')"
 [[ $code == 1 ]] || { echo "demo: expected the regressed run to exit 1, got $code" >&2; exit 1; }
+# Nothing of the lab outlives the demo (SANDPROBE_KEEP=lab aside). Checked
+# while the demo still holds the lab's lock, so a test that takes the lab
+# next cannot be mistaken for a leftover of the demo.
+hack/leftovers.sh lab

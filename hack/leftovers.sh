@@ -3,9 +3,10 @@
 #
 # Lists what the project's test environments left on this machine and exits
 # 1 when anything is left that SANDPROBE_KEEP does not name; exit 0 prints
-# "nothing left". `make test` and `make demo` run it last, after `make down`
-# (hack/down.sh) has stopped what they started, so a test or a script that
-# leaks a daemon turns the run red. With no argument it checks everything:
+# "nothing left". `make test` runs it last, after `make down` (hack/down.sh)
+# has stopped what it started, and hack/demo.sh ends with `leftovers.sh lab`,
+# so a test or a script that leaks a daemon turns the run red. With no
+# argument it checks everything:
 #
 #   docker   the private Docker engine (hack/docker): dockerd, containerd,
 #            shims, runsc — whatever runs from /run/sandprobe-docker

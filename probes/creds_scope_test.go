@@ -3,7 +3,12 @@ package probes
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -115,6 +120,14 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 	}
 	tokens := map[string]string{"viewer": token("viewer", nil), "editor": token("editor", nil), "gone": token("gone", nil), "bound": token("bound", anchor)}
 	tokens["garbage"] = "eyJhbGciOiJSUzI1NiJ9.bm90LWEtdG9rZW4.c2lnbmF0dXJl"
+	// An expired token: TokenRequest hands out none (ten minutes at least),
+	// so the viewer's own token is re-signed with the API server's key and
+	// an expiry in the past. The same re-signing with a future expiry must
+	// be accepted, or the expired case would prove only a bad signature.
+	key := testenv.APIServerTokenKey(t)
+	now := time.Now()
+	tokens["viewer-resigned"] = resign(t, key, tokens["viewer"], now.Add(-time.Minute), now.Add(10*time.Minute))
+	tokens["expired"] = resign(t, key, tokens["viewer"], now.Add(-11*time.Minute), now.Add(-time.Minute))
 	// The RBAC authorizer sees new bindings through an informer.
 	waitAllowed(t, cfg, tokens["viewer"], ns, "list", "pods", true)
 	waitAllowed(t, cfg, tokens["editor"], ns, "create", "pods", true)
@@ -144,6 +157,8 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 		{"ServiceAccount deleted", "gone", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
 		{"bound Secret deleted", "bound", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
 		{"garbage", "garbage", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
+		{"view, re-signed by the test (the control for expired)", "viewer-resigned", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Pass, nil},
+		{"expired", "expired", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -311,3 +326,38 @@ func withToken(cfg *rest.Config, token string) *rest.Config {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// resign rewrites a service-account token's validity (iat, nbf, exp) and
+// signs it again, ES256, with the API server's own key: the claims are the
+// server's, only the times are the test's.
+func resign(t *testing.T, key crypto.Signer, token string, from, until time.Time) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %d parts", len(parts))
+	}
+	var header map[string]any
+	if b, err := base64.RawURLEncoding.DecodeString(parts[0]); err != nil || json.Unmarshal(b, &header) != nil || header["alg"] != "ES256" {
+		t.Fatalf("token header %v (%v): the test signs ES256 only", header, err)
+	}
+	var claims map[string]any
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || json.Unmarshal(b, &claims) != nil {
+		t.Fatalf("token claims: %v", err)
+	}
+	claims["iat"], claims["nbf"], claims["exp"] = from.Unix(), from.Unix(), until.Unix()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload)
+	digest := sha256.Sum256([]byte(signed))
+	r, sv, err := ecdsa.Sign(rand.Reader, key.(*ecdsa.PrivateKey), digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	sv.FillBytes(sig[32:])
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}

@@ -1,6 +1,9 @@
 package testenv
 
 import (
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,4 +80,32 @@ func StopAPIServer() {
 		}
 		apiServer.env = nil
 	}
+}
+
+// APIServerTokenKey is the key the shared API server signs service-account
+// tokens with (envtest writes it beside its serving certificate), for a
+// test that needs a token no TokenRequest hands out: one already expired.
+func APIServerTokenKey(t testing.TB) crypto.Signer {
+	t.Helper()
+	APIServer(t)
+	apiServer.mu.Lock()
+	dir := apiServer.env.ControlPlane.APIServer.CertDir
+	apiServer.mu.Unlock()
+	b, err := os.ReadFile(filepath.Join(dir, "sa-signer.key"))
+	if err != nil {
+		t.Fatalf("the API server's token signing key: %v", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s/sa-signer.key: no PEM block", dir)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s/sa-signer.key: %v", dir, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		t.Fatalf("%s/sa-signer.key: a %T cannot sign", dir, key)
+	}
+	return signer
 }
