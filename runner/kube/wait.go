@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/sourcegraph/conc"
+
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -39,6 +41,23 @@ type attempt struct {
 	// When the pod was first seen unschedulable or unable to create its
 	// container; zero while it is not.
 	unschedulableSince, stuckSince time.Time
+	// prefetch reads the probe's node while the probe runs.
+	prefetch   *conc.WaitGroup
+	prefetched bool
+}
+
+// prefetchNode starts reading the node a probe pod was bound to, for the
+// kernel cross-check and the node-pool parity after it ends: the read
+// overlaps the probe instead of following it (and a connection to the API
+// server lost at the probe's end, seen under kube-router's resyncs, no
+// longer costs the run its cross-check).
+func (a *attempt) prefetchNode(node string) {
+	if a.prefetched || a.pl.control || a.prefetch == nil || node == "" {
+		return
+	}
+	a.prefetched = true
+	ctx := a.runCtx
+	a.prefetch.Go(func() { a.r.nodes.get(ctx, node) })
 }
 
 func (a *attempt) cannot(reason, format string, args ...any) error {
@@ -51,7 +70,9 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	runCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
 	pod := b.probePod(r, pl)
-	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: pl.node, pl: pl, stray: pl.stray}
+	var prefetch conc.WaitGroup
+	defer prefetch.Wait()
+	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: pl.node, pl: pl, stray: pl.stray, prefetch: &prefetch}
 	// Until the pod has a node, the run is named by its namespace, not the
 	// pod: a pod name is new every run and would make a new metric series
 	// each time (the details name the pod).
@@ -290,6 +311,7 @@ func (a *attempt) judge() (bool, error) {
 	if a.node == "" && p.Spec.NodeName != "" {
 		a.target = a.pl.target(p.Spec.NodeName)
 	}
+	a.prefetchNode(p.Spec.NodeName)
 	key := a.ns + "/" + a.name
 	if terminal(p) {
 		a.r.track.set(key, "ended: "+string(p.Status.Phase))
