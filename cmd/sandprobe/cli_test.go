@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -212,5 +213,46 @@ func TestUsageErrorsOneLine(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || stdout != "" {
 			t.Errorf("%q: exit %d, stderr %q, stdout %d bytes; want 2 and one line with %q", c.args, code, stderr, len(stdout), c.want)
 		}
+	}
+}
+
+// TestDocsCommandLines: every sandprobe command line in the README's and
+// docs' shell blocks still parses (run with -h appended, so the binary
+// reads every flag and value, then stops): the cobra CLI took no spelling
+// away from them.
+func TestDocsCommandLines(t *testing.T) {
+	bin := testenv.Binary(t)
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
+	fence := regexp.MustCompile("(?ms)^```(?:sh|bash|console)\n(.*?)^```$")
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fence.FindAllStringSubmatch(string(data), -1) {
+			var lines []string
+			for _, line := range strings.Split(strings.ReplaceAll(m[1], "\\\n", " "), "\n") {
+				line, _, _ = strings.Cut(line, " #")  // a trailing comment
+				line, _, _ = strings.Cut(line, " >")  // a redirection
+				line, _, _ = strings.Cut(line, " 2>") // a redirection
+				line = strings.ReplaceAll(line, "<(", "")
+				lines = append(lines, line)
+			}
+			for _, c := range sandprobeCommands(t, strings.Join(lines, "\n")) {
+				if len(c.args) == 0 || slices.Contains(c.args, "<TAB>") {
+					continue
+				}
+				n++
+				if code, _, stderr := testenv.Exec(t, bin, append(slices.Clone(c.args), "-h")...); code != 0 {
+					t.Errorf("%s: sandprobe %s: exit %d: %s", filepath.Base(f), strings.Join(c.args, " "), code, stderr)
+				}
+			}
+		}
+	}
+	t.Logf("%d command lines", n)
+	if n < 20 {
+		t.Errorf("found only %d sandprobe command lines in the docs", n)
 	}
 }
