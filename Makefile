@@ -11,6 +11,7 @@ FUZZTIME  ?=
 FUZZ_LOAD     ?= 30000x
 FUZZ_HOSTRULE ?= 60000x
 FUZZ_RENDERED ?= 2000x
+FUZZ_BLOCKYAML ?= 50000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
@@ -75,6 +76,7 @@ fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_LOAD))
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_HOSTRULE))
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
+	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
 
 # Ends with hack/leftovers.sh lab: nothing of the lab outlives it.
 demo: deps build

@@ -211,6 +211,12 @@ type Collector struct {
 	// Drifted counts objects with at least one failing finding.
 	Drifted int
 
+	// spool, when set, takes the findings instead of Findings.
+	spool *report.Spool
+	// locate, when set, gives findings their file and line as they are
+	// added (FileScan).
+	locate func([]report.Finding)
+
 	failed  map[string]int  // rule → failing findings
 	skipped map[string]int  // rule → objects it could not judge
 	checked map[string]bool // kinds that were checked at all: pod, netpol, cilium, docker
@@ -220,6 +226,23 @@ type Collector struct {
 // NewCollector returns an empty collector.
 func NewCollector() *Collector {
 	return &Collector{failed: map[string]int{}, skipped: map[string]int{}, checked: map[string]bool{}, noted: map[string]bool{}}
+}
+
+// NewSpoolingCollector returns an empty collector whose findings go to sp
+// instead of Findings: a drift over a hundred thousand pods.
+func NewSpoolingCollector(sp *report.Spool) *Collector {
+	c := NewCollector()
+	c.spool = sp
+	return c
+}
+
+// emit records findings in order, in Findings or the spool.
+func (c *Collector) emit(fs ...report.Finding) {
+	if c.spool != nil {
+		c.spool.Add(fs...)
+		return
+	}
+	c.Findings = append(c.Findings, fs...)
 }
 
 // Add records findings for one object; it counts the object as scanned.
@@ -238,7 +261,10 @@ func (c *Collector) Add(fs []report.Finding) {
 	if drifted {
 		c.Drifted++
 	}
-	c.Findings = append(c.Findings, fs...)
+	if c.locate != nil {
+		c.locate(fs)
+	}
+	c.emit(fs...)
 }
 
 // Checked marks a kind of rules as applied in this run ("pod", "netpol", …).
@@ -257,7 +283,7 @@ func (c *Collector) Note(format string, args ...any) {
 // AddError records that something could not be checked: an error finding,
 // never a pass.
 func (c *Collector) AddError(target, what string, err error) {
-	c.Findings = append(c.Findings, report.Finding{
+	c.emit(report.Finding{
 		Check: "drift.run", Target: target, Subject: what, Status: report.Error,
 		Expected: "the objects listed", Actual: err.Error(),
 		Fix: "check connectivity and permissions (list/watch on the objects) and rerun",
@@ -277,7 +303,7 @@ func (c *Collector) RequireFound(p *policy.Policy, source string, before int) {
 	if len(p.Spec.Namespaces) > 0 {
 		exp += ", or anything in namespaces " + strings.Join(p.Spec.Namespaces, ", ")
 	}
-	c.Findings = append(c.Findings, report.Finding{
+	c.emit(report.Finding{
 		Check: ScanSandboxesFound, Target: SummaryTarget, Subject: source, Status: report.Fail,
 		Expected: exp, Actual: "no sandbox found in " + source + ": every other rule had nothing to judge",
 		Fix:      "check the selector (a renamed or misspelt label), spec.namespaces and the kubeconfig context or engine; until sandboxes are found the run is not conformant",
@@ -291,7 +317,7 @@ func (c *Collector) RequireFound(p *policy.Policy, source string, before int) {
 func (c *Collector) MissingNamespace(p *policy.Policy, ns, source string) {
 	c.Checked("scan")
 	idx := slices.Index(p.Spec.Namespaces, ns)
-	c.Findings = append(c.Findings, report.Finding{
+	c.emit(report.Finding{
 		Check: ScanNamespaceExists, Target: "namespace/" + ns, Namespace: ns, Subject: fmt.Sprintf("spec.namespaces[%d]", idx), Status: report.Fail,
 		Expected: "namespace " + ns + " exists", Actual: "not found in " + source,
 		Fix:      "create namespace " + ns + " (where the sandboxes should run), or remove it from spec.namespaces",
@@ -334,7 +360,7 @@ func (c *Collector) Summary(p *policy.Policy) {
 		out = append(out, f)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Check < out[j].Check })
-	c.Findings = append(c.Findings, out...)
+	c.emit(out...)
 }
 
 // ruleApplies says whether the policy asks for a rule at all (a rule the

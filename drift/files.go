@@ -46,6 +46,9 @@ type Manifests struct {
 	Namespace string
 	// origins say where each object was read (Locate).
 	origins origins
+	// onPod, when set, takes each pod instead of Pods (FileScan streams
+	// them; their origins are FileScan's to keep).
+	onPod func(*corev1.Pod, *origin)
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -66,18 +69,7 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 	}
 	docs, err := splitDocuments(r)
 	for i := range docs {
-		raw := docs[i].data
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			continue
-		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", source, i+1, err)
-		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue
-		}
-		if err := m.add(js, "", &origin{file: source, doc: &docs[i]}); err != nil {
+		if err := m.addDocument(&docs[i], source); err != nil {
 			return fmt.Errorf("%s: document %d: %w", source, i+1, err)
 		}
 	}
@@ -85,6 +77,34 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 		return fmt.Errorf("%s: %w", source, err)
 	}
 	return nil
+}
+
+// addDocument decodes one YAML or JSON document; an empty one (comments,
+// a bare separator, null) holds nothing.
+func (m *Manifests) addDocument(doc *document, source string) error {
+	raw := doc.data
+	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+		return nil
+	}
+	if m.origins == nil {
+		m.origins = origins{}
+	}
+	at := &origin{file: source, doc: doc}
+	if js, err := blockYAMLToJSON(raw); err == nil {
+		if err := m.add(js, "", at); err == nil {
+			return nil
+		}
+		// A bad object: read it again the slow way below, so the error
+		// names what sigs.k8s.io/yaml's JSON names (its keys are sorted).
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil
+	}
+	return m.add(js, "", at)
 }
 
 func stripComments(b []byte) []byte {
@@ -167,6 +187,10 @@ func (m *Manifests) add(js []byte, itemOf string, at *origin) error {
 		}
 		p.Namespace = m.namespace(p.Namespace)
 		defaultPodSpec(&p.Spec)
+		if m.onPod != nil {
+			m.onPod(&p, at)
+			return nil
+		}
 		m.Pods = append(m.Pods, &p)
 		m.origins.add("pod/"+p.Namespace+"/"+podName(p.Name, p.GenerateName), at)
 	case tm.Kind == "Namespace" && group == "":
@@ -299,27 +323,42 @@ func (m *Manifests) SkippedText() string {
 func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 	before := len(col.Findings)
 	defer func() { m.Locate(col.Findings[before:]) }()
+	ts, err := m.prepare(e, col, len(m.Pods) > 0)
+	if err != nil {
+		return err
+	}
+	for _, p := range m.Pods {
+		checkFilePod(e, ts, col, p)
+	}
+	m.finish(ts, col)
+	return nil
+}
+
+// prepare indexes the policies and templates of m before any pod is
+// checked; hasPods says whether the files hold pods (m.Pods may be empty
+// when they are streamed: FileScan).
+func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates, error) {
 	for _, ns := range m.Namespaces {
 		e.SetNamespace(ns.Name, ns.Labels)
 	}
 	for _, np := range m.NetworkPolicies {
 		if err := e.AddNetworkPolicy(np); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, u := range m.Cilium {
 		if err := e.AddCiliumPolicy(u); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, u := range m.AdminNetworkPolicies {
 		if err := e.AddAdminNetworkPolicy(u); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	e.NoteCiliumCluster(col)
 	e.SetEgressKnown(len(m.NetworkPolicies)+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
-	if len(m.Pods) > 0 || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
+	if hasPods || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
 		col.Checked("pod")
 		if e.EgressKnown() {
 			col.Checked("netpol")
@@ -340,19 +379,23 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 	for _, u := range m.Sandboxes {
 		t, err := SandboxTemplateOf(u)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ts.Add(e, t)
 	}
-	for _, p := range m.Pods {
-		if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue // as live: a finished pod runs nothing
-		}
-		col.Add(ts.Pod(p, e.CheckPod(p)))
+	return ts, nil
+}
+
+func checkFilePod(e *Engine, ts *Templates, col *Collector, p *corev1.Pod) {
+	if !e.IsSandbox(p.Namespace, p.Labels) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return // as live: a finished pod runs nothing
 	}
+	col.Add(ts.Pod(p, e.CheckPod(p)))
+}
+
+func (m *Manifests) finish(ts *Templates, col *Collector) {
 	ts.Flush(col)
 	if len(m.Skipped) > 0 {
 		col.Note("not checked: %s (drift checks Pods, workloads with pod templates, Sandboxes, SandboxTemplates, NetworkPolicies, Cilium and admin network policies)", m.SkippedText())
 	}
-	return nil
 }

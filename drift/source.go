@@ -29,39 +29,76 @@ type document struct {
 // machinery's YAMLReader does (what kubectl reads), and also says where each
 // document starts.
 func splitDocuments(r io.Reader) ([]document, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var (
-		docs  []document
-		buf   bytes.Buffer
-		start = 1
-	)
-	for n := 1; ; n++ {
-		line, err := readLine(br)
-		if err != nil && !errors.Is(err, io.EOF) {
+	ds := newDocStream(r)
+	var docs []document
+	for {
+		d, err := ds.next()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
 			return docs, err
+		}
+		docs = append(docs, d)
+	}
+}
+
+// docStream is splitDocuments one document at a time (drift -f streams
+// files that do not fit in memory).
+type docStream struct {
+	br    *bufio.Reader
+	buf   bytes.Buffer
+	n     int // lines read
+	start int // first line of the document being read
+	count int // documents returned
+	done  bool
+}
+
+func newDocStream(r io.Reader) *docStream {
+	return &docStream{br: bufio.NewReaderSize(r, 64<<10), start: 1}
+}
+
+// next returns the next document, or io.EOF after the last.
+func (s *docStream) next() (document, error) {
+	for !s.done {
+		s.n++
+		line, err := readLine(s.br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			s.done = true
+			return document{}, err
 		}
 		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
 			if t := strings.TrimSpace(string(rest)); t != "" && t[0] != '#' {
-				return docs, fmt.Errorf("document %d: invalid Yaml document separator: %s", len(docs)+1, t)
+				s.done = true
+				return document{}, fmt.Errorf("document %d: invalid Yaml document separator: %s", s.count+1, t)
 			}
-			if buf.Len() > 0 {
-				docs = append(docs, document{data: bytes.Clone(buf.Bytes()), line: start})
-				buf.Reset()
-			}
-			start = n + 1
+			start := s.start
+			s.start = s.n + 1
 			if err != nil {
-				return docs, nil
+				s.done = true
+			}
+			if s.buf.Len() > 0 {
+				return s.emit(start), nil
 			}
 			continue
 		}
 		if err != nil { // EOF: the line read with it is empty
-			if buf.Len() > 0 {
-				docs = append(docs, document{data: bytes.Clone(buf.Bytes()), line: start})
+			s.done = true
+			if s.buf.Len() > 0 {
+				return s.emit(s.start), nil
 			}
-			return docs, nil
+			break
 		}
-		buf.Write(line)
+		s.buf.Write(line)
 	}
+	return document{}, io.EOF
+}
+
+func (s *docStream) emit(start int) document {
+	d := document{data: bytes.Clone(s.buf.Bytes()), line: start}
+	s.buf.Reset()
+	s.count++
+	return d
 }
 
 // readLine reads one line of any length, without its line ending, with '\n'

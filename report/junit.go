@@ -1,10 +1,13 @@
 package report
 
 import (
+	"bufio"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Writer renders a Run in one output format.
@@ -18,116 +21,188 @@ type Writer interface {
 // inconclusive findings are skipped; could-not-check findings are errors.
 type JUnit struct{}
 
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Errors   int          `xml:"errors,attr"`
-	Skipped  int          `xml:"skipped,attr"`
-	Time     string       `xml:"time,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
-	Timestamp  string          `xml:"timestamp,attr,omitempty"`
-	Properties *junitProps     `xml:"properties,omitempty"`
-	Cases      []junitTestCase `xml:"testcase"`
-}
-
-type junitProps struct {
-	Props []junitProp `xml:"property"`
-}
-
-type junitProp struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
-}
-
-type junitTestCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitProblem `xml:"failure,omitempty"`
-	Error     *junitProblem `xml:"error,omitempty"`
-	Skipped   *junitSkipped `xml:"skipped,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-	// File and Line point at the field to fix in a manifest (drift -f):
-	// JUnit consumers that annotate code (GitLab, action-junit-report)
-	// read them.
-	File string `xml:"file,attr,omitempty"`
-	Line int    `xml:"line,attr,omitempty"`
-}
-
-type junitProblem struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr"`
-	Body    string `xml:",chardata"`
-}
-
-type junitSkipped struct {
-	Message string `xml:"message,attr"`
-}
-
+// Write streams the document: each suite's tallies come from the
+// FindingSet's groups, so a suite is written as its findings are read,
+// one pass per target, without building the tree (a drift over 100,000
+// pods has half a million testcases). The bytes are those encoding/xml
+// writes for the junitSuites tree with two-space indentation
+// (TestWritersMatchLegacy holds that).
 func (JUnit) Write(w io.Writer, run Run) error {
-	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: secs(run.Seconds)}
-	for _, target := range Targets(run.Findings) {
-		suite := junitSuite{Name: target, Timestamp: run.StartedAt.UTC().Format("2006-01-02T15:04:05")}
-		if suite.Name == "" {
-			suite.Name = "sandprobe"
+	set := run.Set()
+	groups := set.Groups()
+	var total Counts
+	for _, g := range groups {
+		total.Pass += g.Counts.Pass
+		total.Fail += g.Counts.Fail
+		total.Skip += g.Counts.Skip
+		total.Inconclusive += g.Counts.Inconclusive
+		total.Error += g.Counts.Error
+	}
+	b := bufio.NewWriterSize(w, 64<<10)
+	x := make([]byte, 0, 4096)
+	x = append(x, xml.Header...)
+	x = append(x, "<testsuites"...)
+	x = xmlAttr(x, "name", "sandprobe "+run.Policy)
+	x = xmlSuiteTallies(x, total)
+	x = xmlAttr(x, "time", secs(run.Seconds))
+	x = append(x, '>')
+	stamp := run.StartedAt.UTC().Format("2006-01-02T15:04:05")
+	for gi, g := range groups {
+		name := g.Target
+		if name == "" {
+			name = "sandprobe"
 		}
-		suite.Properties = &junitProps{Props: []junitProp{{Name: "policy", Value: run.Policy}, {Name: "version", Value: run.Version}}}
-		var total float64
-		for _, f := range run.Findings {
-			if f.Target != target {
-				continue
+		x = append(x, "\n  <testsuite"...)
+		x = xmlAttr(x, "name", name)
+		x = xmlSuiteTallies(x, g.Counts)
+		x = xmlAttr(x, "time", secs(g.Seconds))
+		if stamp != "" {
+			x = xmlAttr(x, "timestamp", stamp)
+		}
+		x = append(x, ">\n    <properties>\n      <property"...)
+		x = xmlAttr(x, "name", "policy")
+		x = xmlAttr(x, "value", run.Policy)
+		x = append(x, "></property>\n      <property"...)
+		x = xmlAttr(x, "name", "version")
+		x = xmlAttr(x, "value", run.Version)
+		x = append(x, "></property>\n    </properties>"...)
+		err := set.EachIn(gi, func(f *Finding) error {
+			x = append(x, "\n    <testcase"...)
+			x = xmlAttr(x, "name", f.Name())
+			x = xmlAttr(x, "classname", "sandprobe."+Area(f.Check))
+			x = xmlAttr(x, "time", secs(f.Seconds))
+			if f.File != "" {
+				x = xmlAttr(x, "file", f.File)
 			}
-			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
-			total += f.Seconds
+			if f.Line != 0 {
+				x = xmlAttr(x, "line", strconv.Itoa(f.Line))
+			}
+			x = append(x, '>')
+			children := false
+			var out string
 			switch f.Status {
 			case Pass:
-				tc.SystemOut = passBody(f)
+				out = passBody(*f)
 			case Fail:
-				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: problemBody(f)}
-				suite.Failures++
+				x, children = xmlProblem(x, "failure", ExpectedActual(*f), f.Check, problemBody(*f)), true
 			case Skip, Inconclusive:
 				msg := string(f.Status)
 				if f.Actual != "" {
 					msg += ": " + f.Actual
 				}
-				tc.Skipped = &junitSkipped{Message: msg}
-				tc.SystemOut = evidenceBody(f)
-				suite.Skipped++
+				x = append(x, "\n      <skipped"...)
+				x = xmlAttr(x, "message", msg)
+				x = append(x, "></skipped>"...)
+				children = true
+				out = evidenceBody(*f)
 			default:
-				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: problemBody(f)}
-				suite.Errors++
+				x, children = xmlProblem(x, "error", "could not check: "+f.Actual, f.Check, problemBody(*f)), true
 			}
-			suite.Cases = append(suite.Cases, tc)
-			suite.Tests++
+			if out != "" {
+				x = append(x, "\n      <system-out>"...)
+				x = xmlEscape(x, out)
+				x = append(x, "</system-out>"...)
+				children = true
+			}
+			if children {
+				x = append(x, "\n    "...)
+			}
+			x = append(x, "</testcase>"...)
+			if len(x) > 32<<10 {
+				if _, err := b.Write(x); err != nil {
+					return err
+				}
+				x = x[:0]
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		suite.Time = secs(total)
-		doc.Tests += suite.Tests
-		doc.Failures += suite.Failures
-		doc.Errors += suite.Errors
-		doc.Skipped += suite.Skipped
-		doc.Suites = append(doc.Suites, suite)
+		x = append(x, "\n  </testsuite>"...)
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
+	if len(groups) > 0 {
+		x = append(x, '\n')
+	}
+	x = append(x, "</testsuites>\n"...)
+	if _, err := b.Write(x); err != nil {
 		return err
 	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("encode junit: %w", err)
+	return b.Flush()
+}
+
+func xmlSuiteTallies(x []byte, c Counts) []byte {
+	x = xmlAttr(x, "tests", strconv.Itoa(c.Total()))
+	x = xmlAttr(x, "failures", strconv.Itoa(c.Fail))
+	x = xmlAttr(x, "errors", strconv.Itoa(c.Error))
+	return xmlAttr(x, "skipped", strconv.Itoa(c.Skip+c.Inconclusive))
+}
+
+func xmlProblem(x []byte, elem, msg, typ, body string) []byte {
+	x = append(x, "\n      <"...)
+	x = append(x, elem...)
+	x = xmlAttr(x, "message", msg)
+	x = xmlAttr(x, "type", typ)
+	x = append(x, '>')
+	x = xmlEscape(x, body)
+	x = append(x, "</"...)
+	x = append(x, elem...)
+	return append(x, '>')
+}
+
+func xmlAttr(x []byte, name, value string) []byte {
+	x = append(x, ' ')
+	x = append(x, name...)
+	x = append(x, '=', '"')
+	x = xmlEscape(x, value)
+	return append(x, '"')
+}
+
+// xmlEscape escapes s as encoding/xml does for attributes and character
+// data: the five entities, tab, newline and carriage return as character
+// references, and anything outside XML's character range as U+FFFD.
+func xmlEscape(x []byte, s string) []byte {
+	last := 0
+	for i := 0; i < len(s); {
+		r, width := utf8.DecodeRuneInString(s[i:])
+		i += width
+		var esc string
+		switch r {
+		case '"':
+			esc = "&#34;"
+		case '\'':
+			esc = "&#39;"
+		case '&':
+			esc = "&amp;"
+		case '<':
+			esc = "&lt;"
+		case '>':
+			esc = "&gt;"
+		case '\t':
+			esc = "&#x9;"
+		case '\n':
+			esc = "&#xA;"
+		case '\r':
+			esc = "&#xD;"
+		default:
+			if !xmlChar(r) || (r == utf8.RuneError && width == 1) {
+				esc = "\uFFFD"
+				break
+			}
+			continue
+		}
+		x = append(x, s[last:i-width]...)
+		x = append(x, esc...)
+		last = i
 	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return append(x, s[last:]...)
+}
+
+func xmlChar(r rune) bool {
+	return r == 0x09 || r == 0x0A || r == 0x0D ||
+		r >= 0x20 && r <= 0xD7FF ||
+		r >= 0xE000 && r <= 0xFFFD ||
+		r >= 0x10000 && r <= 0x10FFFF
 }
 
 // ExpectedActual is the one-line failure message.

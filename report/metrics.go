@@ -251,7 +251,7 @@ func seriesFor(run Run, now time.Time) *runSeries {
 	open, unreachable := map[where]float64{}, map[where]float64{}
 	drift := map[[2]string]float64{}
 
-	for _, f := range run.Findings {
+	run.Set().Each(func(f *Finding) error {
 		if strings.HasPrefix(f.Check, driftPrefix) {
 			// Drift names pods; only rule and namespace are bounded enough for labels.
 			k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
@@ -259,13 +259,13 @@ func seriesFor(run Run, now time.Time) *runSeries {
 			if f.Status == Fail || f.Status == Inconclusive {
 				drift[k]++
 			}
-			continue
+			return nil
 		}
 		node := where{labelValue(NodeLabel(f.Target)), labelValue(f.Namespace)}
 		if Area(f.Check) == "egress" {
 			open[node] += 0
 			unreachable[node] += 0
-			if UnexpectedlyOpen(f) {
+			if UnexpectedlyOpen(*f) {
 				open[node]++
 			}
 			if f.Check == CheckEgressAllowed && f.Status == Fail {
@@ -273,7 +273,7 @@ func seriesFor(run Run, now time.Time) *runSeries {
 			}
 		}
 		if f.Status == Skip {
-			continue // not applicable: nothing was evaluated
+			return nil // not applicable: nothing was evaluated
 		}
 		v := 0.0
 		if f.Status == Pass {
@@ -288,7 +288,8 @@ func seriesFor(run Run, now time.Time) *runSeries {
 		if old, ok := checks[k]; !ok || v < old {
 			checks[k] = v // one failing subject makes the series fail
 		}
-	}
+		return nil
+	}) // a spool read error leaves the series of what was read; the report writers return it
 	// Fold the checks whose subjects came out unbounded into one series each.
 	bounded := make(map[checkKey]float64, len(checks))
 	for k, v := range checks {

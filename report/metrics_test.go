@@ -163,12 +163,15 @@ func TestMetricsSeries(t *testing.T) {
 			`sandprobe_runs_total{result="error"}`:                                           1,
 			"sandprobe_last_success_timestamp_seconds":                                       absent, // never succeeded
 		}},
-		{"pinned failure class is still closed", Run{Findings: []Finding{
+		{"pinned failure class is still closed; bypass and fronting are open", Run{Findings: []Finding{
 			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "node/n", Status: Fail, Class: "refused"},
 			{Check: "egress.proxy-bypass", Subject: "example.com:80", Target: "node/n", Status: Fail, Class: "answered"},
+			// fronting: a must-fail name reached through the proxy counts too
+			{Check: "egress.sni-mismatch", Subject: "evil.example via api.example:443", Target: "node/n", Status: Fail, Class: "answered"},
+			{Check: "egress.sni-mismatch", Subject: "x.invalid via api.example:443", Target: "node/n", Status: Inconclusive, Class: "error"},
 		}}, map[string]float64{
 			"sandprobe_up": 1,
-			`sandprobe_egress_unexpected_open{namespace="",node="n"}`: 1,
+			`sandprobe_egress_unexpected_open{namespace="",node="n"}`: 2,
 			cs("egress.must-fail", "1.1.1.1:443", "n"):                0,
 		}},
 		{"kube: node and sandbox namespace", Run{Findings: []Finding{

@@ -108,6 +108,10 @@ type Run struct {
 	Findings           []Finding `json:"findings"`
 	// Probes are the raw probe results, kept for the JSON report.
 	Probes []ProbeResult `json:"probes,omitempty"`
+	// Spooled, when set, holds the findings instead of Findings (a run
+	// over more objects than fit in memory as structs). Writers read
+	// either through Set.
+	Spooled *Spool `json:"-"`
 }
 
 // Counts tallies findings by status.
@@ -121,31 +125,26 @@ func (c Counts) Total() int { return c.Pass + c.Fail + c.Skip + c.Inconclusive +
 // Count tallies a set of findings.
 func Count(fs []Finding) Counts {
 	var c Counts
-	for _, f := range fs {
-		switch f.Status {
-		case Pass:
-			c.Pass++
-		case Fail:
-			c.Fail++
-		case Skip:
-			c.Skip++
-		case Inconclusive:
-			c.Inconclusive++
-		default:
-			c.Error++ // an unknown status is never a pass
-		}
+	for i := range fs {
+		c.add(fs[i].Status)
 	}
 	return c
 }
 
 // Counts tallies the run's findings.
-func (r Run) Counts() Counts { return Count(r.Findings) }
+func (r Run) Counts() Counts {
+	if r.Spooled != nil {
+		return r.Spooled.Counts()
+	}
+	return Count(r.Findings)
+}
 
 // ExitCode is 3 when anything could not be checked, 1 when anything failed
 // or stayed inconclusive, 0 otherwise. A run with no findings at all proves
 // nothing and is treated as could-not-run.
-func (r Run) ExitCode() int {
-	c := r.Counts()
+func (r Run) ExitCode() int { return exitCode(r.Counts()) }
+
+func exitCode(c Counts) int {
 	switch {
 	case c.Error > 0 || c.Total() == 0:
 		return ExitCouldNotRun

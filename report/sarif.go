@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
@@ -43,6 +42,7 @@ type SARIF struct {
 type sarifGroup struct {
 	f       Finding
 	targets []string
+	seen    map[string]bool // targets, so a group of 100,000 pods stays linear
 }
 
 func (s SARIF) Write(w io.Writer, run Run) error {
@@ -58,28 +58,36 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
 	var groups []*sarifGroup
 	byKey := map[string]*sarifGroup{}
-	for _, f := range run.Findings {
+	// Read through the FindingSet: a drift over 100,000 pods spools its
+	// findings; the groups (one per result) are what stays in memory.
+	err := run.Set().Each(func(fp *Finding) error {
+		f := *fp
 		switch f.Status {
 		case Fail, Inconclusive:
 		case Pass, Skip:
-			continue
+			return nil
 		default:
 			// Could not check: about the run, not about a line of code.
 			inv.AddToolExecutionNotification(sarif.NewNotification().
 				WithLevel(sarif.LevelError).
 				WithMessage(sarif.NewTextMessage(fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))))
-			continue
+			return nil
 		}
 		key := strings.Join([]string{f.Check, string(f.Status), f.File, fmt.Sprint(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")
 		g := byKey[key]
 		if g == nil {
-			g = &sarifGroup{f: f}
+			g = &sarifGroup{f: f, seen: map[string]bool{}}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
-		if f.Target != "" && !slices.Contains(g.targets, f.Target) {
+		if f.Target != "" && !g.seen[f.Target] {
+			g.seen[f.Target] = true
 			g.targets = append(g.targets, f.Target)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, g := range groups {
 		if !known[g.f.Check] {
@@ -96,7 +104,7 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	if err := rep.PrettyWrite(w); err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, "\n")
+	_, err = io.WriteString(w, "\n")
 	return err
 }
 

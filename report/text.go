@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -29,36 +30,40 @@ func (t Text) paint(color, s string) string {
 	return color + s + ansiReset
 }
 
+// Write prints one block per target, in order of first appearance: one
+// pass over the findings for the column width and one per target block,
+// linear in the findings whatever holds them (a Spool for a big drift).
 func (t Text) Write(w io.Writer, run Run) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s  policy %s", t.paint(ansiBold, "sandprobe"), run.Policy)
+	set := run.Set()
+	b := bufio.NewWriterSize(w, 64<<10)
+	fmt.Fprintf(b, "%s  policy %s", t.paint(ansiBold, "sandprobe"), run.Policy)
 	if run.Backend != "" {
-		fmt.Fprintf(&b, "  backend %s", run.Backend)
+		fmt.Fprintf(b, "  backend %s", run.Backend)
 	}
-	fmt.Fprintf(&b, "  %.2fs\n", run.Seconds)
+	fmt.Fprintf(b, "  %.2fs\n", run.Seconds)
 	width := 0
-	for _, f := range run.Findings {
-		width = max(width, len(f.Name()))
+	if err := set.Each(func(f *Finding) error {
+		width = max(width, len(f.Check)+nameExtra(f))
+		return nil
+	}); err != nil {
+		return err
 	}
 	width = min(width, 48)
-	for _, target := range Targets(run.Findings) {
-		name := target
+	for gi, g := range set.Groups() {
+		name := g.Target
 		if name == "" {
 			name = "(no target)"
 		}
-		fmt.Fprintf(&b, "\n%s\n", t.paint(ansiBold, name))
+		fmt.Fprintf(b, "\n%s\n", t.paint(ansiBold, name))
 		passed := 0
-		for _, f := range run.Findings {
-			if f.Target != target {
-				continue
-			}
+		err := set.EachIn(gi, func(f *Finding) error {
 			if f.Status == Pass && !t.Verbose {
 				passed++
-				continue
+				return nil
 			}
 			mark, color := statusMark(f.Status)
 			line := f.Name()
-			msg := ExpectedActual(f)
+			msg := ExpectedActual(*f)
 			if f.Status == Pass {
 				msg = f.Actual
 				if f.Evidence != "" {
@@ -68,32 +73,44 @@ func (t Text) Write(w io.Writer, run Run) error {
 			if f.Class != "" && f.Status != Pass {
 				msg += " [" + f.Class + "]"
 			}
-			fmt.Fprintf(&b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
+			fmt.Fprintf(b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
 			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
 				fix := oneLine(f.Fix)
 				if f.File != "" {
 					fix += t.paint(ansiDim, fmt.Sprintf(" (%s:%d)", f.File, f.Line))
 				}
-				fmt.Fprintf(&b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
+				fmt.Fprintf(b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if passed > 0 {
-			fmt.Fprintf(&b, "  %s %d passed\n", t.paint(ansiGreen, "ok  "), passed)
+			fmt.Fprintf(b, "  %s %d passed\n", t.paint(ansiGreen, "ok  "), passed)
 		}
 	}
 	for _, n := range run.Notes {
-		fmt.Fprintf(&b, "\nnote: %s\n", n)
+		fmt.Fprintf(b, "\nnote: %s\n", n)
 	}
-	c := run.Counts()
+	c := set.Counts()
+	code := exitCode(c)
 	verdict := map[int]string{
 		ExitOK:            t.paint(ansiGreen, "CONFORMANT"),
 		ExitNonConformant: t.paint(ansiRed, "NOT CONFORMANT"),
 		ExitCouldNotRun:   t.paint(ansiYellow, "COULD NOT CHECK"),
-	}[run.ExitCode()]
-	fmt.Fprintf(&b, "\n%d findings: %d pass, %d fail, %d inconclusive, %d error, %d skipped — %s (exit %d)\n",
-		c.Total(), c.Pass, c.Fail, c.Inconclusive, c.Error, c.Skip, verdict, run.ExitCode())
-	_, err := io.WriteString(w, b.String())
-	return err
+	}[code]
+	fmt.Fprintf(b, "\n%d findings: %d pass, %d fail, %d inconclusive, %d error, %d skipped — %s (exit %d)\n",
+		c.Total(), c.Pass, c.Fail, c.Inconclusive, c.Error, c.Skip, verdict, code)
+	return b.Flush()
+}
+
+// nameExtra is how much longer Name is than Check.
+func nameExtra(f *Finding) int {
+	if f.Subject == "" {
+		return 0
+	}
+	return 1 + len(f.Subject)
 }
 
 func statusMark(s Status) (string, string) {

@@ -105,17 +105,18 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	}
 
 	start := time.Now()
-	col := drift.NewCollector()
+	// Findings are spooled: past a few MB they move to an unlinked
+	// temporary file, so a drift over 100,000 pods holds an index of its
+	// drifted objects, not half a million findings.
+	spool := report.NewSpool("", 0)
+	defer spool.Close()
+	col := drift.NewSpoolingCollector(spool)
 	// Offline inputs first: a bad file is bad input (exit 2) and must be
 	// found before anything talks to a cluster.
 	if len(o.files) > 0 {
-		m, err := a.readManifests(o.files, o.namespace)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitBadInput
-		}
-		if err := drift.CheckManifests(newEngine(), m, col); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace}
+		if err := scan.Run(col); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
 			return report.ExitBadInput
 		}
 		if col.Scanned == 0 {
@@ -156,10 +157,14 @@ func (a *app) cmdDrift(ctx context.Context, args []string) int {
 	run := report.Run{
 		Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
 		StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
-		Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Findings: col.Findings,
+		Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
+	}
+	if err := spool.Err(); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitCouldNotRun
 	}
 	run.Phases = map[string]float64{"drift": run.Seconds}
-	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", len(col.Findings), "seconds", run.Seconds)
+	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", spool.Len(), "spilled", spool.Spilled(), "seconds", run.Seconds)
 	if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 		return report.ExitCouldNotRun

@@ -305,3 +305,29 @@ func lineAfter(t *testing.T, file, marker, text string) int {
 	t.Fatalf("%s: no %q after %q", file, text, marker)
 	return 0
 }
+
+// TestDriftSARIFWouldRefuse: the pods Deny would refuse, from files, are
+// results on the pod's own first line.
+func TestDriftSARIFWouldRefuse(t *testing.T) {
+	sch := sarifSchema(t)
+	t.Chdir("../..")
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", "fixtures/policy.yaml", "--would-refuse", "-f", "fixtures/drift/pods.yaml", "-o", "sarif")
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	l := validateSARIF(t, sch, []byte(stdout))
+	spans := documentSpans(t, "fixtures/drift/pods.yaml")
+	if len(l.Runs[0].Results) == 0 {
+		t.Fatal("no results")
+	}
+	for _, r := range l.Runs[0].Results {
+		loc := r.Locations[0]
+		if loc.PhysicalLocation == nil || len(loc.LogicalLocations) == 0 {
+			t.Fatalf("%s: no location", r.RuleID)
+		}
+		sp, ok := spans[loc.LogicalLocations[0].FullyQualifiedName]
+		if line := loc.PhysicalLocation.Region.StartLine; !ok || line != sp.start {
+			t.Errorf("%s %s: line %d, want the pod's first line %d", r.RuleID, loc.LogicalLocations[0].FullyQualifiedName, line, sp.start)
+		}
+	}
+}

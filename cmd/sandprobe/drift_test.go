@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,18 @@ spec:
           image: registry.example/agents/agent@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
           securityContext: {privileged: true}
 `
+	// Many documents, the 301st malformed, the policies after it: a bad
+	// document deep in a big file, after pods that were already read,
+	// still stops the run with one line naming the file and document.
+	lazy, _ := os.ReadFile(fx + "drift/pods.yaml")
+	var big strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&big, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p%d, namespace: sandboxes, labels: {sandbox: \"true\"}}\nspec: {containers: [{name: a, image: x}]}\n", i)
+	}
+	big.WriteString("---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken\n---\n")
+	big.Write(lazy)
+	bigBad := filepath.Join(dir, "big.yaml")
+	os.WriteFile(bigBad, []byte(big.String()), 0o644)
 	cases := []struct {
 		name  string
 		stdin string
@@ -48,6 +61,8 @@ spec:
 		code  int
 		err   string
 	}{
+		{"malformed document deep in a big file", "", []string{"-f", bigBad}, 2, "big.yaml: document 301: "},
+		{"the same on stdin", big.String(), []string{"-f", "-"}, 2, "stdin: document 301: "},
 		{"hardened", "", []string{"-f", fx + "drift/hardened.yaml"}, 0, ""},
 		{"hardened from stdin", string(hardened), []string{"-f", "-"}, 0, ""},
 		{"lazy pods", "", []string{"-f", fx + "drift/pods.yaml"}, 1, ""},
@@ -76,6 +91,9 @@ spec:
 			}
 			if c.err != "" && !strings.Contains(stderr, c.err) {
 				t.Fatalf("stderr %q lacks %q", stderr, c.err)
+			}
+			if c.code == 2 && (strings.Count(stderr, "\n") != 1 || stdout != "") {
+				t.Fatalf("bad input must be one line on stderr and nothing on stdout:\nstdout %q\nstderr %q", stdout, stderr)
 			}
 		})
 	}

@@ -42,7 +42,9 @@ func (a *app) driftWouldRefuse(ctx context.Context, o *driftOptions, p *policy.P
 		if err != nil {
 			return fail(report.ExitBadInput, "%v", err)
 		}
-		results = append(results, judge.JudgePods(m.Pods, "the files"))
+		r := judge.JudgePods(m.Pods, "the files")
+		m.Locate(r.Findings) // the pod's place in its file, for SARIF and JUnit
+		results = append(results, r)
 	}
 	if kube {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)

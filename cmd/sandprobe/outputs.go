@@ -172,6 +172,15 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 		}
 	}
 	if o.htmlFile != "" {
+		if run.Spooled != nil {
+			// The page lays findings out by object: it reads them all at
+			// once (memory grows with them again, for --html only).
+			fs, err := run.Spooled.Slice()
+			if err != nil {
+				return err
+			}
+			run.Findings, run.Spooled = fs, nil
+		}
 		if err := page.WriteFile(o.htmlFile, page.Page{Policy: o.policy, Run: run, History: o.history, Now: time.Now()}); err != nil {
 			return err
 		}

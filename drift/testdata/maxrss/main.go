@@ -1,5 +1,6 @@
 // Command maxrss runs a command and prints its peak RSS (KiB) and wall time
-// on stderr as "maxrss_kib=N seconds=S". It exists because Linux charges a
+// on stderr as "maxrss_kib=N seconds=S cpu=C" (C: user + system CPU seconds,
+// steadier than wall time on a shared machine). It exists because Linux charges a
 // vfork'ed child with its parent's RSS high-water mark at exec: measured
 // from a big test process, every child would look as big as the test. This
 // process is a few MB, so the floor it adds is negligible.
@@ -28,6 +29,7 @@ func main() {
 		os.Exit(127)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	fmt.Fprintf(os.Stderr, "maxrss_kib=%d seconds=%.3f\n", ru.Maxrss, secs)
+	cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	fmt.Fprintf(os.Stderr, "maxrss_kib=%d seconds=%.3f cpu=%.3f\n", ru.Maxrss, secs, cpu)
 	os.Exit(cmd.ProcessState.ExitCode())
 }

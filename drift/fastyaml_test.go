@@ -1,0 +1,134 @@
+package drift
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// sameAsSigsYAML fails t unless blockYAMLToJSON either declines doc or
+// gives JSON that decodes to exactly what sigs.k8s.io/yaml's does (and
+// sigs.k8s.io/yaml accepts doc). It reports whether the fast path took it.
+func sameAsSigsYAML(t *testing.T, doc []byte) bool {
+	t.Helper()
+	fast, err := blockYAMLToJSON(doc)
+	if err != nil {
+		if !errors.Is(err, errNotPlainYAML) {
+			t.Fatalf("unexpected error %v", err)
+		}
+		return false
+	}
+	slow, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		t.Fatalf("fast path accepted what sigs.k8s.io/yaml refuses (%v):\n%s", err, doc)
+	}
+	var a, b any
+	da := json.NewDecoder(bytes.NewReader(fast))
+	da.UseNumber()
+	if err := da.Decode(&a); err != nil {
+		t.Fatalf("fast path wrote bad JSON %s: %v\n%s", fast, err, doc)
+	}
+	db := json.NewDecoder(bytes.NewReader(slow))
+	db.UseNumber()
+	if err := db.Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("differs from sigs.k8s.io/yaml on\n%s\n fast %s\n slow %s", doc, fast, slow)
+	}
+	return true
+}
+
+func splitDocs(t *testing.T, data []byte) [][]byte {
+	var docs [][]byte
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		raw, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, raw)
+	}
+}
+
+// blockCases are the shapes the fast path must read, and the ones it must
+// leave to go-yaml, in the small.
+var blockCases = []string{
+	"apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels:\n    sandbox: \"true\"\n    app.kubernetes.io/name: agent\nspec:\n  containers:\n  - name: a\n    image: x@sha256:00\n    args:\n    - --flag=1\n    - -1\n    - \"quoted: value\"\n    - 'it''s'\n    ports:\n    - containerPort: 8080\n      protocol: TCP\n  volumes: []\n  nodeSelector: {}\n",
+	"a:\n- - x\n  - w\n-\n  b: c\n- \n",
+	"k: v # comment\n# full comment\n\n  # indented comment\nz: 0\nneg: -7\nt: true\nf: false\nnil: null\nempty:\n",
+	"num: 12 # twelve\n",
+	"url: http://example.com:8080/x\nq: \"a#b\"\nh: a#b\nback: a\\b\nuni: ünï ☃\nsp: 'a b '\n",
+	// Left to go-yaml (each must decline, or agree).
+	"a: yes\nb: on\nc: ~\nd: 0755\ne: 1.5\nf: 1e3\ng: .inf\nh: 2026-12-01\n",
+	"on: 1\n", "y: 1\n", "'on': 1\n", "\"quoted key\": 1\n",
+	"a: [1, 2]\nb: {c: d}\n", "a: |\n  text\n", "a: >\n  folded\n", "a: &x 1\nb: *x\n", "a: !!str 1\n",
+	"a: b\na: c\n", "a: multi\n  line\n", "a:\n  - x\n   - y\n", "<<: {a: 1}\n", "a: 'unterminated\n", "a: \"esc\\n\"\n",
+	"- top\n- level\n", "  indented: 1\n", "a:\tb\n", "a: b: c\n", "a: x\r\n", "? complex\n: key\n", "a: 'x' y\n", "a: \"x\" # c\n",
+	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
+}
+
+// TestBlockYAMLMatchesSigsYAML: on every fixture document, the generated
+// bench pods and the small cases above, the fast converter agrees with
+// sigs.k8s.io/yaml or declines; and it takes the common shapes (kubectl's
+// and yaml.Marshal's) rather than declining everything.
+func TestBlockYAMLMatchesSigsYAML(t *testing.T) {
+	files, _ := filepath.Glob("../fixtures/drift/*.yaml")
+	files = append(files, "../manifests/cronjob.yaml")
+	took, total := 0, 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, doc := range splitDocs(t, data) {
+			total++
+			if sameAsSigsYAML(t, doc) {
+				took++
+			}
+		}
+	}
+	for _, c := range blockCases {
+		sameAsSigsYAML(t, []byte(c))
+	}
+	if !sameAsSigsYAML(t, []byte(blockCases[0])) || !sameAsSigsYAML(t, []byte(blockCases[1])) || !sameAsSigsYAML(t, []byte(blockCases[3])) || !sameAsSigsYAML(t, []byte(blockCases[4])) {
+		t.Error("the fast path declined the plain block YAML it is for")
+	}
+	if took*2 < total {
+		t.Errorf("the fast path took only %d of %d fixture documents", took, total)
+	}
+	t.Logf("fast path took %d of %d fixture documents", took, total)
+}
+
+// FuzzBlockYAML: whatever the input, the fast path agrees with
+// sigs.k8s.io/yaml or declines.
+func FuzzBlockYAML(f *testing.F) {
+	for _, c := range blockCases {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		if strings.Count(doc, "\n") > 200 {
+			return
+		}
+		sameAsSigsYAML(t, []byte(doc))
+	})
+}
+
+func init() {
+	blockCases = append(blockCases,
+		"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
+		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n")
+}

@@ -1,0 +1,371 @@
+package drift
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sourcegraph/conc/stream"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FileScan checks the manifests of drift -f without holding them: memory
+// stays flat in the size of the files. Network policies, namespaces and
+// templates must all be known before the first pod is judged, and a file
+// may list them after its pods, so the files are read twice:
+//
+//  1. every document but a plain Pod is decoded and kept (policies,
+//     namespaces, workload templates: a cluster has few of those); a
+//     document whose top-level lines say `apiVersion: v1` and `kind: Pod`
+//     is only counted;
+//  2. the pod documents (and the Lists that held pods) are read again,
+//     decoded in parallel and judged in file order, one at a time,
+//     exactly as CheckManifests judges Manifests.Pods.
+//
+// Findings, their order, the notes and the first error are those of
+// DecodeManifests followed by CheckManifests over the same files
+// (TestFileScanMatchesManifests). Standard input is copied to an unlinked
+// temporary file to be read twice. A single List document is decoded
+// whole (`kubectl get pods -o yaml` writes one): stream multi-document
+// YAML to keep memory flat.
+type FileScan struct {
+	Engine *Engine
+	// Paths are files, directories (their .yaml, .yml and .json files, in
+	// name order) and - for Stdin.
+	Paths []string
+	Stdin io.Reader
+	// Namespace is where objects without metadata.namespace land.
+	Namespace string
+	// Workers decode pods in parallel (0: GOMAXPROCS).
+	Workers int
+	// TempDir holds standard input's copy ("" is os.TempDir()).
+	TempDir string
+
+	// Pods counts the pod objects the files held (judged or not).
+	Pods int
+}
+
+// scanSource is one file to read (twice).
+type scanSource struct {
+	name string
+	open func() (io.ReadCloser, error)
+}
+
+// docPos orders errors: the first bad document in read order wins, as it
+// would reading the files once.
+type docPos struct{ src, doc int }
+
+func (a docPos) before(b docPos) bool {
+	return a.src < b.src || (a.src == b.src && a.doc < b.doc)
+}
+
+// Run reads the files and adds their findings to col.
+func (s *FileScan) Run(col *Collector) error {
+	m := &Manifests{Namespace: s.Namespace}
+	m.Skipped = map[string]int{}
+	var sources []scanSource
+	var cleanup []func()
+	defer func() {
+		for _, c := range cleanup {
+			c()
+		}
+	}()
+	// podDocs are the documents pass 1 found pods in (Lists, JSON pods):
+	// pass 2 decodes them again.
+	podDocs := map[docPos]bool{}
+	var firstErr error
+	errPos := docPos{src: int(^uint(0) >> 1)}
+	fail := func(pos docPos, err error) {
+		firstErr, errPos = err, pos
+	}
+
+	// Pass 1.
+pass1:
+	for _, p := range s.Paths {
+		srcs, clean, err := s.resolve(p)
+		cleanup = append(cleanup, clean...)
+		if err != nil {
+			fail(docPos{src: len(sources)}, err)
+			break
+		}
+		for _, src := range srcs {
+			si := len(sources)
+			sources = append(sources, src)
+			doc, err := eachDocument(src, func(doc int, d *document) bool {
+				if looksLikePod(d.data) {
+					s.Pods++
+					return true
+				}
+				found := false
+				m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
+				if err := m.addDocument(d, src.name); err != nil {
+					fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
+					return false
+				}
+				if found {
+					podDocs[docPos{si, doc}] = true
+				}
+				return true
+			})
+			if err != nil && firstErr == nil {
+				fail(docPos{si, doc}, err)
+			}
+			if firstErr != nil {
+				break pass1
+			}
+		}
+	}
+	m.onPod = nil
+
+	// Between the passes: the policies and templates, unless the files are
+	// already known to be bad (a decode error comes first, as it would
+	// reading once).
+	var ts *Templates
+	var setupErr error
+	if firstErr == nil {
+		ts, setupErr = m.prepare(s.Engine, col, s.Pods > 0)
+	}
+	judge := firstErr == nil && setupErr == nil
+	if m.origins == nil {
+		m.origins = origins{}
+	}
+	// Findings are located as they are added (the spool cannot be
+	// changed afterwards), as CheckManifests locates them at its end.
+	col.locate = m.Locate
+	defer func() { col.locate = nil }()
+
+	// Pass 2: the pods, up to the first bad document of pass 1 (an earlier
+	// bad pod is the error to report).
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var podErr error
+	var stop atomic.Bool
+	st := stream.New().WithMaxGoroutines(workers)
+	for si, src := range sources {
+		if stop.Load() || si > errPos.src {
+			break
+		}
+		_, err := eachDocument(src, func(doc int, d *document) bool {
+			pos := docPos{si, doc}
+			if stop.Load() || !pos.before(errPos) {
+				return false
+			}
+			cheap := looksLikePod(d.data)
+			if !cheap && !podDocs[pos] {
+				return true
+			}
+			st.Go(func() stream.Callback {
+				pods, err := decodePods(d, src.name, s.Namespace, cheap)
+				return func() {
+					if stop.Load() {
+						return
+					}
+					if err != nil {
+						podErr = fmt.Errorf("%s: document %d: %w", src.name, doc, err)
+						stop.Store(true)
+						return
+					}
+					if judge {
+						for _, p := range pods {
+							// The pod's origin is kept while its findings
+							// are located, then let go with its document.
+							key := "pod/" + p.pod.Namespace + "/" + podName(p.pod.Name, p.pod.GenerateName)
+							_, had := m.origins[key]
+							m.origins.add(key, p.at)
+							checkFilePod(s.Engine, ts, col, p.pod)
+							if !had {
+								delete(m.origins, key)
+							}
+						}
+					}
+				}
+			})
+			return true
+		})
+		if err != nil && firstErr == nil {
+			// The file changed under us (or vanished) between the passes.
+			st.Wait()
+			return err
+		}
+	}
+	st.Wait()
+	switch {
+	case podErr != nil:
+		return podErr
+	case firstErr != nil:
+		return firstErr
+	case setupErr != nil:
+		return setupErr
+	}
+	m.finish(ts, col)
+	return nil
+}
+
+// podAt is a pod read in pass 2 and where it was written.
+type podAt struct {
+	pod *corev1.Pod
+	at  *origin
+}
+
+// decodePods decodes a document read in pass 2 and returns its pods. A
+// document taken for a Pod by its top-level lines must hold just that.
+func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, error) {
+	if cheap {
+		// A plain Pod document: straight into a Pod, as add would, without
+		// reading the document once more for its kind.
+		if js, err := blockYAMLToJSON(d.data); err == nil {
+			var p corev1.Pod
+			if err := strictish(js, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
+				m := &Manifests{Namespace: namespace}
+				p.Namespace = m.namespace(p.Namespace)
+				defaultPodSpec(&p.Spec)
+				return []podAt{{&p, &origin{file: source, doc: d}}}, nil
+			}
+		}
+	}
+	var pods []podAt
+	m := &Manifests{Namespace: namespace, Skipped: map[string]int{}, onPod: func(p *corev1.Pod, at *origin) { pods = append(pods, podAt{p, at}) }}
+	if err := m.addDocument(d, source); err != nil {
+		return nil, err
+	}
+	if cheap && (len(pods) != 1 || len(m.NetworkPolicies)+len(m.Cilium)+len(m.Sandboxes)+len(m.Workloads)+len(m.AdminNetworkPolicies)+len(m.Namespaces)+len(m.Skipped) > 0) {
+		return nil, errors.New("its top-level lines say kind: Pod, but it does not decode as one Pod (write it as plain block YAML)")
+	}
+	return pods, nil
+}
+
+// eachDocument calls fn with every document of src and its number (from
+// 1, as DecodeManifests numbers them) until fn returns false. A read error
+// is returned with the number of the document it stopped, worded as
+// DecodeManifests words it.
+func eachDocument(src scanSource, fn func(doc int, d *document) bool) (int, error) {
+	rc, err := src.open()
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	ds := newDocStream(rc)
+	for doc := 1; ; doc++ {
+		d, err := ds.next()
+		if errors.Is(err, io.EOF) {
+			return doc, nil
+		}
+		if err != nil {
+			return doc, fmt.Errorf("%s: %w", src.name, err)
+		}
+		if !fn(doc, &d) {
+			return doc, nil
+		}
+	}
+}
+
+// resolve turns one -f argument into the files it names.
+func (s *FileScan) resolve(p string) ([]scanSource, []func(), error) {
+	if p == "-" {
+		src, clean, err := s.stdinCopy()
+		if err != nil {
+			return nil, nil, err
+		}
+		return []scanSource{src}, []func(){clean}, nil
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := []string{p}
+	if fi.IsDir() {
+		files = nil
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
+			switch strings.ToLower(filepath.Ext(e.Name())) {
+			case ".yaml", ".yml", ".json":
+				files = append(files, filepath.Join(p, e.Name()))
+			}
+		}
+		sort.Strings(files)
+	}
+	var out []scanSource
+	for _, f := range files {
+		out = append(out, scanSource{name: f, open: func() (io.ReadCloser, error) { return os.Open(f) }})
+	}
+	return out, nil, nil
+}
+
+// stdinCopy keeps standard input for the second pass: in an unlinked
+// temporary file, or in memory where no file can be made.
+func (s *FileScan) stdinCopy() (scanSource, func(), error) {
+	in := s.Stdin
+	if in == nil {
+		in = os.Stdin
+	}
+	f, err := os.CreateTemp(s.TempDir, "sandprobe-stdin-*")
+	if err != nil {
+		data, err := io.ReadAll(in)
+		if err != nil {
+			return scanSource{}, nil, fmt.Errorf("read stdin: %w", err)
+		}
+		return scanSource{name: "stdin", open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}, func() {}, nil
+	}
+	os.Remove(f.Name())
+	if _, err := io.Copy(f, in); err != nil {
+		f.Close()
+		return scanSource{}, nil, fmt.Errorf("read stdin: %w", err)
+	}
+	open := func() (io.ReadCloser, error) {
+		return io.NopCloser(io.NewSectionReader(f, 0, 1<<62)), nil
+	}
+	return scanSource{name: "stdin", open: open}, func() { f.Close() }, nil
+}
+
+// looksLikePod reports whether a YAML document's top-level lines (those
+// not indented) say it is a core v1 Pod: exactly one `kind: Pod` and one
+// `apiVersion: v1`. Anything else — JSON, flow style, a List — is decoded
+// in pass 1; a document taken for a Pod is still decoded whole in pass 2
+// and refused if it is not one.
+func looksLikePod(raw []byte) bool {
+	kinds, versions := 0, 0
+	pod, v1 := false, false
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' || line[0] == '#' {
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("kind:")); ok {
+			kinds++
+			pod = scalar(v) == "Pod"
+		} else if v, ok := bytes.CutPrefix(line, []byte("apiVersion:")); ok {
+			versions++
+			v1 = scalar(v) == "v1"
+		}
+	}
+	return kinds == 1 && versions == 1 && pod && v1
+}
+
+// scalar is a top-level value without a trailing comment, spaces or quotes.
+func scalar(v []byte) string {
+	if i := bytes.Index(v, []byte(" #")); i >= 0 {
+		v = v[:i]
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		v = v[1 : len(v)-1]
+	}
+	return string(v)
+}

@@ -1,0 +1,201 @@
+package report
+
+// The writers as they were before they streamed (issue 15), kept verbatim
+// as the oracle of TestWritersMatchLegacy: the streaming writers must
+// print exactly these bytes.
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+)
+
+func legacyText(t Text, w io.Writer, run Run) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  policy %s", t.paint(ansiBold, "sandprobe"), run.Policy)
+	if run.Backend != "" {
+		fmt.Fprintf(&b, "  backend %s", run.Backend)
+	}
+	fmt.Fprintf(&b, "  %.2fs\n", run.Seconds)
+	width := 0
+	for _, f := range run.Findings {
+		width = max(width, len(f.Name()))
+	}
+	width = min(width, 48)
+	for _, target := range Targets(run.Findings) {
+		name := target
+		if name == "" {
+			name = "(no target)"
+		}
+		fmt.Fprintf(&b, "\n%s\n", t.paint(ansiBold, name))
+		passed := 0
+		for _, f := range run.Findings {
+			if f.Target != target {
+				continue
+			}
+			if f.Status == Pass && !t.Verbose {
+				passed++
+				continue
+			}
+			mark, color := statusMark(f.Status)
+			line := f.Name()
+			msg := ExpectedActual(f)
+			if f.Status == Pass {
+				msg = f.Actual
+				if f.Evidence != "" {
+					msg += t.paint(ansiDim, " · "+f.Evidence)
+				}
+			}
+			if f.Class != "" && f.Status != Pass {
+				msg += " [" + f.Class + "]"
+			}
+			fmt.Fprintf(&b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
+			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
+				fix := oneLine(f.Fix)
+				if f.File != "" {
+					fix += t.paint(ansiDim, fmt.Sprintf(" (%s:%d)", f.File, f.Line))
+				}
+				fmt.Fprintf(&b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
+			}
+		}
+		if passed > 0 {
+			fmt.Fprintf(&b, "  %s %d passed\n", t.paint(ansiGreen, "ok  "), passed)
+		}
+	}
+	for _, n := range run.Notes {
+		fmt.Fprintf(&b, "\nnote: %s\n", n)
+	}
+	c := run.Counts()
+	verdict := map[int]string{
+		ExitOK:            t.paint(ansiGreen, "CONFORMANT"),
+		ExitNonConformant: t.paint(ansiRed, "NOT CONFORMANT"),
+		ExitCouldNotRun:   t.paint(ansiYellow, "COULD NOT CHECK"),
+	}[run.ExitCode()]
+	fmt.Fprintf(&b, "\n%d findings: %d pass, %d fail, %d inconclusive, %d error, %d skipped — %s (exit %d)\n",
+		c.Total(), c.Pass, c.Fail, c.Inconclusive, c.Error, c.Skip, verdict, run.ExitCode())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func legacyJUnit(w io.Writer, run Run) error {
+	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: secs(run.Seconds)}
+	for _, target := range Targets(run.Findings) {
+		suite := junitSuite{Name: target, Timestamp: run.StartedAt.UTC().Format("2006-01-02T15:04:05")}
+		if suite.Name == "" {
+			suite.Name = "sandprobe"
+		}
+		suite.Properties = &junitProps{Props: []junitProp{{Name: "policy", Value: run.Policy}, {Name: "version", Value: run.Version}}}
+		var total float64
+		for _, f := range run.Findings {
+			if f.Target != target {
+				continue
+			}
+			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
+			total += f.Seconds
+			switch f.Status {
+			case Pass:
+				tc.SystemOut = passBody(f)
+			case Fail:
+				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: problemBody(f)}
+				suite.Failures++
+			case Skip, Inconclusive:
+				msg := string(f.Status)
+				if f.Actual != "" {
+					msg += ": " + f.Actual
+				}
+				tc.Skipped = &junitSkipped{Message: msg}
+				tc.SystemOut = evidenceBody(f)
+				suite.Skipped++
+			default:
+				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: problemBody(f)}
+				suite.Errors++
+			}
+			suite.Cases = append(suite.Cases, tc)
+			suite.Tests++
+		}
+		suite.Time = secs(total)
+		doc.Tests += suite.Tests
+		doc.Failures += suite.Failures
+		doc.Errors += suite.Errors
+		doc.Skipped += suite.Skipped
+		doc.Suites = append(doc.Suites, suite)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("encode junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func legacyJSON(w io.Writer, run Run) error {
+	if run.Findings == nil {
+		run.Findings = []Finding{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(run)
+}
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties *junitProps     `xml:"properties,omitempty"`
+	Cases      []junitTestCase `xml:"testcase"`
+}
+
+type junitProps struct {
+	Props []junitProp `xml:"property"`
+}
+
+type junitProp struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitTestCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+	// File and Line point at the field to fix in a manifest (drift -f):
+	// JUnit consumers that annotate code (GitLab, action-junit-report)
+	// read them.
+	File string `xml:"file,attr,omitempty"`
+	Line int    `xml:"line,attr,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Body    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}

@@ -1,0 +1,402 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// FindingSet is how the writers read a run's findings: grouped by target
+// in order of first appearance (a JUnit suite, a block of the text
+// report), each group with its tallies, and each finding in the order it
+// was added. Both forms — a Run's Findings slice and a Spool — are read
+// through it, so every writer is one pass per group and linear in the
+// findings, whichever holds them.
+type FindingSet interface {
+	Len() int
+	Counts() Counts
+	Groups() []Group
+	// Each calls fn with every finding in the order added. f is only
+	// valid during the call.
+	Each(fn func(f *Finding) error) error
+	// EachIn calls fn with every finding of Groups()[g], in the order added.
+	EachIn(g int, fn func(f *Finding) error) error
+}
+
+// Group is one target's findings: their tallies and summed seconds.
+type Group struct {
+	Target  string
+	Counts  Counts
+	Seconds float64
+}
+
+func (c *Counts) add(s Status) {
+	switch s {
+	case Pass:
+		c.Pass++
+	case Fail:
+		c.Fail++
+	case Skip:
+		c.Skip++
+	case Inconclusive:
+		c.Inconclusive++
+	default:
+		c.Error++ // an unknown status is never a pass
+	}
+}
+
+// Set is the run's findings as a FindingSet: the spool when the run has
+// one, its Findings otherwise.
+func (r Run) Set() FindingSet {
+	if r.Spooled != nil {
+		return r.Spooled
+	}
+	return newSliceSet(r.Findings)
+}
+
+// sliceSet indexes a slice by target in one pass.
+type sliceSet struct {
+	fs      []Finding
+	groups  []Group
+	members [][]int32
+}
+
+func newSliceSet(fs []Finding) *sliceSet {
+	s := &sliceSet{fs: fs}
+	index := map[string]int{}
+	for i := range fs {
+		g, ok := index[fs[i].Target]
+		if !ok {
+			g = len(s.groups)
+			index[fs[i].Target] = g
+			s.groups = append(s.groups, Group{Target: fs[i].Target})
+			s.members = append(s.members, nil)
+		}
+		s.groups[g].Counts.add(fs[i].Status)
+		s.groups[g].Seconds += fs[i].Seconds
+		s.members[g] = append(s.members[g], int32(i))
+	}
+	return s
+}
+
+func (s *sliceSet) Len() int        { return len(s.fs) }
+func (s *sliceSet) Counts() Counts  { return Count(s.fs) }
+func (s *sliceSet) Groups() []Group { return s.groups }
+
+func (s *sliceSet) Each(fn func(*Finding) error) error {
+	for i := range s.fs {
+		if err := fn(&s.fs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sliceSet) EachIn(g int, fn func(*Finding) error) error {
+	for _, i := range s.members[g] {
+		if err := fn(&s.fs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DefaultSpoolMemory is how many bytes of encoded findings a Spool keeps in
+// memory before it moves them to a temporary file.
+const DefaultSpoolMemory = 8 << 20
+
+// Spool holds the findings of a run too big to keep as structs: a drift
+// over a hundred thousand pods has half a million findings, ~400 bytes
+// each in memory. It keeps them encoded (~150 bytes each), in memory up to
+// a bound and then in an unlinked temporary file, with an index of about
+// forty bytes per target, so what stays in memory grows with the number of
+// drifted objects only by that index. Not safe for concurrent use; Close
+// releases the file.
+type Spool struct {
+	dir    string // "" is os.TempDir()
+	memMax int
+
+	mem  bytes.Buffer
+	file *os.File
+	w    *bufio.Writer
+	size int64 // bytes written, in mem or the file
+
+	n      int
+	counts Counts
+	groups []Group
+	segs   [][]segment // per group: runs of consecutive records
+	index  map[string]int
+	last   int // group of the last record, -1 before the first
+	// attempts are kept as they are (a few per probe target): their
+	// times must come back exactly as the probe wrote them.
+	attempts map[int]*Attempt
+	scratch  []byte
+	readBuf  []byte
+	err      error
+}
+
+type segment struct {
+	off, end int64
+	first    int // record number of the segment's first finding
+	n        int
+}
+
+// NewSpool returns an empty spool that keeps up to memMax bytes of
+// encoded findings in memory (0 for DefaultSpoolMemory; negative to
+// spill at once) and the rest in a temporary file in dir ("" for
+// os.TempDir()).
+func NewSpool(dir string, memMax int) *Spool {
+	if memMax == 0 {
+		memMax = DefaultSpoolMemory
+	}
+	return &Spool{dir: dir, memMax: memMax, index: map[string]int{}, last: -1, attempts: map[int]*Attempt{}}
+}
+
+// Add appends findings. A write error is kept and returned by Err and by
+// every read: a report must not silently lose findings.
+func (s *Spool) Add(fs ...Finding) {
+	for i := range fs {
+		s.add(&fs[i])
+	}
+}
+
+func (s *Spool) add(f *Finding) {
+	if s.err != nil {
+		return
+	}
+	g, ok := s.index[f.Target]
+	if !ok {
+		g = len(s.groups)
+		s.index[f.Target] = g
+		s.groups = append(s.groups, Group{Target: f.Target})
+		s.segs = append(s.segs, nil)
+	}
+	s.groups[g].Counts.add(f.Status)
+	s.groups[g].Seconds += f.Seconds
+	s.counts.add(f.Status)
+	if g != s.last {
+		s.segs[g] = append(s.segs[g], segment{off: s.size, first: s.n})
+		s.last = g
+	}
+	if f.Attempt != nil {
+		s.attempts[s.n] = f.Attempt
+	}
+	b := encodeFinding(s.scratch[:0], f)
+	s.scratch = b
+	s.n++
+	s.write(b)
+	seg := &s.segs[g][len(s.segs[g])-1]
+	seg.n++
+	seg.end = s.size
+}
+
+func (s *Spool) write(b []byte) {
+	s.size += int64(len(b))
+	if s.w != nil {
+		if _, err := s.w.Write(b); err != nil {
+			s.err = fmt.Errorf("spool findings: %w", err)
+		}
+		return
+	}
+	s.mem.Write(b)
+	if s.memMax >= 0 && s.mem.Len() <= s.memMax {
+		return
+	}
+	f, err := os.CreateTemp(s.dir, "sandprobe-findings-*")
+	if err != nil {
+		// No room for a file (a read-only root): keep them in memory,
+		// bigger but correct.
+		s.memMax = math.MaxInt
+		return
+	}
+	// Unlinked at once: nothing is left behind, whatever ends the process.
+	os.Remove(f.Name())
+	s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
+	if _, err := s.w.Write(s.mem.Bytes()); err != nil {
+		s.err = fmt.Errorf("spool findings: %w", err)
+	}
+	s.mem = bytes.Buffer{}
+}
+
+// Err is the first write error, if any.
+func (s *Spool) Err() error { return s.err }
+
+// Spilled reports whether the findings moved to a file.
+func (s *Spool) Spilled() bool { return s.file != nil }
+
+// Close releases the temporary file.
+func (s *Spool) Close() error {
+	if s.file == nil {
+		return nil
+	}
+	err := s.file.Close()
+	s.file, s.w = nil, nil
+	return err
+}
+
+func (s *Spool) Len() int        { return s.n }
+func (s *Spool) Counts() Counts  { return s.counts }
+func (s *Spool) Groups() []Group { return s.groups }
+
+func (s *Spool) reader() (io.ReaderAt, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.w != nil {
+		if err := s.w.Flush(); err != nil {
+			s.err = fmt.Errorf("spool findings: %w", err)
+			return nil, s.err
+		}
+		return s.file, nil
+	}
+	return bytes.NewReader(s.mem.Bytes()), nil
+}
+
+// Slice returns every finding as a slice (memory grows with them again:
+// for a writer that needs them all at once).
+func (s *Spool) Slice() ([]Finding, error) {
+	out := make([]Finding, 0, s.n)
+	err := s.Each(func(f *Finding) error { out = append(out, *f); return nil })
+	return out, err
+}
+
+func (s *Spool) Each(fn func(*Finding) error) error {
+	ra, err := s.reader()
+	if err != nil {
+		return err
+	}
+	// One pass over everything: a buffered reader a chunk at a time.
+	br := bufio.NewReaderSize(io.NewSectionReader(ra, 0, s.size), 256<<10)
+	var f Finding
+	var rec []byte
+	for i := 0; i < s.n; i++ {
+		if rec, err = readRecord(br, rec[:0]); err != nil {
+			return fmt.Errorf("read spooled findings: %w", err)
+		}
+		if _, err := decodeFinding(rec, &f); err != nil {
+			return fmt.Errorf("read spooled findings: %w", err)
+		}
+		f.Attempt = s.attempts[i]
+		if err := fn(&f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
+	ra, err := s.reader()
+	if err != nil {
+		return err
+	}
+	// A target's runs of records are read whole: one read per run, into
+	// a buffer kept between calls.
+	var f Finding
+	for _, seg := range s.segs[g] {
+		size := int(seg.end - seg.off)
+		if cap(s.readBuf) < size {
+			s.readBuf = make([]byte, size)
+		}
+		buf := s.readBuf[:size]
+		if _, err := ra.ReadAt(buf, seg.off); err != nil && !(errors.Is(err, io.EOF) && seg.end == s.size) {
+			return fmt.Errorf("read spooled findings: %w", err)
+		}
+		for i := 0; i < seg.n; i++ {
+			n, err := decodeFinding(buf, &f)
+			if err != nil {
+				return fmt.Errorf("read spooled findings: %w", err)
+			}
+			buf = buf[n:]
+			f.Attempt = s.attempts[seg.first+i]
+			if err := fn(&f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// The record: every string field as a uvarint length and its bytes, then
+// Seconds as IEEE bits and Line as a varint. A new Finding field must be
+// added to encodeFinding, readRecord and decodeFinding
+// (TestSpoolRoundTrip fills every field by reflection).
+const recordStrings = 11
+
+func encodeFinding(b []byte, f *Finding) []byte {
+	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
+	return binary.AppendVarint(b, int64(f.Line))
+}
+
+// readRecord appends the next whole record of br to rec.
+func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
+	var lenBuf [binary.MaxVarintLen64]byte
+	for range recordStrings {
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return rec, unexpected(err)
+		}
+		rec = append(rec, lenBuf[:binary.PutUvarint(lenBuf[:], n)]...)
+		start := len(rec)
+		rec = append(rec, make([]byte, n)...)
+		if _, err := io.ReadFull(br, rec[start:]); err != nil {
+			return rec, unexpected(err)
+		}
+	}
+	start := len(rec)
+	rec = append(rec, make([]byte, 8)...)
+	if _, err := io.ReadFull(br, rec[start:]); err != nil {
+		return rec, unexpected(err)
+	}
+	line, err := binary.ReadVarint(br)
+	if err != nil {
+		return rec, unexpected(err)
+	}
+	return binary.AppendVarint(rec, line), nil
+}
+
+// decodeFinding decodes the record at the start of b into f and returns
+// its length.
+func decodeFinding(b []byte, f *Finding) (int, error) {
+	var fields [recordStrings]string
+	i := 0
+	for k := range fields {
+		n, w := binary.Uvarint(b[i:])
+		if w <= 0 || uint64(len(b)-i-w) < n {
+			return 0, io.ErrUnexpectedEOF
+		}
+		i += w
+		fields[k] = string(b[i : i+int(n)])
+		i += int(n)
+	}
+	if len(b)-i < 8 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	secs := math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+	i += 8
+	line, w := binary.Varint(b[i:])
+	if w <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	*f = Finding{
+		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
+		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
+		Seconds: secs, File: fields[10], Line: int(line),
+	}
+	return i + w, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

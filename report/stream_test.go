@@ -1,0 +1,186 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// generatedRun is a big, ugly run: targets interleaved and repeated (a
+// target's findings are not contiguous), every status, strings with what
+// the encoders escape (HTML, quotes, control characters, invalid UTF-8,
+// U+2028, newlines), attempts, odd seconds and an empty target.
+func generatedRun(n int, seed uint64) Run {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	nasty := []string{"", "plain", "a <b> & \"c\" 'd'", "tab\there\nnew\rcr", "\x00\x01\x1f\x7f", "bad \xff\xfe utf8", "line\u2028para\u2029", "ünïcødé ☃ 𝄞", "\ufffd", "{\"json\": [1]}", "]]> <![CDATA[", strings.Repeat("long ", 40)}
+	pick := func() string { return nasty[rng.IntN(len(nasty))] }
+	statuses := []Status{Pass, Fail, Skip, Inconclusive, Error, "weird"}
+	secs := []float64{0, 0.001, 1e-7, 3.14159, 1e22, 12345.678, -0.5}
+	run := Run{Policy: "agent <sandbox>", Version: "v1 & \"2\"", Backend: "drift",
+		StartedAt: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC), Seconds: 1.25,
+		Phases: map[string]float64{"drift": 1.25}, Scanned: n, DeclaredNamespaces: 1,
+		Notes: []string{"a note with \"quotes\" and <tags>", "\n  \"findings\": [] inside a note"}}
+	for i := 0; i < n; i++ {
+		f := Finding{
+			Check: "drift.pod." + []string{"privileged", "cap-drop", "seccomp"}[rng.IntN(3)], Target: "pod/ns/p-" + fmt.Sprint(rng.IntN(n/3+1)),
+			Subject: pick(), Namespace: pick(), Status: statuses[rng.IntN(len(statuses))],
+			Expected: pick(), Actual: pick(), Fix: pick(), Evidence: pick(), Class: pick(), Seconds: secs[rng.IntN(len(secs))],
+		}
+		if rng.IntN(3) == 0 {
+			f.File, f.Line = pick(), rng.IntN(5000)-1
+		}
+		switch rng.IntN(10) {
+		case 0:
+			f.Target = ""
+		case 1:
+			f.Target = pick()
+		case 2:
+			f.Check = "egress.must-fail"
+			f.Attempt = &Attempt{Attempted: true, Started: 0.25, Waited: 3, Timeout: 3, StoppedBy: StoppedByNetwork, Errno: "ETIMEDOUT", Signal: pick()}
+		}
+		run.Findings = append(run.Findings, f)
+	}
+	return run
+}
+
+// spooled is run with its findings moved into a spool.
+func spooled(t *testing.T, run Run, memMax int) Run {
+	t.Helper()
+	sp := NewSpool(t.TempDir(), memMax)
+	t.Cleanup(func() { sp.Close() })
+	sp.Add(run.Findings...)
+	if err := sp.Err(); err != nil {
+		t.Fatal(err)
+	}
+	run.Findings, run.Spooled = nil, sp
+	return run
+}
+
+// TestWritersMatchLegacy: the streaming writers print exactly what the
+// writers that built the whole report in memory printed (legacy_test.go),
+// for the golden run, an empty run and generated runs, whether the
+// findings are a slice, a spool in memory or a spool spilled to a file.
+func TestWritersMatchLegacy(t *testing.T) {
+	empty := sampleRun()
+	empty.Findings = nil
+	runs := map[string]Run{"sample": sampleRun(), "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2)}
+	legacy := map[string]func(Run) []byte{
+		"text":         func(r Run) []byte { var b bytes.Buffer; legacyText(Text{}, &b, r); return b.Bytes() },
+		"text-color":   func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Color: true}, &b, r); return b.Bytes() },
+		"text-verbose": func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Verbose: true}, &b, r); return b.Bytes() },
+		"json":         func(r Run) []byte { var b bytes.Buffer; legacyJSON(&b, r); return b.Bytes() },
+		"junit":        func(r Run) []byte { var b bytes.Buffer; legacyJUnit(&b, r); return b.Bytes() },
+		// SARIF came after the streaming writers: the slice is its reference.
+		"sarif": func(r Run) []byte { var b bytes.Buffer; SARIF{}.Write(&b, r); return b.Bytes() },
+	}
+	writers := map[string]Writer{"text": Text{}, "text-color": Text{Color: true}, "text-verbose": Text{Verbose: true}, "json": JSON{}, "junit": JUnit{}, "sarif": SARIF{}}
+	for rname, run := range runs {
+		forms := map[string]Run{"slice": run, "spool-memory": spooled(t, run, 1<<30), "spool-file": spooled(t, run, -1)}
+		if len(run.Findings) > 0 && (!forms["spool-file"].Spooled.Spilled() || forms["spool-memory"].Spooled.Spilled()) {
+			t.Fatal("spool did not spill as asked")
+		}
+		for wname, w := range writers {
+			want := legacy[wname](run)
+			for form, r := range forms {
+				t.Run(rname+"/"+wname+"/"+form, func(t *testing.T) {
+					var got bytes.Buffer
+					if err := w.Write(&got, r); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got.Bytes(), want) {
+						t.Errorf("differs from the legacy writer at byte %d:\n got %.300q\nwant %.300q", diffAt(got.Bytes(), want), tail(got.Bytes(), diffAt(got.Bytes(), want)), tail(want, diffAt(got.Bytes(), want)))
+					}
+				})
+			}
+		}
+		if got, want := forms["spool-file"].ExitCode(), run.ExitCode(); got != want {
+			t.Errorf("%s: spooled exit %d, want %d", rname, got, want)
+		}
+	}
+}
+
+func diffAt(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func tail(b []byte, i int) []byte { return b[max(0, i-40):min(len(b), i+200)] }
+
+// everyField fills every field of a Finding by reflection, so a field
+// added later is covered by the encoders' tests without editing them.
+func everyField(t *testing.T, s string, sec float64) Finding {
+	t.Helper()
+	var f Finding
+	v := reflect.ValueOf(&f).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		fv := v.Field(i)
+		switch fv.Kind() {
+		case reflect.String:
+			fv.SetString(s + "-" + v.Type().Field(i).Name)
+		case reflect.Float64:
+			fv.SetFloat(sec)
+		case reflect.Int:
+			fv.SetInt(int64(len(s)*7 - 3))
+		case reflect.Pointer:
+			if fv.Type() != reflect.TypeFor[*Attempt]() {
+				t.Fatalf("Finding.%s: a new pointer field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)
+			}
+			fv.Set(reflect.ValueOf(&Attempt{Attempted: true, Started: sec, Waited: 1, Timeout: 3, Errno: s}))
+		default:
+			t.Fatalf("Finding.%s: a %s field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name, fv.Kind())
+		}
+	}
+	return f
+}
+
+// TestFindingJSONMatchesEncoding: the hand-written finding encoder agrees
+// with encoding/json on every field and on the strings and numbers it
+// escapes and formats.
+func TestFindingJSONMatchesEncoding(t *testing.T) {
+	var cases []Finding
+	for _, s := range []string{"x", "<&>", "\"\\", "\b\f\n\r\t\x00\x1f", "\xff", "\u2028\u2029", "☃𝄞", ""} {
+		for _, sec := range []float64{0, 1, 1e-6, 9.9e-7, 1e20, 1e21, 123.456, -2.5e-9, 5e-324} {
+			cases = append(cases, everyField(t, s, sec))
+		}
+	}
+	cases = append(cases, Finding{Check: "only.check"}, Finding{})
+	for _, f := range cases {
+		want, err := json.MarshalIndent(f, "    ", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendFindingJSON(nil, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("finding %+v:\n got %s\nwant %s", f, got, want)
+		}
+	}
+}
+
+// TestSpoolRoundTrip: a spilled finding comes back equal, every field.
+func TestSpoolRoundTrip(t *testing.T) {
+	fs := []Finding{everyField(t, "a", 1.5), everyField(t, "\xff\x00", 0), {}, {Target: "t"}}
+	for _, memMax := range []int{-1, 1 << 20} {
+		sp := NewSpool(t.TempDir(), memMax)
+		sp.Add(fs...)
+		got, err := sp.Slice()
+		sp.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, fs) {
+			t.Errorf("memMax %d: round trip\n got %+v\nwant %+v", memMax, got, fs)
+		}
+	}
+}
