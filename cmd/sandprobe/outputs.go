@@ -29,6 +29,7 @@ type outputs struct {
 	metricsFile string
 	pushgateway string
 	cluster     string
+	nodeDetail  int
 	htmlFile    string
 	sarifFile   string
 	// sarif is set by the commands whose findings point at files (drift):
@@ -53,6 +54,7 @@ func (o *outputs) registerFiles(fs *flag.FlagSet) {
 	fs.StringVar(&o.jsonFile, "json", "", "also write the JSON report to this file (atomically)")
 	fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
 	fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
+	fs.IntVar(&o.nodeDetail, "metrics-node-detail", report.DefaultNodeDetail, "metrics: up to this many nodes, sandprobe_check_success has a series per check and node; past it, passing checks are one series each and only failing nodes are named (at most 256); -1 keeps every node (docs/metrics.md: the series bound)")
 	fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
 	fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")
 }
@@ -220,6 +222,7 @@ func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run re
 	if err != nil {
 		return nil, err
 	}
+	m.SetNodeDetail(o.nodeDetail)
 	if run.ExitCode() == report.ExitCouldNotRun {
 		// Best effort: a file we cannot parse is about to be replaced, and a
 		// gateway we cannot read fails the push below with a clearer error.

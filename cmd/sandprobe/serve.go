@@ -109,6 +109,7 @@ func newServer(cycle func(context.Context) report.Run, out *outputs, grace time.
 	if err != nil {
 		return nil, err
 	}
+	m.SetNodeDetail(out.nodeDetail)
 	// A long-running process reports on itself too (restarts, memory,
 	// goroutines), but only on /metrics: in a textfile they would collide
 	// with node_exporter's own go_* and process_* series.
