@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -14,17 +16,14 @@ import (
 // container runs it from the sandprobe image to put the static binary into
 // an emptyDir the probe container (in the real sandbox image, which may have
 // no cp) mounts read-only.
-func (a *app) cmdInstall(_ context.Context, args []string) int {
-	fs := a.flagSet("install", "DEST")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fs.Usage()
-		return report.ExitBadInput
+func (a *app) cmdInstall(*pflag.FlagSet) runFunc {
+	return func(_ context.Context, args []string) int {
+		if err := installSelf(args[0]); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe install: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		return report.ExitOK
 	}
-	if err := installSelf(fs.Arg(0)); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe install: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	return report.ExitOK
 }
 
 // installSelf writes the running executable to dest atomically, mode 0555.
