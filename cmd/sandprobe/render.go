@@ -24,7 +24,7 @@ func (a *app) cmdRender(_ context.Context, args []string) int {
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
 	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
-	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
+	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static probe binary to bind in when the image lacks it (default /usr/local/bin/sandprobe-probe)")
 	var egress, mode string
 	fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
 	fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the binding's validationActions: deny (refuse the pod), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see `sandprobe drift --would-refuse` before deny")

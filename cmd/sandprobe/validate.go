@@ -43,7 +43,7 @@ func (a *app) cmdValidate(_ context.Context, args []string) int {
 	}
 	p, written, err := policy.LoadWritten(raw)
 	if err != nil {
-		a.printPolicyProblems(file, err)
+		policy.WriteProblems(a.stderr, file, err)
 		return report.ExitBadInput
 	}
 	weak := p.Weakenings()
