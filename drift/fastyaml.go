@@ -25,6 +25,23 @@ var errNotPlainYAML = errors.New("outside the plain block-YAML subset")
 // exact error of a bad document reads it again the slow way.
 // TestBlockYAMLMatchesSigsYAML and FuzzBlockYAML hold the equivalence.
 func blockYAMLToJSON(raw []byte) ([]byte, error) {
+	return (&yparser{}).convert(raw)
+}
+
+// blockYAMLWithLines is blockYAMLToJSON that also returns the document's
+// line tree: where each key and item is written, so a finding can be
+// located (Locate) without parsing the document again with yaml.v3.
+func blockYAMLWithLines(raw []byte) ([]byte, *lnode, error) {
+	p := &yparser{tree: true}
+	js, err := p.convert(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return js, p.root, nil
+}
+
+func (p *yparser) convert(raw []byte) ([]byte, error) {
+	size := len(raw)
 	if len(raw) > 0 && raw[0] == 0xEF || !utf8.Valid(raw) {
 		return nil, errNotPlainYAML
 	}
@@ -43,7 +60,7 @@ func blockYAMLToJSON(raw []byte) ([]byte, error) {
 		}
 		i += n
 	}
-	p := &yparser{}
+	no := 0
 	for len(raw) > 0 {
 		l := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -51,6 +68,7 @@ func blockYAMLToJSON(raw []byte) ([]byte, error) {
 		} else {
 			raw = nil
 		}
+		no++
 		ind := 0
 		for ind < len(l) && l[ind] == ' ' {
 			ind++
@@ -62,16 +80,17 @@ func blockYAMLToJSON(raw []byte) ([]byte, error) {
 		if ind == 0 && (bytes.HasPrefix(text, []byte("---")) || bytes.HasPrefix(text, []byte("...")) || text[0] == '%') {
 			return nil, errNotPlainYAML
 		}
-		p.lines = append(p.lines, yline{ind, text})
+		p.lines = append(p.lines, yline{ind, text, no})
 	}
 	if len(p.lines) == 0 || p.lines[0].ind != 0 || isSeqItem(p.lines[0].text) {
 		return nil, errNotPlainYAML
 	}
-	out := make([]byte, 0, 2*len(raw)+64)
-	out, err := p.mapping(out, 0)
+	out := make([]byte, 0, size+size/4+64)
+	out, n, err := p.mapping(out, 0)
 	if err != nil {
 		return nil, err
 	}
+	p.root = n
 	if p.i != len(p.lines) {
 		return nil, errNotPlainYAML
 	}
@@ -86,42 +105,81 @@ func yamlPrintable(r rune) bool {
 type yline struct {
 	ind  int
 	text []byte
+	no   int // line number in the document, from 1
 }
 
 type yparser struct {
 	lines []yline
 	i     int
+	tree  bool   // build the line tree too
+	root  *lnode // the document's mapping, when tree
+}
+
+// lnode is a node of a document's line tree: what Locate needs of a
+// yaml.v3 node (its line, a mapping's keys and their lines, a sequence's
+// items, a scalar's value).
+type lnode struct {
+	line     int
+	kind     byte // 'm' mapping, 's' sequence, 'v' scalar
+	keys     []string
+	keyLines []int
+	vals     []*lnode
+	items    []*lnode
+	value    string
 }
 
 func isSeqItem(t []byte) bool { return t[0] == '-' && (len(t) == 1 || t[1] == ' ') }
 
 // node reads the block that starts at the current line, indented ind.
-func (p *yparser) node(out []byte, ind int) ([]byte, error) {
+func (p *yparser) node(out []byte, ind int) ([]byte, *lnode, error) {
 	if isSeqItem(p.lines[p.i].text) {
 		return p.sequence(out, ind)
 	}
 	return p.mapping(out, ind)
 }
 
-func (p *yparser) mapping(out []byte, ind int) ([]byte, error) {
+// scalarNode is the tree node of a one-line scalar written at line no.
+func (p *yparser) scalarNode(v []byte, no int) *lnode {
+	if !p.tree {
+		return nil
+	}
+	val := v
+	if len(v) > 0 && (v[0] == '"' || v[0] == '\'') {
+		if q, _, ok := quoted(v); ok {
+			val = q
+		}
+	} else {
+		if i := bytes.Index(val, []byte(" #")); i >= 0 {
+			val = val[:i]
+		}
+		val = bytes.TrimRight(val, " ")
+	}
+	return &lnode{line: no, kind: 'v', value: string(val)}
+}
+
+func (p *yparser) mapping(out []byte, ind int) ([]byte, *lnode, error) {
 	out = append(out, '{')
 	var keys [][]byte
 	first := true
+	var mn *lnode
+	if p.tree {
+		mn = &lnode{line: p.lines[p.i].no, kind: 'm'}
+	}
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.ind < ind {
 			break
 		}
 		if l.ind > ind || isSeqItem(l.text) {
-			return nil, errNotPlainYAML // a continuation line, or a sequence where a key belongs
+			return nil, nil, errNotPlainYAML // a continuation line, or a sequence where a key belongs
 		}
 		key, rest, err := splitKey(l.text)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, k := range keys {
 			if bytes.Equal(k, key) {
-				return nil, errNotPlainYAML // duplicate keys: let go-yaml decide
+				return nil, nil, errNotPlainYAML // duplicate keys: let go-yaml decide
 			}
 		}
 		keys = append(keys, key)
@@ -132,10 +190,23 @@ func (p *yparser) mapping(out []byte, ind int) ([]byte, error) {
 		out = appendJSONKey(out, key)
 		out = append(out, ':')
 		p.i++
+		var val *lnode
+		if mn != nil {
+			mn.keys = append(mn.keys, string(key))
+			mn.keyLines = append(mn.keyLines, l.no)
+			mn.vals = append(mn.vals, nil)
+		}
+		setVal := func() {
+			if mn != nil {
+				mn.vals[len(mn.vals)-1] = val
+			}
+		}
 		if len(rest) > 0 {
 			if out, err = appendScalar(out, rest); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
+			val = p.scalarNode(rest, l.no)
+			setVal()
 			continue
 		}
 		// key: with the value on the lines below: a deeper block, a
@@ -144,30 +215,38 @@ func (p *yparser) mapping(out []byte, ind int) ([]byte, error) {
 			next := p.lines[p.i]
 			switch {
 			case next.ind > ind:
-				if out, err = p.node(out, next.ind); err != nil {
-					return nil, err
+				if out, val, err = p.node(out, next.ind); err != nil {
+					return nil, nil, err
 				}
+				setVal()
 				continue
 			case next.ind == ind && isSeqItem(next.text):
-				if out, err = p.sequence(out, ind); err != nil {
-					return nil, err
+				if out, val, err = p.sequence(out, ind); err != nil {
+					return nil, nil, err
 				}
+				setVal()
 				continue
 			}
 		}
 		out = append(out, "null"...)
+		val = p.scalarNode(nil, l.no)
+		setVal()
 	}
-	return append(out, '}'), nil
+	return append(out, '}'), mn, nil
 }
 
-func (p *yparser) sequence(out []byte, ind int) ([]byte, error) {
+func (p *yparser) sequence(out []byte, ind int) ([]byte, *lnode, error) {
 	out = append(out, '[')
 	first := true
+	var sn *lnode
+	if p.tree {
+		sn = &lnode{line: p.lines[p.i].no, kind: 's'}
+	}
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.ind != ind || !isSeqItem(l.text) {
 			if l.ind > ind {
-				return nil, errNotPlainYAML
+				return nil, nil, errNotPlainYAML
 			}
 			break
 		}
@@ -182,34 +261,40 @@ func (p *yparser) sequence(out []byte, ind int) ([]byte, error) {
 		}
 		content = content[skip:]
 		var err error
+		var item *lnode
 		switch {
 		case len(content) == 0:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {
-				if out, err = p.node(out, p.lines[p.i].ind); err != nil {
-					return nil, err
+				if out, item, err = p.node(out, p.lines[p.i].ind); err != nil {
+					return nil, nil, err
 				}
 			} else {
 				out = append(out, "null"...)
+				item = p.scalarNode(nil, l.no)
 			}
 		case isSeqItem(content) || isKeyLine(content):
 			// "- key: value" or "- - x": the item is a block whose first
 			// line starts after the dash.
-			p.lines[p.i] = yline{ind + 1 + skip, content}
-			if out, err = p.node(out, ind+1+skip); err != nil {
-				return nil, err
+			p.lines[p.i] = yline{ind + 1 + skip, content, l.no}
+			if out, item, err = p.node(out, ind+1+skip); err != nil {
+				return nil, nil, err
 			}
 		default:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {
-				return nil, errNotPlainYAML // a multi-line scalar
+				return nil, nil, errNotPlainYAML // a multi-line scalar
 			}
 			if out, err = appendScalar(out, content); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
+			item = p.scalarNode(content, l.no)
+		}
+		if sn != nil {
+			sn.items = append(sn.items, item)
 		}
 	}
-	return append(out, ']'), nil
+	return append(out, ']'), sn, nil
 }
 
 // isKeyLine reports whether t starts a mapping entry.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -131,4 +133,70 @@ func init() {
 	blockCases = append(blockCases,
 		"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
 		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n")
+}
+
+// TestWalkLinesMatchesWalk: for every path into every document the
+// block-YAML reader takes (the fixtures, the small cases, generated pods),
+// and for paths that leave the document, the line tree gives the line
+// yaml.v3's nodes give.
+func TestWalkLinesMatchesWalk(t *testing.T) {
+	files, _ := filepath.Glob("../fixtures/drift/*.yaml")
+	var docs [][]byte
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		docs = append(docs, splitDocs(t, data)...)
+	}
+	for _, c := range blockCases {
+		docs = append(docs, []byte(c))
+	}
+	checked := 0
+	for _, doc := range docs {
+		_, lines, err := blockYAMLWithLines(doc)
+		if err != nil {
+			continue
+		}
+		var root yaml3.Node
+		if err := yaml3.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+			t.Fatalf("yaml.v3 refuses a document the fast path took: %v\n%s", err, doc)
+		}
+		for _, path := range docPaths(root.Content[0], "") {
+			for _, p := range []string{path, path + ".nope", path + "[7]", path + "[nope]"} {
+				want := walk(root.Content[0], p).Line
+				if got := walkLines(lines, p); got != want {
+					t.Fatalf("path %q: line %d, yaml.v3 says %d\n%s", p, got, want, doc)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Errorf("only %d paths checked", checked)
+	}
+}
+
+// docPaths lists the field paths into n the way findings write them:
+// keys, sequence indexes and, for items with a name, [name].
+func docPaths(n *yaml3.Node, prefix string) []string {
+	var out []string
+	switch n.Kind {
+	case yaml3.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if prefix != "" {
+				p = prefix + "." + p
+			}
+			out = append(out, p)
+			out = append(out, docPaths(n.Content[i+1], p)...)
+		}
+	case yaml3.SequenceNode:
+		for i, it := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			out = append(out, p)
+			out = append(out, docPaths(it, p)...)
+			if v := mapValue(it, "name"); v != nil {
+				out = append(out, prefix+"["+v.Value+"]")
+			}
+		}
+	}
+	return out
 }

@@ -222,13 +222,13 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 	if cheap {
 		// A plain Pod document: straight into a Pod, as add would, without
 		// reading the document once more for its kind.
-		if js, err := blockYAMLToJSON(d.data); err == nil {
+		if js, lines, err := blockYAMLWithLines(d.data); err == nil {
 			var p corev1.Pod
 			if err := strictish(js, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
-				return []podAt{{&p, &origin{file: source, doc: d}}}, nil
+				return []podAt{{&p, &origin{file: source, doc: d, lite: lines}}}, nil
 			}
 		}
 	}

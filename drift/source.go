@@ -124,6 +124,10 @@ type origin struct {
 	doc   *document
 	items []int
 	node  *yaml.Node // parsed on first use
+	// lite is the document's line tree from the block-YAML reader, when
+	// it read the document (FileScan's pods): Locate walks it instead of
+	// parsing the document again with yaml.v3.
+	lite *lnode
 }
 
 // origins maps the objects read from files, by the name findings give
@@ -181,6 +185,9 @@ func findingObject(f *report.Finding) (key, path string) {
 // line is the line of path inside the object: the deepest part of it that
 // the file spells out.
 func (s *origin) line(path string) int {
+	if s.lite != nil && len(s.items) == 0 {
+		return s.doc.line + walkLines(s.lite, path) - 1
+	}
 	root := s.root()
 	if root == nil {
 		return s.doc.line
@@ -236,6 +243,59 @@ func walk(n *yaml.Node, path string) *yaml.Node {
 		n, at = next, show
 	}
 	return at
+}
+
+// walkLines is walk over a block-YAML line tree: the line walk's node
+// would be on (TestWalkLinesMatchesWalk).
+func walkLines(n *lnode, path string) int {
+	at := n.line
+	for _, seg := range pathSegments(path) {
+		var next *lnode
+		show := 0
+		switch {
+		case seg.key != "" && n.kind == 'm':
+			show, next = n.entry(seg.key)
+		case seg.key != "":
+			return at
+		case n.kind == 's':
+			if next = n.item(seg.index); next != nil {
+				show = next.line
+			}
+		case n.kind == 'm':
+			show, next = n.entry(seg.index)
+		}
+		if next == nil {
+			return at
+		}
+		n, at = next, show
+	}
+	return at
+}
+
+func (n *lnode) entry(key string) (int, *lnode) {
+	for i, k := range n.keys {
+		if k == key {
+			return n.keyLines[i], n.vals[i]
+		}
+	}
+	return 0, nil
+}
+
+func (n *lnode) item(index string) *lnode {
+	if i, err := strconv.Atoi(index); err == nil {
+		if i >= 0 && i < len(n.items) {
+			return n.items[i]
+		}
+		return nil
+	}
+	for _, it := range n.items {
+		if it != nil && it.kind == 'm' {
+			if _, v := it.entry("name"); v != nil && v.value == index {
+				return it
+			}
+		}
+	}
+	return nil
 }
 
 // segment is one step of a field path: a key, or a bracket (an index or a

@@ -25,6 +25,7 @@ declare -A want=(
   [iptables]=/usr/sbin/iptables
   [ipset]=/usr/sbin/ipset
   [squid-openssl]=/usr/sbin/squid
+  [bash-completion]=/usr/share/bash-completion/bash_completion
 )
 missing=()
 for pkg in "${!want[@]}"; do

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 const (
 	MetricUp                       = "sandprobe_up"
 	MetricCheckSuccess             = "sandprobe_check_success"
+	MetricCheckFailedNodes         = "sandprobe_check_failed_nodes"
 	MetricEgressUnexpectedOpen     = "sandprobe_egress_unexpected_open"
 	MetricEgressAllowedUnreachable = "sandprobe_egress_allowed_unreachable"
 	MetricDriftFindings            = "sandprobe_drift_findings"
@@ -60,6 +62,20 @@ const maxTargetsPerCheck = 64
 // maxLabelBytes clips a label value; subjects are host:port, paths and names.
 const maxLabelBytes = 128
 
+// DefaultNodeDetail is how many probe locations (nodes) a run may have and
+// still get one sandprobe_check_success series per check, target and node.
+// Past it, a check that passes everywhere is one series with no node
+// (docs/metrics.md: the bound), and only failures keep their node, at most
+// maxFailingNodeSeries of them.
+const DefaultNodeDetail = 100
+
+// maxFailingNodeSeries bounds the per-node sandprobe_check_success series
+// of a run past DefaultNodeDetail: enough to name every broken node when a
+// rollout breaks a few, bounded when a change breaks the whole fleet (the
+// rest fold into one series per check with no node, and
+// sandprobe_check_failed_nodes says how many).
+const maxFailingNodeSeries = 256
+
 // Metrics turns runs into Prometheus series on a registry it is given. The
 // gauges describe the last run only and are replaced whole by Observe, so a
 // check that is no longer evaluated disappears, and a scrape never sees half
@@ -68,17 +84,19 @@ type Metrics struct {
 	mu          sync.Mutex
 	last        *runSeries // nil until the first run: no run, no verdict
 	lastSuccess time.Time
+	nodeDetail  int
 
 	runs    *prometheus.CounterVec
 	skipped prometheus.Counter
 
-	up, checkSuccess, egressOpen, egressUnreachable, drift,
+	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, drift,
 	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
 }
 
 // NewMetrics creates sandprobe's collectors and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		nodeDetail: DefaultNodeDetail,
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRuns,
 			Help: "Runs finished, by result: pass (conformant), fail (not conformant), error (could not run).",
@@ -92,6 +110,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		checkSuccess: prometheus.NewDesc(MetricCheckSuccess,
 			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node and namespace where the probe ran.",
 			[]string{"check", "target", "node", "namespace"}, nil),
+		checkFailedNodes: prometheus.NewDesc(MetricCheckFailedNodes,
+			"Probe locations (nodes) where the check did not pass in the last run; only in runs over more nodes than --metrics-node-detail, where sandprobe_check_success no longer has a series per node for passing checks.",
+			[]string{"check", "target", "namespace"}, nil),
 		egressOpen: prometheus.NewDesc(MetricEgressUnexpectedOpen,
 			"Destinations that must fail (hosts, IPs, the metadata address, around the proxy, DNS names) but answered in the last run, per probe location (node and sandbox namespace).",
 			[]string{"node", "namespace"}, nil),
@@ -126,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.egressOpen, m.egressUnreachable, m.drift,
+	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.checkFailedNodes, m.egressOpen, m.egressUnreachable, m.drift,
 		m.scanned, m.policyNamespaces, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
 		ch <- d
 	}
@@ -160,6 +181,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range s.checks {
 		gauge(m.checkSuccess, x.value, x.labels...)
 	}
+	for _, x := range s.failedNodes {
+		gauge(m.checkFailedNodes, x.value, x.labels...)
+	}
 	for _, x := range s.egressOpen {
 		gauge(m.egressOpen, x.value, x.labels...)
 	}
@@ -177,7 +201,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // Observe replaces the gauges with what run found and counts the run. now
 // is when the run finished.
 func (m *Metrics) Observe(run Run, now time.Time) {
-	s := seriesFor(run, now)
+	m.mu.Lock()
+	detail := m.nodeDetail
+	m.mu.Unlock()
+	s := seriesFor(run, now, detail)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.last = s
@@ -185,6 +212,19 @@ func (m *Metrics) Observe(run Run, now time.Time) {
 		m.lastSuccess = now
 	}
 	m.runs.WithLabelValues(run.Result()).Inc()
+}
+
+// SetNodeDetail sets how many nodes a run may have and keep a
+// sandprobe_check_success series per check and node (0 is
+// DefaultNodeDetail); negative keeps every node's series whatever the
+// fleet's size.
+func (m *Metrics) SetNodeDetail(n int) {
+	if n == 0 {
+		n = DefaultNodeDetail
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nodeDetail = n
 }
 
 // RememberSuccess carries the time of an earlier successful run into a
@@ -206,10 +246,10 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 // runSeries is one run rendered as label values and numbers, computed once
 // and swapped in whole.
 type runSeries struct {
-	up, scanned, lastRun, policyNamespaces               float64
-	driftRan                                             bool
-	version, policy                                      string
-	checks, egressOpen, egressUnreachable, drift, phases []labelled
+	up, scanned, lastRun, policyNamespaces                            float64
+	driftRan                                                          bool
+	version, policy                                                   string
+	checks, failedNodes, egressOpen, egressUnreachable, drift, phases []labelled
 }
 
 type labelled struct {
@@ -218,7 +258,7 @@ type labelled struct {
 }
 
 // seriesFor computes every gauge of a run. It is a pure function of the run.
-func seriesFor(run Run, now time.Time) *runSeries {
+func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	s := &runSeries{
 		scanned: float64(run.Scanned),
 		lastRun: unixSeconds(now),
@@ -300,8 +340,20 @@ func seriesFor(run Run, now time.Time) *runSeries {
 			bounded[k] = v
 		}
 	}
-	for k, v := range bounded {
-		s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns}, v})
+	nodes := map[string]bool{}
+	for k := range bounded {
+		nodes[k.node] = true
+	}
+	if nodeDetail >= 0 && len(nodes) > nodeDetail {
+		all := make([]checkSeries, 0, len(bounded))
+		for k, v := range bounded {
+			all = append(all, checkSeries{k.check, k.target, k.node, k.ns, v})
+		}
+		s.checks, s.failedNodes = fleetChecks(all)
+	} else {
+		for k, v := range bounded {
+			s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns}, v})
+		}
 	}
 	for w, v := range open {
 		s.egressOpen = append(s.egressOpen, labelled{[]string{w.node, w.ns}, v})
@@ -319,6 +371,63 @@ func seriesFor(run Run, now time.Time) *runSeries {
 	}
 	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
 	return s // unsorted: the registry sorts what it gathers
+}
+
+// checkSeries is one sandprobe_check_success series of one node.
+type checkSeries struct {
+	check, target, node, ns string
+	value                   float64
+}
+
+// fleetChecks is sandprobe_check_success for a run over more nodes than
+// the node detail: per check, target and namespace, one series with no
+// node (1) when it passed on every node; when it failed somewhere, a 0 per
+// failing node, named, up to maxFailingNodeSeries in the whole run (then
+// one 0 with no node for the rest); and the number of failing nodes in
+// sandprobe_check_failed_nodes.
+func fleetChecks(all []checkSeries) (checks, failed []labelled) {
+	type agg struct{ check, target, ns string }
+	failing := map[agg][]string{}
+	var keys []agg
+	for _, c := range all {
+		a := agg{c.check, c.target, c.ns}
+		if _, ok := failing[a]; !ok {
+			failing[a] = nil
+			keys = append(keys, a)
+		}
+		if c.value == 0 {
+			failing[a] = append(failing[a], c.node)
+		}
+	}
+	// A stable order, so the same broken nodes are named run after run.
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].check != keys[j].check {
+			return keys[i].check < keys[j].check
+		}
+		if keys[i].target != keys[j].target {
+			return keys[i].target < keys[j].target
+		}
+		return keys[i].ns < keys[j].ns
+	})
+	budget := maxFailingNodeSeries
+	for _, a := range keys {
+		nodes := failing[a]
+		failed = append(failed, labelled{[]string{a.check, a.target, a.ns}, float64(len(nodes))})
+		if len(nodes) == 0 {
+			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns}, 1})
+			continue
+		}
+		sort.Strings(nodes)
+		named := min(len(nodes), budget)
+		budget -= named
+		for _, n := range nodes[:named] {
+			checks = append(checks, labelled{[]string{a.check, a.target, n, a.ns}, 0})
+		}
+		if named < len(nodes) {
+			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns}, 0})
+		}
+	}
+	return checks, failed
 }
 
 // UnexpectedlyOpen reports whether a finding is a must-fail destination that

@@ -13,6 +13,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -53,5 +55,36 @@ func run(ctx context.Context, std probecmd.IO, args []string) int {
 		// either binary, so a backend can hand the sandbox either one.
 		args = args[1:]
 	}
-	return probecmd.Run(ctx, std, args, probecmd.Options{Name: name})
+	return probe(ctx, std, args)
+}
+
+// probe parses the command line `sandprobe probe` takes (the standard
+// library's flag package reads --flag, -flag and --flag=value alike, and
+// --output has its -o) and runs the checks.
+func probe(ctx context.Context, std probecmd.IO, args []string) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(std.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(std.Stderr, "Usage: %s [probe] --policy FILE [--nonce N] [flags]\n\nFlags:\n", name)
+		fs.PrintDefaults()
+	}
+	var f probecmd.Flags
+	f.Register(fs)
+	fs.StringVar(&f.Output, "output", "json", probecmd.OutputUsage+" (text: `sandprobe probe -o text`, the full binary)")
+	fs.StringVar(&f.Output, "o", "json", "shorthand for --output")
+	// Accepted for the command lines written for sandprobe probe; the probe logs nothing.
+	fs.String("log-format", "text", "log format on stderr: text or json")
+	fs.Bool("verbose", false, "verbose")
+	fs.Bool("v", false, "shorthand for --verbose")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return result.ExitOK
+		}
+		return result.ExitBadInput
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(std.Stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return result.ExitBadInput
+	}
+	return probecmd.Run(ctx, std, f, probecmd.Options{Name: name})
 }

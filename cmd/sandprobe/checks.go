@@ -7,60 +7,60 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
-func (a *app) cmdChecks(_ context.Context, args []string) int {
-	fs := a.flagSet("checks", "[-o text|json|markdown]")
-	out := fs.String("o", "text", "output format: text, json or markdown")
-	if code, ok := parse(fs, args); !ok {
-		return code
+func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
+	out := fs.StringP("output", "o", "text", "output format: text, json or markdown")
+	return func(context.Context, []string) int {
+		cat := probes.Catalogue()
+		switch *out {
+		case "text":
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tAREA\tNETWORK\tPROVES")
+			for _, c := range cat {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.ID, c.Area(), yesNo(c.Network), c.Proves)
+			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "DRIFT RULE\tKIND\t\tPROVES")
+			for _, r := range drift.Rules() {
+				fmt.Fprintf(tw, "%s\t%s\t\t%s\n", r.ID, r.Kind(), r.Proves)
+			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "ADMISSION\t\t\tPROVES")
+			fmt.Fprintf(tw, "%s\tpod\t\t%s\n", admission.CheckWouldRefuse, admission.Proves)
+			tw.Flush()
+		case "json":
+			type entry struct {
+				ID, Area, Proves, Fix string
+				Network               bool
+			}
+			var list []entry
+			for _, c := range cat {
+				list = append(list, entry{c.ID, c.Area(), c.Proves, c.Fix, c.Network})
+			}
+			for _, r := range drift.Rules() {
+				list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
+			}
+			list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(list); err != nil {
+				return report.ExitCouldNotRun
+			}
+		case "markdown":
+			writeChecksMarkdown(a.stdout, cat)
+		default:
+			fmt.Fprintf(a.stderr, "sandprobe checks: -o: want text, json or markdown, got %q\n", *out)
+			return report.ExitBadInput
+		}
+		return report.ExitOK
 	}
-	cat := probes.Catalogue()
-	switch *out {
-	case "text":
-		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tAREA\tNETWORK\tPROVES")
-		for _, c := range cat {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.ID, c.Area(), yesNo(c.Network), c.Proves)
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "DRIFT RULE\tKIND\t\tPROVES")
-		for _, r := range drift.Rules() {
-			fmt.Fprintf(tw, "%s\t%s\t\t%s\n", r.ID, r.Kind(), r.Proves)
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "ADMISSION\t\t\tPROVES")
-		fmt.Fprintf(tw, "%s\tpod\t\t%s\n", admission.CheckWouldRefuse, admission.Proves)
-		tw.Flush()
-	case "json":
-		type entry struct {
-			ID, Area, Proves, Fix string
-			Network               bool
-		}
-		var list []entry
-		for _, c := range cat {
-			list = append(list, entry{c.ID, c.Area(), c.Proves, c.Fix, c.Network})
-		}
-		for _, r := range drift.Rules() {
-			list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
-		}
-		list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(list); err != nil {
-			return report.ExitCouldNotRun
-		}
-	case "markdown":
-		writeChecksMarkdown(a.stdout, cat)
-	default:
-		fmt.Fprintf(a.stderr, "sandprobe checks: -o: want text, json or markdown, got %q\n", *out)
-		return report.ExitBadInput
-	}
-	return report.ExitOK
 }
 
 // writeChecksMarkdown renders the catalogue for docs/checks.md.

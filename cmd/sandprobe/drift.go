@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -40,136 +41,139 @@ type driftOptions struct {
 	lf          logFlags
 }
 
-func (a *app) cmdDrift(ctx context.Context, args []string) int {
-	fs := a.flagSet("drift", "--policy FILE [--kubeconfig PATH | --docker | -f FILE | --inspect FILE]…")
+func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	var o driftOptions
 	fs.StringVar(&o.policyPath, "policy", "", "the SandboxPolicy file")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "check this cluster (default $KUBECONFIG, or in-cluster config, when no other source is given)")
-	fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")
-	fs.BoolVar(&o.docker, "docker", false, "check the Docker engine's containers that carry the selector's labels")
-	fs.StringVar(&o.dockerHost, "docker-host", "", "the Docker engine (default $DOCKER_HOST, then unix:///var/run/docker.sock)")
-	fs.Var(&o.files, "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
-	fs.StringVar(&o.namespace, "n", "", "-f: the namespace of objects that name none, as `kubectl apply -n` (default: default)")
-	fs.StringVar(&o.namespace, "namespace", "", "same as -n")
 	fs.StringVar(&o.ciliumName, "cilium-cluster", "", "the Cilium cluster name (io.cilium.k8s.policy.cluster) policies may select on (default: default, Cilium's own)")
-	fs.Var(&o.inspect, "inspect", "check containers in this `docker inspect` JSON file; repeatable")
-	fs.Int64Var(&o.pageSize, "page-size", 500, "list page size (objects per request)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
 	fs.BoolVar(&o.wouldRefuse, "would-refuse", false, "instead of drift: list the live pods (or the pods in -f files) that the sandbox admission policy (render --format admission) would refuse if its binding said Deny, with why; exit 1 when there is one")
+	group(fs, groupFiles, func() {
+		fs.VarP(&o.files, "filename", "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
+		fs.StringVarP(&o.namespace, "namespace", "n", "", "-f: the namespace of objects that name none, as kubectl apply -n does (default: default)")
+	})
+	group(fs, groupKube, func() {
+		fs.StringVar(&o.kubeconfig, "kubeconfig", "", "check this cluster (default $KUBECONFIG, or in-cluster config, when no other source is given)")
+		fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")
+		fs.Int64Var(&o.pageSize, "page-size", 500, "list page size (objects per request)")
+	})
+	group(fs, groupDocker, func() {
+		fs.BoolVar(&o.docker, "docker", false, "check the Docker engine's containers that carry the selector's labels")
+		fs.StringVar(&o.dockerHost, "docker-host", "", "the Docker engine (default $DOCKER_HOST, then unix:///var/run/docker.sock)")
+		fs.Var(&o.inspect, "inspect", "check containers in this docker inspect JSON file; repeatable")
+	})
 	o.out.register(fs)
 	o.out.registerSARIF(fs, sarifRules())
 	o.lf.register(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if err := o.out.check(); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-		return report.ExitBadInput
-	}
-	logger, err := o.lf.logger(a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-		return report.ExitBadInput
-	}
-	p, _, ok := a.loadPolicy(o.policyPath)
-	if !ok {
-		return report.ExitBadInput
-	}
-	o.out.policy = p
-	kube := o.kubeconfig != "" || o.kubeContext != ""
-	if o.wouldRefuse {
-		return a.driftWouldRefuse(ctx, &o, p, kube, logger)
-	}
-	if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
-		if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-			fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE or --inspect FILE")
+	return func(ctx context.Context, _ []string) int {
+		if err := o.out.check(); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitBadInput
 		}
-		kube = true
-	}
-	// Each source gets its own engine: files, a cluster and a Docker engine
-	// are different worlds, and one's network policies must not explain
-	// another's pods.
-	newEngine := func() *drift.Engine {
-		e, err := drift.NewEngine(p)
-		if err != nil {
-			// The policy validated; a failure here is a bug, not bad input.
-			panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
-		}
-		e.SetCiliumCluster(o.ciliumName)
-		return e
-	}
-	if _, err := drift.NewEngine(p); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-		return report.ExitBadInput
-	}
-
-	start := time.Now()
-	// Findings are spooled: past a few MB they move to an unlinked
-	// temporary file, so a drift over 100,000 pods holds an index of its
-	// drifted objects, not half a million findings.
-	spool := report.NewSpool("", 0)
-	defer spool.Close()
-	col := drift.NewSpoolingCollector(spool)
-	// Offline inputs first: a bad file is bad input (exit 2) and must be
-	// found before anything talks to a cluster.
-	if len(o.files) > 0 {
-		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace}
-		if err := scan.Run(col); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
-			return report.ExitBadInput
-		}
-		if col.Scanned == 0 {
-			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s%s)\n",
-				strings.Join(selectorPairs(p), ","), namespacesText(p))
-			return report.ExitBadInput
-		}
-	}
-	for _, path := range o.inspect {
-		data, err := readInput(a.stdin, path)
-		if err == nil {
-			err = drift.CheckInspectFile(newEngine(), data, path, col)
-		}
+		logger, err := o.lf.logger(a.stderr)
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitBadInput
 		}
-	}
+		p, _, ok := a.loadPolicy(o.policyPath)
+		if !ok {
+			return report.ExitBadInput
+		}
+		o.out.policy = p
+		kube := o.kubeconfig != "" || o.kubeContext != ""
+		if o.wouldRefuse {
+			return a.driftWouldRefuse(ctx, &o, p, kube, logger)
+		}
+		if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
+			if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+				fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE or --inspect FILE")
+				return report.ExitBadInput
+			}
+			kube = true
+		}
+		// Each source gets its own engine: files, a cluster and a Docker engine
+		// are different worlds, and one's network policies must not explain
+		// another's pods.
+		newEngine := func() *drift.Engine {
+			e, err := drift.NewEngine(p)
+			if err != nil {
+				// The policy validated; a failure here is a bug, not bad input.
+				panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
+			}
+			e.SetCiliumCluster(o.ciliumName)
+			return e
+		}
+		if _, err := drift.NewEngine(p); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitBadInput
+		}
 
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	var runErr error
-	if kube && runErr == nil {
-		runErr = a.driftKube(ctx, &o, newEngine(), col, logger)
+		start := time.Now()
+		// Findings are spooled: past a few MB they move to an unlinked
+		// temporary file, so a drift over 100,000 pods holds an index of its
+		// drifted objects, not half a million findings.
+		spool := report.NewSpool("", 0)
+		defer spool.Close()
+		col := drift.NewSpoolingCollector(spool)
+		// Offline inputs first: a bad file is bad input (exit 2) and must be
+		// found before anything talks to a cluster.
+		if len(o.files) > 0 {
+			scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace}
+			if err := scan.Run(col); err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
+				return report.ExitBadInput
+			}
+			if col.Scanned == 0 {
+				fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s%s)\n",
+					strings.Join(selectorPairs(p), ","), namespacesText(p))
+				return report.ExitBadInput
+			}
+		}
+		for _, path := range o.inspect {
+			data, err := readInput(a.stdin, path)
+			if err == nil {
+				err = drift.CheckInspectFile(newEngine(), data, path, col)
+			}
+			if err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+				return report.ExitBadInput
+			}
+		}
+
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		var runErr error
+		if kube && runErr == nil {
+			runErr = a.driftKube(ctx, &o, newEngine(), col, logger)
+		}
+		if o.docker && runErr == nil {
+			runErr = a.driftDocker(ctx, &o, newEngine(), col)
+		}
+		if runErr != nil {
+			// One line a CronJob log or a terminal shows whole.
+			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
+			col.AddError("drift", "list", runErr)
+		}
+		if col.Scanned == 0 && runErr == nil {
+			col.Note("no sandbox found: nothing carries the labels %s%s", strings.Join(selectorPairs(p), ","), namespacesText(p))
+		}
+		col.Summary(p)
+		run := report.Run{
+			Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
+			StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
+			Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
+		}
+		if err := spool.Err(); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		run.Phases = map[string]float64{"drift": run.Seconds}
+		logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", spool.Len(), "spilled", spool.Spilled(), "seconds", run.Seconds)
+		if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		return run.ExitCode()
 	}
-	if o.docker && runErr == nil {
-		runErr = a.driftDocker(ctx, &o, newEngine(), col)
-	}
-	if runErr != nil {
-		// One line a CronJob log or a terminal shows whole.
-		fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
-		col.AddError("drift", "list", runErr)
-	}
-	if col.Scanned == 0 && runErr == nil {
-		col.Note("no sandbox found: nothing carries the labels %s%s", strings.Join(selectorPairs(p), ","), namespacesText(p))
-	}
-	col.Summary(p)
-	run := report.Run{
-		Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
-		StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
-		Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
-	}
-	if err := spool.Err(); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	run.Phases = map[string]float64{"drift": run.Seconds}
-	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", spool.Len(), "spilled", spool.Spilled(), "seconds", run.Seconds)
-	if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	return run.ExitCode()
 }
 
 func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector, logger *slog.Logger) error {

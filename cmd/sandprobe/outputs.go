@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/page"
 	"github.com/sandprobe/sandprobe/policy"
@@ -29,6 +29,7 @@ type outputs struct {
 	metricsFile string
 	pushgateway string
 	cluster     string
+	nodeDetail  int
 	htmlFile    string
 	sarifFile   string
 	// sarif is set by the commands whose findings point at files (drift):
@@ -41,30 +42,37 @@ type outputs struct {
 	history *page.History
 }
 
-func (o *outputs) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.format, "o", "text", "report on stdout: text, json or junit")
+func (o *outputs) register(fs *pflag.FlagSet) {
+	group(fs, groupOutputs, func() {
+		fs.StringVarP(&o.format, "output", "o", "text", "report on stdout: text, json or junit")
+	})
 	o.registerFiles(fs)
 }
 
 // registerFiles adds the flags for everything but stdout: serve reports
 // through these after every run and logs instead of printing.
-func (o *outputs) registerFiles(fs *flag.FlagSet) {
-	fs.StringVar(&o.junitFile, "junit", "", "also write JUnit XML to this file (atomically)")
-	fs.StringVar(&o.jsonFile, "json", "", "also write the JSON report to this file (atomically)")
-	fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
-	fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
-	fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
-	fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")
+func (o *outputs) registerFiles(fs *pflag.FlagSet) {
+	group(fs, groupOutputs, func() {
+		fs.StringVar(&o.junitFile, "junit", "", "also write JUnit XML to this file (atomically)")
+		fs.StringVar(&o.jsonFile, "json", "", "also write the JSON report to this file (atomically)")
+		fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
+		fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
+		fs.IntVar(&o.nodeDetail, "metrics-node-detail", report.DefaultNodeDetail, "metrics: up to this many nodes, sandprobe_check_success has a series per check and node; past it, passing checks are one series each and only failing nodes are named (at most 256); -1 keeps every node (docs/metrics.md: the series bound)")
+		fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
+		fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")
+	})
 }
 
 // registerSARIF offers SARIF (-o sarif and --sarif FILE) with the rules
 // it describes; call it after register.
-func (o *outputs) registerSARIF(fs *flag.FlagSet, rules []report.SARIFRule) {
+func (o *outputs) registerSARIF(fs *pflag.FlagSet, rules []report.SARIFRule) {
 	o.sarif = &report.SARIF{Rules: rules}
-	if f := fs.Lookup("o"); f != nil {
+	if f := fs.Lookup("output"); f != nil {
 		f.Usage = "report on stdout: text, json, junit or sarif (SARIF 2.1.0, for code scanning)"
 	}
-	fs.StringVar(&o.sarifFile, "sarif", "", "also write SARIF 2.1.0 to this file (atomically): each finding on its file and line, for code-scanning uploads")
+	group(fs, groupOutputs, func() {
+		fs.StringVar(&o.sarifFile, "sarif", "", "also write SARIF 2.1.0 to this file (atomically): each finding on its file and line, for code-scanning uploads")
+	})
 }
 
 func (o *outputs) check() error {
@@ -220,6 +228,7 @@ func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run re
 	if err != nil {
 		return nil, err
 	}
+	m.SetNodeDetail(o.nodeDetail)
 	if run.ExitCode() == report.ExitCouldNotRun {
 		// Best effort: a file we cannot parse is about to be replaced, and a
 		// gateway we cannot read fails the push below with a clearer error.

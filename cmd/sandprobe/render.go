@@ -7,90 +7,96 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 )
 
-func (a *app) cmdRender(_ context.Context, args []string) int {
-	fs := a.flagSet("render", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist]")
+func (a *app) cmdRender(fs *pflag.FlagSet) runFunc {
 	var (
 		policyPath, format, namespace, probeImage, nonce, name, image, probeBinary string
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file (- for stdin)")
 	fs.StringVar(&format, "format", "yaml", "yaml: policy ConfigMap, probe pod, NetworkPolicy and CiliumNetworkPolicy as multi-document YAML; admission: the policy ConfigMap and the ValidatingAdmissionPolicy of manifests/; rbac: the runner's Role and RoleBinding in each sandbox namespace; docker: the docker run command line; docker-json: its argv as a JSON array; proxy-allowlist: the forward proxy's host filter (anchored EREs, one per allowance)")
-	fs.StringVar(&namespace, "namespace", "", "namespace of the rendered objects (default: the policy's namespaces)")
+	fs.StringVarP(&namespace, "namespace", "n", "", "namespace of the rendered objects (default: the policy's namespaces)")
 	fs.StringVar(&probeImage, "probe-image", "", "the sandprobe image (default spec.probe.image, then "+render.DefaultProbeImage+")")
 	fs.StringVar(&nonce, "nonce", "", "the nonce the probe echoes")
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
-	fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
-	fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static probe binary to bind in when the image lacks it (default /usr/local/bin/sandprobe-probe)")
+	group(fs, "--format docker flags", func() {
+		fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
+		fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static probe binary to bind in when the image lacks it (default /usr/local/bin/sandprobe-probe)")
+	})
 	var egress, mode string
-	fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
-	fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the binding's validationActions: deny (refuse the pod), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see `sandprobe drift --would-refuse` before deny")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	// Before the policy is read: a typo in the stage must not go unnoticed
-	// behind a policy error, nor be ignored by a format that has no stage.
-	actions, err := admission.ParseMode(mode)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe render: --mode: %v\n", err)
-		return report.ExitBadInput
-	}
-	if format != "admission" && flagGiven(fs, "mode") {
-		fmt.Fprintf(a.stderr, "sandprobe render: --mode applies to --format admission only, not %q\n", format)
-		return report.ExitBadInput
-	}
-	p, raw, ok := a.loadPolicy(policyPath)
-	if !ok {
-		return report.ExitBadInput
-	}
-	switch format {
-	case "yaml":
-		opts := render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce}
-		kinds, err := egressKinds(egress)
+	group(fs, "--format yaml flags", func() {
+		fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml: which egress policies to write: networkpolicy, cilium or both (comma-separated)")
+	})
+	group(fs, "--format admission flags", func() {
+		fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the binding's validationActions: deny (refuse the pod), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see sandprobe drift --would-refuse before deny")
+	})
+	return func(context.Context, []string) int {
+		// Before the policy is read: a typo in the stage must not go unnoticed
+		// behind a policy error, nor be ignored by a format that has no stage.
+		actions, err := admission.ParseMode(mode)
 		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe render: --egress: %v\n", err)
+			fmt.Fprintf(a.stderr, "sandprobe render: --mode: %v\n", err)
 			return report.ExitBadInput
 		}
-		if err := render.CheckPinned(p, opts); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
+		if format != "admission" && fs.Changed("mode") {
+			fmt.Fprintf(a.stderr, "sandprobe render: --mode applies to --format admission only, not %q\n", format)
 			return report.ExitBadInput
 		}
-		// An egress policy that cuts the sandbox off from what its own
-		// policy requires would page someone for a "regression" render made.
-		if err := render.CheckEgress(p, kinds...); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe render: %s: %v\n", policyPath, err)
+		p, raw, ok := a.loadPolicy(policyPath)
+		if !ok {
 			return report.ExitBadInput
 		}
-		if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace, kinds...)...); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
-			return report.ExitCouldNotRun
+		switch format {
+		case "yaml":
+			opts := render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce}
+			kinds, err := egressKinds(egress)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe render: --egress: %v\n", err)
+				return report.ExitBadInput
+			}
+			if err := render.CheckPinned(p, opts); err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
+				return report.ExitBadInput
+			}
+			// An egress policy that cuts the sandbox off from what its own
+			// policy requires would page someone for a "regression" render made.
+			if err := render.CheckEgress(p, kinds...); err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe render: %s: %v\n", policyPath, err)
+				return report.ExitBadInput
+			}
+			if err := render.WriteYAML(a.stdout, render.Manifests(p, raw, opts, namespace, kinds...)...); err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
+				return report.ExitCouldNotRun
+			}
+		case "admission":
+			return a.renderAdmission(p, raw, namespace, actions)
+		case "rbac":
+			return a.renderRBAC(p, namespace)
+		case "docker", "docker-json":
+			cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
+			if format == "docker" {
+				fmt.Fprintln(a.stdout, cmd.String())
+				break
+			}
+			enc := json.NewEncoder(a.stdout)
+			if err := enc.Encode(cmd.Argv()); err != nil {
+				return report.ExitCouldNotRun
+			}
+		case "proxy-allowlist":
+			if err := render.WriteProxyAllowList(a.stdout, p); err != nil {
+				return report.ExitCouldNotRun
+			}
+		default:
+			fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, rbac, docker, docker-json or proxy-allowlist, got %q\n", format)
+			return report.ExitBadInput
 		}
-	case "admission":
-		return a.renderAdmission(p, raw, namespace, actions)
-	case "rbac":
-		return a.renderRBAC(p, namespace)
-	case "docker", "docker-json":
-		cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
-		if format == "docker" {
-			fmt.Fprintln(a.stdout, cmd.String())
-			break
-		}
-		enc := json.NewEncoder(a.stdout)
-		if err := enc.Encode(cmd.Argv()); err != nil {
-			return report.ExitCouldNotRun
-		}
-	case "proxy-allowlist":
-		if err := render.WriteProxyAllowList(a.stdout, p); err != nil {
-			return report.ExitCouldNotRun
-		}
-	default:
-		fmt.Fprintf(a.stderr, "sandprobe render: --format: want yaml, admission, rbac, docker, docker-json or proxy-allowlist, got %q\n", format)
-		return report.ExitBadInput
+		return report.ExitOK
 	}
-	return report.ExitOK
 }
 
 // egressKinds parses --egress: a comma-separated subset of networkpolicy

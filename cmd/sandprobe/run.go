@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -16,8 +17,7 @@ import (
 	"github.com/sandprobe/sandprobe/runner/local"
 )
 
-func (a *app) cmdRun(ctx context.Context, args []string) int {
-	fs := a.flagSet("run", "--policy FILE [--backend local|docker|kube] [flags]")
+func (a *app) cmdRun(fs *pflag.FlagSet) runFunc {
 	var (
 		cf  cycleFlags
 		out outputs
@@ -26,30 +26,29 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	cf.register(fs)
 	out.register(fs)
 	lf.register(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
+	return func(ctx context.Context, _ []string) int {
+		if err := out.check(); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
+			return report.ExitBadInput
+		}
+		logger, err := lf.logger(a.stderr)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
+			return report.ExitBadInput
+		}
+		cyc, ok := cf.build(a, "run", logger)
+		if !ok {
+			return report.ExitBadInput
+		}
+		defer cyc.close()
+		out.policy = cyc.policy
+		run := cyc.run(ctx)
+		if err := out.write(ctx, a, run, lf.verbose); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		return run.ExitCode()
 	}
-	if err := out.check(); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
-		return report.ExitBadInput
-	}
-	logger, err := lf.logger(a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
-		return report.ExitBadInput
-	}
-	cyc, ok := cf.build(a, "run", logger)
-	if !ok {
-		return report.ExitBadInput
-	}
-	defer cyc.close()
-	out.policy = cyc.policy
-	run := cyc.run(ctx)
-	if err := out.write(ctx, a, run, lf.verbose); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe run: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	return run.ExitCode()
 }
 
 // cycleFlags say what one cycle checks and where. run and serve share them,
@@ -62,15 +61,17 @@ type cycleFlags struct {
 	kube                                 kubeFlags
 }
 
-func (cf *cycleFlags) register(fs *flag.FlagSet) {
+func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&cf.policyPath, "policy", "", "the SandboxPolicy file")
 	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local, docker or kube")
-	fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
-	fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
-	cf.docker.register(fs)
-	cf.kube.register(fs)
+	group(fs, groupLocal, func() {
+		fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
+		fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
+	})
+	group(fs, groupDocker, func() { cf.docker.register(fs) })
+	group(fs, groupKube, func() { cf.kube.register(fs) })
 }
 
 // build loads the policy and constructs the backend, printing any problem;

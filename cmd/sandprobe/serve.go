@@ -16,14 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/robfig/cron/v3"
+	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/page"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
 
-func (a *app) cmdServe(ctx context.Context, args []string) int {
-	fs := a.flagSet("serve", "--policy FILE [--backend local] [--schedule CRON] [--listen ADDR] [flags]")
+func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 	var (
 		cf               cycleFlags
 		out              outputs
@@ -36,53 +36,54 @@ func (a *app) cmdServe(ctx context.Context, args []string) int {
 	cf.register(fs)
 	out.registerFiles(fs)
 	lf.register(fs)
-	fs.StringVar(&schedule, "schedule", runner.DefaultSchedule, `when to run: cron (5 fields, or 6 with seconds first) or a descriptor ("@hourly", "@every 10m")`)
-	fs.StringVar(&listen, "listen", ":9090", "address for the egress page (/), /metrics, /healthz and /report.json")
-	fs.IntVar(&history, "history", page.DefaultHistory, "how many runs the egress page keeps, so a reopened host shows as a change over time")
-	fs.BoolVar(&runAtStart, "run-at-start", true, "run once at start instead of waiting for the first scheduled time")
-	fs.DurationVar(&grace, "grace", 20*time.Second, "on SIGTERM, how long a run in flight may finish before it is cancelled (keep it below the pod's terminationGracePeriodSeconds)")
-	if code, ok := parse(fs, args); !ok {
-		return code
+	group(fs, groupServe, func() {
+		fs.StringVar(&schedule, "schedule", runner.DefaultSchedule, `when to run: cron (5 fields, or 6 with seconds first) or a descriptor ("@hourly", "@every 10m")`)
+		fs.StringVar(&listen, "listen", ":9090", "address for the egress page (/), /metrics, /healthz and /report.json")
+		fs.IntVar(&history, "history", page.DefaultHistory, "how many runs the egress page keeps, so a reopened host shows as a change over time")
+		fs.BoolVar(&runAtStart, "run-at-start", true, "run once at start instead of waiting for the first scheduled time")
+		fs.DurationVar(&grace, "grace", 20*time.Second, "on SIGTERM, how long a run in flight may finish before it is cancelled (keep it below the pod's terminationGracePeriodSeconds)")
+	})
+	return func(ctx context.Context, _ []string) int {
+		fail := func(code int, format string, args ...any) int {
+			fmt.Fprintf(a.stderr, "sandprobe serve: "+format+"\n", args...)
+			return code
+		}
+		if err := out.checkFiles(); err != nil {
+			return fail(report.ExitBadInput, "%v", err)
+		}
+		sched, err := runner.ParseSchedule(schedule)
+		if err != nil {
+			return fail(report.ExitBadInput, "--schedule: %v", err)
+		}
+		if grace <= 0 {
+			return fail(report.ExitBadInput, "--grace: want a positive duration, got %s", grace)
+		}
+		if history < 1 || history > 10000 {
+			return fail(report.ExitBadInput, "--history: want 1 to 10000 runs, got %d", history)
+		}
+		logger, err := daemonLogger(&lf, a.stderr)
+		if err != nil {
+			return fail(report.ExitBadInput, "%v", err)
+		}
+		cyc, ok := cf.build(a, "serve", logger)
+		if !ok {
+			return report.ExitBadInput
+		}
+		out.policy, out.history = cyc.policy, page.NewHistory(history)
+		srv, err := newServer(cyc.run, &out, grace, logger)
+		if err != nil {
+			return fail(report.ExitCouldNotRun, "%v", err)
+		}
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fail(report.ExitCouldNotRun, "listen on %s: %v", listen, err)
+		}
+		logger.Info("listening", "addr", ln.Addr().String(), "policy", cyc.policy.Metadata.Name, "backend", cyc.backendName, "schedule", schedule)
+		if err := srv.serve(ctx, ln, sched, runAtStart); err != nil {
+			return fail(report.ExitCouldNotRun, "%v", err)
+		}
+		return report.ExitOK
 	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(a.stderr, "sandprobe serve: "+format+"\n", args...)
-		return code
-	}
-	if err := out.checkFiles(); err != nil {
-		return fail(report.ExitBadInput, "%v", err)
-	}
-	sched, err := runner.ParseSchedule(schedule)
-	if err != nil {
-		return fail(report.ExitBadInput, "--schedule: %v", err)
-	}
-	if grace <= 0 {
-		return fail(report.ExitBadInput, "--grace: want a positive duration, got %s", grace)
-	}
-	if history < 1 || history > 10000 {
-		return fail(report.ExitBadInput, "--history: want 1 to 10000 runs, got %d", history)
-	}
-	logger, err := daemonLogger(&lf, a.stderr)
-	if err != nil {
-		return fail(report.ExitBadInput, "%v", err)
-	}
-	cyc, ok := cf.build(a, "serve", logger)
-	if !ok {
-		return report.ExitBadInput
-	}
-	out.policy, out.history = cyc.policy, page.NewHistory(history)
-	srv, err := newServer(cyc.run, &out, grace, logger)
-	if err != nil {
-		return fail(report.ExitCouldNotRun, "%v", err)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fail(report.ExitCouldNotRun, "listen on %s: %v", listen, err)
-	}
-	logger.Info("listening", "addr", ln.Addr().String(), "policy", cyc.policy.Metadata.Name, "backend", cyc.backendName, "schedule", schedule)
-	if err := srv.serve(ctx, ln, sched, runAtStart); err != nil {
-		return fail(report.ExitCouldNotRun, "%v", err)
-	}
-	return report.ExitOK
 }
 
 // server is sandprobe serve: a schedule of cycles and the HTTP endpoints
@@ -109,6 +110,7 @@ func newServer(cycle func(context.Context) report.Run, out *outputs, grace time.
 	if err != nil {
 		return nil, err
 	}
+	m.SetNodeDetail(out.nodeDetail)
 	// A long-running process reports on itself too (restarts, memory,
 	// goroutines), but only on /metrics: in a textfile they would collide
 	// with node_exporter's own go_* and process_* series.

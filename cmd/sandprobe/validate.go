@@ -7,97 +7,97 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
-func (a *app) cmdValidate(_ context.Context, args []string) int {
-	fs := a.flagSet("validate", "-f POLICY [--effective]")
+func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 	var (
 		file      string
 		effective bool
 	)
-	fs.StringVar(&file, "f", "", "the policy file to check (- for stdin)")
+	fs.StringVarP(&file, "filename", "f", "", "the policy file to check (- for stdin)")
 	fs.StringVar(&file, "policy", "", "same as -f")
 	fs.BoolVar(&effective, "effective", false, "print the policy with every default filled in and every weakening it declares; exit 2 if a weakening is not written in the file")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if file == "" {
-		fmt.Fprintln(a.stderr, "sandprobe: --policy is required")
-		return report.ExitBadInput
-	}
-	var (
-		raw []byte
-		err error
-	)
-	if file == "-" {
-		raw, err = io.ReadAll(io.LimitReader(a.stdin, policy.MaxPolicyBytes+1))
-	} else {
-		raw, err = policy.ReadFile(file)
-	}
-	if err != nil {
-		fmt.Fprintln(a.stderr, err)
-		return report.ExitBadInput
-	}
-	p, written, err := policy.LoadWritten(raw)
-	if err != nil {
-		policy.WriteProblems(a.stderr, file, err)
-		return report.ExitBadInput
-	}
-	weak := p.Weakenings()
-	implicit := 0
-	for _, w := range weak {
-		if !written.Has(w.Path) {
-			implicit++
+	return func(context.Context, []string) int {
+		if file == "" {
+			fmt.Fprintln(a.stderr, "sandprobe: --policy is required")
+			return report.ExitBadInput
 		}
-	}
-	if !effective {
-		s := p.Spec
-		fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %d weakenings declared\n",
-			file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
-			len(s.Filesystem.Writable), len(s.Image.Tools), len(weak)-implicit)
+		var (
+			raw []byte
+			err error
+		)
+		if file == "-" {
+			raw, err = io.ReadAll(io.LimitReader(a.stdin, policy.MaxPolicyBytes+1))
+		} else {
+			raw, err = policy.ReadFile(file)
+		}
+		if err != nil {
+			fmt.Fprintln(a.stderr, err)
+			return report.ExitBadInput
+		}
+		p, written, err := policy.LoadWritten(raw)
+		if err != nil {
+			a.printPolicyProblems(file, err)
+			return report.ExitBadInput
+		}
+		weak := p.Weakenings()
+		implicit := 0
 		for _, w := range weak {
 			if !written.Has(w.Path) {
-				fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
+				implicit++
 			}
 		}
-		// What a valid policy still cannot prove.
-		for _, w := range append(p.Warnings(), probes.EgressWarnings(p)...) {
-			fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
+		if !effective {
+			s := p.Spec
+			fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %d weakenings declared\n",
+				file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
+				len(s.Filesystem.Writable), len(s.Image.Tools), len(weak)-implicit)
+			for _, w := range weak {
+				if !written.Has(w.Path) {
+					fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
+				}
+			}
+			// What a valid policy still cannot prove.
+			for _, w := range append(p.Warnings(), probes.EgressWarnings(p)...) {
+				fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
+			}
+			return report.ExitOK
+		}
+		out, err := p.Effective()
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe validate: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		fmt.Fprintf(a.stdout, "# %s with every default filled in (sandprobe validate --effective)\n", file)
+		a.stdout.Write(out)
+		if len(weak) == 0 {
+			fmt.Fprintln(a.stdout, "# weakenings: none — every field holds the strictest choice")
+		}
+		for i, w := range weak {
+			if i == 0 {
+				fmt.Fprintln(a.stdout, "# weakenings (less strict than the strictest choice):")
+			}
+			where := "NOT WRITTEN in the policy"
+			if line := written[w.Path]; line > 0 {
+				where = fmt.Sprintf("written at line %d", line)
+			}
+			fmt.Fprintf(a.stdout, "#   %s: %s — %s (%s)\n", w.Path, w.Value, w.Means, where)
+		}
+		if implicit > 0 {
+			for _, w := range weak {
+				if !written.Has(w.Path) {
+					fmt.Fprintf(a.stderr, "%s: %s: %s is a weakening the policy does not write (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
+				}
+			}
+			return report.ExitBadInput
 		}
 		return report.ExitOK
 	}
-	out, err := p.Effective()
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe validate: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	fmt.Fprintf(a.stdout, "# %s with every default filled in (sandprobe validate --effective)\n", file)
-	a.stdout.Write(out)
-	if len(weak) == 0 {
-		fmt.Fprintln(a.stdout, "# weakenings: none — every field holds the strictest choice")
-	}
-	for i, w := range weak {
-		if i == 0 {
-			fmt.Fprintln(a.stdout, "# weakenings (less strict than the strictest choice):")
-		}
-		where := "NOT WRITTEN in the policy"
-		if line := written[w.Path]; line > 0 {
-			where = fmt.Sprintf("written at line %d", line)
-		}
-		fmt.Fprintf(a.stdout, "#   %s: %s — %s (%s)\n", w.Path, w.Value, w.Means, where)
-	}
-	if implicit > 0 {
-		for _, w := range weak {
-			if !written.Has(w.Path) {
-				fmt.Fprintf(a.stderr, "%s: %s: %s is a weakening the policy does not write (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
-			}
-		}
-		return report.ExitBadInput
-	}
-	return report.ExitOK
 }
 
 // lastField is the last component of a YAML path, for "write X: Y".

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -25,7 +26,7 @@ type dockerFlags struct {
 	entrypointTimeout                          time.Duration
 }
 
-func (d *dockerFlags) register(fs *flag.FlagSet) {
+func (d *dockerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.image, "image", "", "docker: the image to verify (default: spec.image.ref); it must be on the engine, it is never pulled")
 	fs.StringVar(&d.runtime, "runtime", "", "docker: the engine's runtime to run it under (runc, runsc, kata; default: the engine's default)")
 	fs.StringVar(&d.runtimeClass, "runtime-class", "", "docker: the runtime class the policy knows this runtime as (default: the runtime's name); kube: which of spec.runtime.classNames the probe pod runs under (default: the first)")
@@ -61,8 +62,7 @@ func (d *dockerFlags) backend(a *app, p *policy.Policy, network string, logger *
 	return be, func() { pr.done(); cli.Close() }, nil
 }
 
-func (a *app) cmdVerifyImage(ctx context.Context, args []string) int {
-	fs := a.flagSet("verify-image", "--image REF --policy FILE [--runtime NAME] [flags]")
+func (a *app) cmdVerifyImage(fs *pflag.FlagSet) runFunc {
 	var (
 		policyPath string
 		deadline   time.Duration
@@ -72,41 +72,40 @@ func (a *app) cmdVerifyImage(ctx context.Context, args []string) int {
 	)
 	fs.StringVar(&policyPath, "policy", "", "the SandboxPolicy file")
 	fs.DurationVar(&deadline, "deadline", 0, "bound on the whole container run (default: spec.probe.deadline, 2m)")
-	df.register(fs)
+	group(fs, groupDocker, func() { df.register(fs) })
 	out.register(fs)
 	lf.register(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
+	return func(ctx context.Context, _ []string) int {
+		if err := out.check(); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
+			return report.ExitBadInput
+		}
+		logger, err := lf.logger(a.stderr)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
+			return report.ExitBadInput
+		}
+		p, raw, ok := a.loadPolicy(policyPath)
+		if !ok {
+			return report.ExitBadInput
+		}
+		// verify-image sends no traffic: the container gets no network, and the
+		// checks that need one are left out.
+		be, closeBackend, err := df.backend(a, p, "none", logger)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
+			return report.ExitBadInput
+		}
+		spec := runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce(), Deadline: deadline, NoNetwork: true}
+		run := probeCycle(ctx, be, "docker", p, spec)
+		closeBackend()
+		run.Notes = append(run.Notes, fmt.Sprintf("image %s, runtime %s, no network", be.Image, orDefault(df.runtime, "(the engine's default)")))
+		if err := out.write(ctx, a, run, lf.verbose); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
+			return report.ExitCouldNotRun
+		}
+		return run.ExitCode()
 	}
-	if err := out.check(); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
-		return report.ExitBadInput
-	}
-	logger, err := lf.logger(a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
-		return report.ExitBadInput
-	}
-	p, raw, ok := a.loadPolicy(policyPath)
-	if !ok {
-		return report.ExitBadInput
-	}
-	// verify-image sends no traffic: the container gets no network, and the
-	// checks that need one are left out.
-	be, closeBackend, err := df.backend(a, p, "none", logger)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
-		return report.ExitBadInput
-	}
-	spec := runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce(), Deadline: deadline, NoNetwork: true}
-	run := probeCycle(ctx, be, "docker", p, spec)
-	closeBackend()
-	run.Notes = append(run.Notes, fmt.Sprintf("image %s, runtime %s, no network", be.Image, orDefault(df.runtime, "(the engine's default)")))
-	if err := out.write(ctx, a, run, lf.verbose); err != nil {
-		fmt.Fprintf(a.stderr, "sandprobe verify-image: %v\n", err)
-		return report.ExitCouldNotRun
-	}
-	return run.ExitCode()
 }
 
 // progress shows what a long wait is waiting for: one line, rewritten in
@@ -155,6 +154,7 @@ type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+func (s *stringList) Type() string       { return "stringArray" }
 
 func orDefault(s, def string) string {
 	if s == "" {

@@ -8,7 +8,6 @@ package probecmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,75 +40,72 @@ type Options struct {
 	Text func(w io.Writer, res result.ProbeResult) error
 }
 
+// FlagSet is what both flag packages offer: the standard library's (the
+// small binary) and pflag's (sandprobe's CLI), so both register the same
+// flags with the same help.
+type FlagSet interface {
+	StringVar(p *string, name, value, usage string)
+	BoolVar(p *bool, name string, value bool, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
+}
+
+// Flags are the probe's flags.
+type Flags struct {
+	Policy, Nonce, Only, TerminationLog string
+	PodInfo, RuntimeClass, ImageCommand string
+	ImageCommandTimeout                 time.Duration
+	NoNetwork                           bool
+	// Output is --output / -o: each binary registers it, spelling the
+	// shorthand its flag package's way, with OutputUsage.
+	Output string
+}
+
+// OutputUsage is the help of --output (-o).
+const OutputUsage = "output on stdout: json or text"
+
+// Register adds every flag but --output to fs.
+func (f *Flags) Register(fs FlagSet) {
+	fs.StringVar(&f.Policy, "policy", "", "the policy file (- for stdin)")
+	fs.StringVar(&f.Nonce, "nonce", "", "the run's nonce, echoed in the result")
+	fs.StringVar(&f.Only, "only", "", "comma-separated check IDs or areas to run (default: all that the policy asks for)")
+	fs.BoolVar(&f.NoNetwork, "no-network", false, "leave out the checks that send traffic")
+	fs.StringVar(&f.TerminationLog, "termination-log", "", "also write a compact result here (default "+DefaultTerminationLog+" when it exists)")
+	fs.StringVar(&f.PodInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
+	fs.StringVar(&f.RuntimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
+	fs.StringVar(&f.ImageCommand, "image-command", "", "the image's entrypoint and command as a JSON array: image.entrypoint starts it under the sandbox's constraints")
+	fs.DurationVar(&f.ImageCommandTimeout, "image-command-timeout", probes.DefaultImageCommandTimeout, "how long the image's command runs before it counts as started")
+}
+
 // Run runs the checks here under the policy and prints the result; it
 // returns the process exit code (0 conformant, 1 not, 2 bad input, 3 could
 // not check).
-func Run(ctx context.Context, std IO, args []string, o Options) int {
-	fs := flag.NewFlagSet(o.Name, flag.ContinueOnError)
-	fs.SetOutput(std.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(std.Stderr, "Usage: %s --policy FILE [--nonce N]\n\nFlags:\n", o.Name)
-		fs.PrintDefaults()
-	}
-	var (
-		policyPath, nonce, only, termLog, out string
-		runtimeClass, imageCommand, podInfo   string
-		imageCommandTimeout                   time.Duration
-		noNetwork                             bool
-	)
-	fs.StringVar(&policyPath, "policy", "", "the policy file (- for stdin)")
-	fs.StringVar(&nonce, "nonce", "", "the run's nonce, echoed in the result")
-	fs.StringVar(&only, "only", "", "comma-separated check IDs or areas to run (default: all that the policy asks for)")
-	fs.BoolVar(&noNetwork, "no-network", false, "leave out the checks that send traffic")
-	fs.StringVar(&termLog, "termination-log", "", "also write a compact result here (default "+DefaultTerminationLog+" when it exists)")
-	outHelp := "output on stdout: json or text"
-	if o.Text == nil {
-		outHelp = "output on stdout: json (text: `sandprobe probe -o text`, the full binary)"
-	}
-	fs.StringVar(&out, "o", "json", outHelp)
-	fs.StringVar(&podInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
-	fs.StringVar(&runtimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
-	fs.StringVar(&imageCommand, "image-command", "", "the image's entrypoint and command as a JSON array: image.entrypoint starts it under the sandbox's constraints")
-	fs.DurationVar(&imageCommandTimeout, "image-command-timeout", probes.DefaultImageCommandTimeout, "how long the image's command runs before it counts as started")
-	// Accepted for the runners' and users' command lines; the probe logs nothing.
-	fs.String("log-format", "text", "log format on stderr: text or json")
-	fs.Bool("v", false, "verbose")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return result.ExitOK
-		}
-		return result.ExitBadInput
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(std.Stderr, "%s: unexpected argument %q\n", o.Name, fs.Arg(0))
-		return result.ExitBadInput
-	}
+func Run(ctx context.Context, std IO, f Flags, o Options) int {
 	switch {
-	case out == "text" && o.Text == nil:
+	case f.Output == "text" && o.Text == nil:
 		fmt.Fprintf(std.Stderr, "%s: -o text: this binary prints JSON only; `sandprobe probe -o text` (the full binary, in the same image) prints text\n", o.Name)
 		return result.ExitBadInput
-	case out != "json" && out != "text":
-		fmt.Fprintf(std.Stderr, "%s: -o: want json or text, got %q\n", o.Name, out)
+	case f.Output != "json" && f.Output != "text":
+		fmt.Fprintf(std.Stderr, "%s: -o: want json or text, got %q\n", o.Name, f.Output)
 		return result.ExitBadInput
 	}
-	if policyPath == "" {
+	if f.Policy == "" {
 		fmt.Fprintf(std.Stderr, "%s: --policy is required\n", o.Name)
 		return result.ExitBadInput
 	}
-	p, _, err := policy.LoadPath(policyPath, std.Stdin)
+	p, _, err := policy.LoadPath(f.Policy, std.Stdin)
 	if err != nil {
-		policy.WriteProblems(std.Stderr, policyPath, err)
+		policy.WriteProblems(std.Stderr, f.Policy, err)
 		return result.ExitBadInput
 	}
-	env := &probes.Env{Policy: p, Nonce: nonce, Environ: os.Environ(), RuntimeClass: runtimeClass, PodInfoDir: podInfo, ImageCommandTimeout: imageCommandTimeout}
-	if imageCommand != "" {
-		if err := json.Unmarshal([]byte(imageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
-			fmt.Fprintf(std.Stderr, "%s: --image-command: want a non-empty JSON array of strings, got %q\n", o.Name, imageCommand)
+	env := &probes.Env{Policy: p, Nonce: f.Nonce, Environ: os.Environ(), RuntimeClass: f.RuntimeClass, PodInfoDir: f.PodInfo, ImageCommandTimeout: f.ImageCommandTimeout}
+	if f.ImageCommand != "" {
+		if err := json.Unmarshal([]byte(f.ImageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
+			fmt.Fprintf(std.Stderr, "%s: --image-command: want a non-empty JSON array of strings, got %q\n", o.Name, f.ImageCommand)
 			return result.ExitBadInput
 		}
 	}
-	res := probes.Run(ctx, env, probes.Selection{NoNetwork: noNetwork, Only: SplitList(only)})
-	return emit(std, o, res, termLog, out)
+	res := probes.Run(ctx, env, probes.Selection{NoNetwork: f.NoNetwork, Only: SplitList(f.Only)})
+	return emit(std, o, res, f.TerminationLog, f.Output)
 }
 
 // emit prints the result and writes the compact form for Kubernetes.

@@ -22,14 +22,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// KwokRunnerUser is the user the runner under test authenticates as on a
-// simulated fleet; the API server's audit log records its requests (and
-// only its), so they can be counted.
-const KwokRunnerUser = "sandprobe-runner"
+// KwokRunnerUser is the identity the runner under test authenticates as on
+// a simulated fleet: the shipped CronJob's service account, so the
+// shipped RBAC (manifests/rbac.yaml, render --format rbac) decides what it
+// may do, as in a cluster. The API server's audit log records its requests
+// (and only its), so they can be counted.
+const KwokRunnerUser = "system:serviceaccount:sandprobe-system:sandprobe"
 
 // KwokOptions shape a simulated fleet.
 type KwokOptions struct {
@@ -65,8 +68,11 @@ type KwokOptions struct {
 type Kwok struct {
 	// Admin is a cluster-admin config for the test's own set-up.
 	Admin *rest.Config
-	// RunnerKubeconfig is a kubeconfig file for KwokRunnerUser
-	// (cluster-admin too), whose requests AuditLog records.
+	// AdminKubeconfig is Admin as a kubeconfig file (for kubectl).
+	AdminKubeconfig string
+	// RunnerKubeconfig is a kubeconfig file for KwokRunnerUser, with no
+	// rights until the test grants them (RBAC bound to that service
+	// account), whose requests AuditLog records.
 	RunnerKubeconfig string
 	AuditLog         string
 	Dir              string
@@ -136,9 +142,16 @@ rules:
 	k.Admin = cfg
 
 	adminKC := filepath.Join(dir, "admin.kubeconfig")
+	k.AdminKubeconfig = adminKC
 	writeKubeconfig(t, env, envtest.User{Name: "kwok-admin", Groups: []string{"system:masters"}}, adminKC)
 	k.RunnerKubeconfig = filepath.Join(dir, "runner.kubeconfig")
-	writeKubeconfig(t, env, envtest.User{Name: KwokRunnerUser, Groups: []string{"system:masters"}}, k.RunnerKubeconfig)
+	// The groups a service account's token carries.
+	writeKubeconfig(t, env, envtest.User{Name: KwokRunnerUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:sandprobe-system", "system:authenticated"}}, k.RunnerKubeconfig)
+	// Its context's namespace is the service account's own, as in the
+	// CronJob's pod: where the runner puts what it keeps to itself (the
+	// control pod).
+	setContextNamespace(t, k.RunnerKubeconfig, "sandprobe-system")
 
 	stages := kwokStages(t, opts)
 	stagesFile := filepath.Join(dir, "kwok.yaml")
@@ -299,6 +312,20 @@ func writeKubeconfig(t testing.TB, env *envtest.Environment, u envtest.User, pat
 		t.Fatal(err)
 	}
 	writeFile(t, path, string(kc))
+}
+
+func setContextNamespace(t testing.TB, path, ns string) {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range kc.Contexts {
+		c.Namespace = ns
+	}
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeFile(t testing.TB, path, content string) {

@@ -129,7 +129,9 @@ type probeOutput struct {
 func (a *attempt) logs(ctx context.Context) (probeOutput, string, error) {
 	var out probeOutput
 	limit := int64(maxLog)
-	rc, err := a.b.API.PodLogs(ctx, a.ns, a.name, &corev1.PodLogOptions{Container: render.ProbeContainer, LimitBytes: &limit})
+	rc, err := a.r.podLog(ctx, a.ns, func() (io.ReadCloser, error) {
+		return a.b.API.PodLogs(ctx, a.ns, a.name, &corev1.PodLogOptions{Container: render.ProbeContainer, LimitBytes: &limit})
+	})
 	if err != nil {
 		return out, "", fmt.Errorf("read the log of pod %s/%s: %w", a.ns, a.name, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -186,6 +187,9 @@ type run struct {
 	// AnnotationCreatedBy; "" when it could not be learnt.
 	createdBy string
 	track     *tracker
+	// logGates learn, per namespace, whether this runner may read pod
+	// logs there (podLog).
+	logGates sync.Map
 	// survey is what governs the probe namespaces, for parity.
 	survey *survey
 	nodes  *nodeCache

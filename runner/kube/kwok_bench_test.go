@@ -128,7 +128,11 @@ func requestMix(reqs []testenv.AuditEvent) string {
 		if r.Subresource != "" {
 			res += "/" + r.Subresource
 		}
-		counts[r.Verb+" "+res]++
+		key := r.Verb + " " + res
+		if r.Code == http.StatusForbidden {
+			key += " (refused)"
+		}
+		counts[key]++
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {

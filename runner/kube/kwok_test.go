@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,7 +190,32 @@ func newFleet(t testing.TB, nodes int, start, run time.Duration, brokenNode stri
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &fleet{Kwok: k, cs: cs, policyPath: path, policy: p}
+	f := &fleet{Kwok: k, cs: cs, policyPath: path, policy: p}
+	f.grantShippedRBAC(t)
+	return f
+}
+
+// grantShippedRBAC gives the runner exactly the rights a cluster gives the
+// CronJob: manifests/rbac.yaml (its service account, its own namespace's
+// Role, the cluster-wide reader) and the sandbox namespaces' Role that
+// `sandprobe render --format rbac` writes for the policy. A request the
+// runner makes beyond them is refused here as it would be there.
+func (f *fleet) grantShippedRBAC(t testing.TB) {
+	t.Helper()
+	rendered, err := exec.Command(testenv.Binary(t), "render", "--format", "rbac", "--policy", f.policyPath).Output()
+	if err != nil {
+		t.Fatalf("sandprobe render --format rbac: %v", err)
+	}
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "manifests", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(testenv.KubeAssets(t), "kubectl")
+	cmd := exec.Command(kubectl, "--kubeconfig", f.AdminKubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(string(shipped) + "\n---\n" + string(rendered))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply the shipped RBAC: %v\n%s", err, out)
+	}
 }
 
 // fleetRun is one `sandprobe run` against the fleet, as a subprocess.
@@ -263,6 +289,17 @@ func (f *fleet) podsLeft(t testing.TB) []string {
 		out = append(out, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName+" ("+string(p.Status.Phase)+")")
 	}
 	return out
+}
+
+// errorsOf names the first n error findings of a run.
+func errorsOf(run report.Run, n int) string {
+	var out []string
+	for _, f := range run.Findings {
+		if f.Status == report.Error && len(out) < n {
+			out = append(out, fmt.Sprintf("%s %s %s: %s", f.Target, f.Check, f.Subject, f.Actual))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // nodeProbes counts the probe results from the sandbox nodes (the run's
@@ -339,7 +376,7 @@ func TestKwokNodeByNodeRegressionSimulated(t *testing.T) {
 			t.Logf("simulated run over %d nodes: exit %d in %.1fs; findings: %d pass, %d fail, %d skip, %d inconclusive, %d error",
 				nodes, run.code, run.wall.Seconds(), c.Pass, c.Fail, c.Skip, c.Inconclusive, c.Error)
 			if run.code != tc.code {
-				t.Fatalf("exit %d, want %d\n%s", run.code, tc.code, tail(run.stderr, 2000))
+				t.Fatalf("exit %d, want %d; errors: %s\n%s", run.code, tc.code, errorsOf(run.report, 3), tail(run.stderr, 2000))
 			}
 			wantProbes := nodes
 			if !tc.alert {
@@ -393,7 +430,7 @@ func TestKwokNodeByNodeRegressionSimulated(t *testing.T) {
 // per node beyond that, breaks it.
 func assertWatchNotPoll(t *testing.T, reqs []testenv.AuditEvent, nodes int) {
 	t.Helper()
-	lists, watches := 0, 0
+	lists, watches, refused := 0, 0, 0
 	for _, r := range reqs {
 		switch {
 		case r.Verb == "list" && r.Resource == "pods":
@@ -401,7 +438,16 @@ func assertWatchNotPoll(t *testing.T, reqs []testenv.AuditEvent, nodes int) {
 		case r.Verb == "watch" && r.Resource == "pods":
 			watches++
 		}
+		if r.Code == http.StatusForbidden {
+			refused++
+		}
 	}
+	// The shipped RBAC gives the runner no pods/log in sandbox namespaces:
+	// it asks once per namespace, not once per node.
+	if refused > 1 {
+		t.Errorf("%d requests refused by RBAC, want at most 1 (the first log read in the sandbox namespace): %s", refused, requestMix(reqs))
+	}
+	t.Logf("the runner's requests: %s", requestMix(reqs))
 	if perNode := float64(len(reqs)-20) / float64(nodes); perNode > 7 {
 		t.Errorf("%d API requests for %d nodes (%.1f a node beyond the run's own), want ≤ 7 a node: %s", len(reqs), nodes, perNode, requestMix(reqs))
 	}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"slices"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandprobe/sandprobe/admission"
+	"github.com/sandprobe/sandprobe/runner/local"
+)
+
+// flagValues are the values shell completion offers for a flag, by
+// command; "" holds those that mean the same in every command.
+func flagValues(cmd string) map[string][]string {
+	v := map[string][]string{
+		"backend":           {"local", "docker", "kube"},
+		"log-format":        {"text", "json"},
+		"output":            {"text", "json", "junit"},
+		"image-pull-policy": {"Always", "IfNotPresent", "Never"},
+		"sabotage":          local.SabotageNames(),
+		"runtime":           {"runc", "runsc", "kata"},
+		"egress":            {"networkpolicy", "cilium", "networkpolicy,cilium"},
+		"mode":              {admission.ModeDeny, admission.ModeWarn, admission.ModeAudit, admission.ModeWarn + "," + admission.ModeAudit},
+		"format":            {"yaml", "admission", "rbac", "docker", "docker-json", "proxy-allowlist"},
+	}
+	switch cmd {
+	case "checks":
+		v["output"] = []string{"text", "json", "markdown"}
+	case "probe":
+		v["output"] = []string{"json", "text"}
+	case "drift":
+		v["output"] = []string{"text", "json", "junit", "sarif"}
+	}
+	return v
+}
+
+// registerCompletions teaches completion the values of cmd's flags; a flag
+// with none completes file names, the shell's default.
+func registerCompletions(cmd *cobra.Command, name string) {
+	for flag, values := range flagValues(name) {
+		if cmd.Flags().Lookup(flag) == nil {
+			continue
+		}
+		values := slices.Clone(values)
+		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
+	if cmd.Flags().Lookup("context") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("context", kubeContexts)
+	}
+}
+
+// kubeContexts completes --context with the contexts of the kubeconfig
+// the command would load (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+func kubeContexts(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
+		rules.ExplicitPath = f.Value.String()
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for n := range cfg.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
