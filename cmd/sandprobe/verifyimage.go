@@ -97,7 +97,7 @@ func (a *app) cmdVerifyImage(fs *pflag.FlagSet) runFunc {
 			return report.ExitBadInput
 		}
 		spec := runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce(), Deadline: deadline, NoNetwork: true}
-		run := probeCycle(ctx, be, "docker", p, spec)
+		run, _ := probeCycle(be, "docker").Run(ctx, spec) // docker has no preflight
 		closeBackend()
 		run.Notes = append(run.Notes, fmt.Sprintf("image %s, runtime %s, no network", be.Image, orDefault(df.runtime, "(the engine's default)")))
 		if err := out.write(ctx, a, run, lf.verbose); err != nil {
