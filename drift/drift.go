@@ -403,3 +403,19 @@ func ruleApplies(p *policy.Policy, id string) bool {
 	}
 	return true
 }
+
+// SelectorText says what a sandbox of the policy carries, for "none found"
+// messages: its labels and, when it names them, its namespaces
+// ("sandbox=true and nothing in namespaces agents").
+func SelectorText(p *policy.Policy) string {
+	var pairs []string
+	for k, v := range p.Spec.Selector.MatchLabels {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	s := strings.Join(pairs, ",")
+	if len(p.Spec.Namespaces) > 0 {
+		s += " and nothing in namespaces " + strings.Join(p.Spec.Namespaces, ", ")
+	}
+	return s
+}

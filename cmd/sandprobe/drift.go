@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandprobe/sandprobe/drift"
-	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -123,8 +122,8 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 				return report.ExitBadInput
 			}
 			if col.Scanned == 0 {
-				fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s%s)\n",
-					strings.Join(selectorPairs(p), ","), namespacesText(p))
+				fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s)\n",
+					drift.SelectorText(p))
 				return report.ExitBadInput
 			}
 		}
@@ -154,7 +153,7 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 			col.AddError("drift", "list", runErr)
 		}
 		if col.Scanned == 0 && runErr == nil {
-			col.Note("no sandbox found: nothing carries the labels %s%s", strings.Join(selectorPairs(p), ","), namespacesText(p))
+			col.Note("no sandbox found: nothing carries the labels %s", drift.SelectorText(p))
 		}
 		col.Summary(p)
 		run := report.Run{
@@ -275,22 +274,6 @@ func readInput(stdin io.Reader, path string) ([]byte, error) {
 		return io.ReadAll(stdin)
 	}
 	return os.ReadFile(path)
-}
-
-func selectorPairs(p *policy.Policy) []string {
-	var out []string
-	for k, v := range p.Spec.Selector.MatchLabels {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func namespacesText(p *policy.Policy) string {
-	if len(p.Spec.Namespaces) == 0 {
-		return ""
-	}
-	return " and nothing in namespaces " + strings.Join(p.Spec.Namespaces, ", ")
 }
 
 // oneLineErr flattens an error onto one line.

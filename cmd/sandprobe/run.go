@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -99,23 +98,22 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 		}
 		be, closeBackend = dbe, closeFn
 	case "kube":
-		kc, closeFn, err := cf.kube.backend(a, cf, p, logger)
+		kbe, closeFn, err := cf.kube.backend(a, cf, p, logger)
 		if err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, oneLineErr(err))
 			return nil, false
 		}
-		be, closeBackend = kc.backend, closeFn
-		cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: kc}
-		cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
-		if cmd == "serve" {
-			cyc.say = func(msg string) { logger.Error(msg) }
-		}
-		return cyc, true
+		be, closeBackend = kbe, closeFn
 	default:
 		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local, docker or kube, got %q\n", cmd, cf.backend)
 		return nil, false
 	}
-	return &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork}, true
+	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork}
+	cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
+	if cmd == "serve" {
+		cyc.say = func(msg string) { logger.Error(msg) }
+	}
+	return cyc, true
 }
 
 // cycle is one configured probe cycle; run performs it, any number of times.
@@ -127,52 +125,23 @@ type cycle struct {
 	close       func() // releases the backend's clients
 	deadline    time.Duration
 	noNetwork   bool
-	// kube, for the kube backend, checks the cluster answers first and adds
-	// the drift phase; say prints its one-line errors.
-	kube *kubeCycle
-	say  func(msg string)
+	// say prints the one-line error of a backend's preflight (a cluster
+	// that does not answer): on stderr under run, as a log under serve.
+	say func(msg string)
 }
 
 // run performs one cycle with a fresh nonce, so no result of an earlier
 // cycle can pass for this one.
 func (c *cycle) run(ctx context.Context) report.Run {
 	spec := runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork}
-	if c.kube == nil {
-		return probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
-	}
-	start := time.Now()
-	if err := c.kube.reach(ctx, spec); err != nil {
+	run, err := probeCycle(c.backend, c.backendName).Run(ctx, spec)
+	if err != nil {
 		c.say(err.Error())
-		return c.kube.unreachable(spec, err, start)
-	}
-	run := probeCycle(ctx, c.backend, c.backendName, c.policy, spec)
-	if c.kube.flags.drift && ctx.Err() == nil {
-		// After the probe, whose pods are gone by then: they carry the
-		// sandbox labels and would count as sandboxes.
-		c.kube.driftPhase(ctx, c.policy, &run)
 	}
 	return run
 }
 
-// probeCycle runs one probe through a backend and assembles the run. A
-// backend error becomes error findings, so the run can never look clean.
-func probeCycle(ctx context.Context, be runner.Backend, backend string, p *policy.Policy, spec runner.ProbeSpec) report.Run {
-	start := time.Now()
-	run := report.Run{Policy: p.Metadata.Name, Version: probes.Version(), Backend: backend, StartedAt: start.UTC(), DeclaredNamespaces: len(p.Spec.Namespaces)}
-	results, err := be.Run(ctx, spec)
-	for _, res := range results {
-		run.Findings = append(run.Findings, runner.Findings(res.Target, res, probes.FixFor)...)
-		run.Probes = append(run.Probes, res)
-	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			err = &runner.CouldNotRun{Target: backend, Reason: runner.ReasonDeadline, Detail: "interrupted before the probe reported"}
-		}
-		for _, cnr := range runner.Problems(backend, err) {
-			run.Findings = append(run.Findings, cnr.Finding())
-		}
-	}
-	run.Seconds = time.Since(start).Seconds()
-	run.Phases = map[string]float64{"probe": run.Seconds}
-	return run
+// probeCycle is a backend's cycle, the same for every backend.
+func probeCycle(be runner.Backend, name string) runner.Cycle {
+	return runner.Cycle{Backend: be, Name: name, Version: probes.Version(), FixFor: probes.FixFor}
 }

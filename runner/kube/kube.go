@@ -76,6 +76,12 @@ const (
 // the sandboxes there select the probe too.
 type Backend struct {
 	API API
+	// Host is the API server's address, for the errors that name the
+	// cluster (Preflight, drift).
+	Host string
+	// Drift, when set, is the drift phase every cycle runs after the probe
+	// (AfterProbe).
+	Drift *DriftPhase
 	// Namespace, when set, holds every probe pod instead of the policy's
 	// namespaces (the old shape: a namespace of the runner's own, governed
 	// by its own egress policies, not the sandboxes').
