@@ -45,6 +45,10 @@ func generatedRun(n int, seed uint64) Run {
 		}
 		run.Findings = append(run.Findings, f)
 	}
+	for i := 0; i < n%7; i++ {
+		run.Probes = append(run.Probes, ProbeResult{Schema: ProbeResultSchema, Target: pick(), Nonce: pick(), Policy: "p",
+			StartedAt: run.StartedAt, Seconds: secs[rng.IntN(len(secs)-2)], Findings: run.Findings[:min(len(run.Findings), i*3)]})
+	}
 	return run
 }
 
@@ -68,7 +72,10 @@ func spooled(t *testing.T, run Run, memMax int) Run {
 func TestWritersMatchLegacy(t *testing.T) {
 	empty := sampleRun()
 	empty.Findings = nil
-	runs := map[string]Run{"sample": sampleRun(), "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2)}
+	probesOnly := generatedRun(13, 3)
+	probesOnly.Findings = nil
+	runs := map[string]Run{"sample": sampleRun(), "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2),
+		"generated-13-probes": generatedRun(13, 3), "probes-no-findings": probesOnly}
 	legacy := map[string]func(Run) []byte{
 		"text":         func(r Run) []byte { var b bytes.Buffer; legacyText(Text{}, &b, r); return b.Bytes() },
 		"text-color":   func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Color: true}, &b, r); return b.Bytes() },
