@@ -66,19 +66,7 @@ func (a *app) loadPolicy(path string) (*policy.Policy, []byte, bool) {
 		fmt.Fprintln(a.stderr, "sandprobe: --policy is required")
 		return nil, nil, false
 	}
-	var (
-		p   *policy.Policy
-		raw []byte
-		err error
-	)
-	if path == "-" {
-		raw, err = io.ReadAll(io.LimitReader(a.stdin, policy.MaxPolicyBytes+1))
-		if err == nil {
-			p, err = policy.Load(raw)
-		}
-	} else {
-		p, raw, err = policy.LoadFile(path)
-	}
+	p, raw, err := policy.LoadPath(path, a.stdin)
 	if err != nil {
 		a.printPolicyProblems(path, err)
 		return nil, nil, false
@@ -86,24 +74,7 @@ func (a *app) loadPolicy(path string) (*policy.Policy, []byte, bool) {
 	return p, raw, true
 }
 
-func (a *app) printPolicyProblems(path string, err error) {
-	probs := policy.Problems(err)
-	if len(probs) == 0 {
-		fmt.Fprintf(a.stderr, "%s: %v\n", path, err)
-		return
-	}
-	for _, p := range probs {
-		loc := path
-		if p.Line > 0 {
-			loc = fmt.Sprintf("%s:%d", path, p.Line)
-		}
-		field := p.Path
-		if field == "" {
-			field = "policy"
-		}
-		fmt.Fprintf(a.stderr, "%s: %s: %s\n", loc, field, p.Msg)
-	}
-}
+func (a *app) printPolicyProblems(path string, err error) { policy.WriteProblems(a.stderr, path, err) }
 
 // isTerminal reports whether w is a character device (and colour is welcome).
 func isTerminal(w io.Writer) bool {
@@ -113,16 +84,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // oneLineErr flattens an error onto one line.

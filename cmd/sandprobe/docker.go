@@ -26,7 +26,7 @@ func (d *dockerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.runtime, "runtime", "", "docker: the engine's runtime to run it under (runc, runsc, kata; default: the engine's default)")
 	fs.StringVar(&d.runtimeClass, "runtime-class", "", "docker: the runtime class the policy knows this runtime as (default: the runtime's name); kube: which of spec.runtime.classNames the probe pod runs under (default: the first)")
 	fs.StringVar(&d.host, "docker-host", "", "docker: the engine's address (default $DOCKER_HOST or the local socket)")
-	fs.StringVar(&d.binary, "probe-binary", "", "docker: the static sandprobe binary to mount into the container (default: this executable)")
+	fs.StringVar(&d.binary, "probe-binary", "", "docker: the static probe binary to mount into the container (default: sandprobe-probe beside this executable, else this executable)")
 	fs.Var(&d.env, "env", "docker: KEY=VALUE added to the container's environment, as the pod sets it (repeatable)")
 	fs.DurationVar(&d.entrypointTimeout, "entrypoint-timeout", probes.DefaultImageCommandTimeout, "docker: how long the image's own entrypoint runs under the constraints (check image.entrypoint); 0 leaves it out")
 }
