@@ -569,8 +569,8 @@ func TestClusterCycleWithDrift(t *testing.T) {
 }
 
 // TestClusterSandboxImage: when the policy names the real sandbox image,
-// the probe runs inside it: the init container copies the static binary out
-// of the probe image (`sandprobe install`) into an emptyDir mounted
+// the probe runs inside it: the init container copies the small probe binary
+// out of the probe image (`sandprobe-probe install`) into an emptyDir mounted
 // read-only, under the same constraints. The sandbox image here holds no
 // sandprobe and no shell.
 func TestClusterSandboxImage(t *testing.T) {
