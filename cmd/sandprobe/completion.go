@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -67,4 +68,21 @@ func kubeContexts(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion,
 	}
 	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completionCommand is cobra's completion command, but an unknown shell is
+// a usage error (cobra would print the help and exit 0).
+func completionCommand(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageError{fmt.Errorf("unknown shell %q: want bash, zsh, fish or powershell", args[0])}
+				}
+				return cmd.Help()
+			}
+		}
+	}
 }
