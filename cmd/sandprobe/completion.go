@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -49,6 +50,37 @@ func registerCompletions(cmd *cobra.Command, name string) {
 	if cmd.Flags().Lookup("context") != nil {
 		_ = cmd.RegisterFlagCompletionFunc("context", kubeContexts)
 	}
+	// Files by what they hold: a policy is YAML; drift reads manifests
+	// (YAML or JSON) and docker inspect output (JSON).
+	files := map[string][]string{"policy": {"yaml", "yml"}}
+	switch name {
+	case "validate":
+		files["filename"] = []string{"yaml", "yml"}
+	case "drift":
+		files["filename"] = []string{"yaml", "yml", "json"}
+		files["inspect"] = []string{"json"}
+	}
+	for flag, exts := range files {
+		if cmd.Flags().Lookup(flag) != nil {
+			_ = cmd.MarkFlagFilename(flag, exts...)
+		}
+	}
+	for _, flag := range []string{"netns", "control-netns"} {
+		if cmd.Flags().Lookup(flag) != nil {
+			_ = cmd.RegisterFlagCompletionFunc(flag, netnsNames)
+		}
+	}
+}
+
+// netnsNames completes the local backend's named network namespaces
+// (ip netns add NAME puts them in /run/netns).
+func netnsNames(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	entries, _ := os.ReadDir("/run/netns")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // kubeContexts completes --context with the contexts of the kubeconfig
