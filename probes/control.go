@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // A must-fail verdict is proof only if the destination would have answered:
@@ -43,13 +43,13 @@ func ControlPlan(e policy.Egress) []Attempt {
 // and subject, its class what the control saw. These are observations, not
 // verdicts: pass means the attempt was made (whatever it got), error that
 // it could not be.
-func RunControl(ctx context.Context, env *Env) report.ProbeResult {
+func RunControl(ctx context.Context, env *Env) result.ProbeResult {
 	res, start := newResult(env)
 	res.Vantage = VantageControl
 	e := env.Policy.Spec.Egress
 	plan := ControlPlan(e)
 	if len(plan) == 0 {
-		res.Findings = []report.Finding{{Check: checkMustFail, Status: report.Skip, Actual: "no destination to dial: the policy's denies are all through the proxy or DNS"}}
+		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Skip, Actual: "no destination to dial: the policy's denies are all through the proxy or DNS"}}
 		res.Seconds = env.Now().Sub(start).Seconds()
 		return res
 	}
@@ -57,17 +57,17 @@ func RunControl(ctx context.Context, env *Env) report.ProbeResult {
 	direct := policy.Egress{}
 	client, err := NewNetClient(direct)
 	if err != nil {
-		res.Findings = []report.Finding{{Check: checkMustFail, Status: report.Error, Actual: err.Error()}}
+		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Error, Actual: err.Error()}}
 		return res
 	}
 	results := client.RunAttempts(ctx, plan, OptionsFor(e))
 	for i, a := range plan {
 		r := results[i]
-		f := report.Finding{Check: a.Check, Subject: a.Subject, Status: report.Pass, Class: r.Class, Evidence: r.Detail, Seconds: r.Took().Seconds()}
+		f := result.Finding{Check: a.Check, Subject: a.Subject, Status: result.Pass, Class: r.Class, Evidence: r.Detail, Seconds: r.Took().Seconds()}
 		ev := r.Evidence
 		f.Attempt = &ev
 		if !ev.Attempted || r.Interrupted {
-			f.Status, f.Actual = report.Error, r.Detail
+			f.Status, f.Actual = result.Error, r.Detail
 		}
 		res.Findings = append(res.Findings, f)
 	}

@@ -81,7 +81,7 @@ func (b *Backend) controlPod(r *run, pl placement) *corev1.Pod {
 			Containers: []corev1.Container{{
 				Name:    render.ProbeContainer,
 				Image:   image,
-				Command: []string{render.ImageBinary},
+				Command: []string{render.ImageProbeBinary},
 				Args:    []string{"probe", "--control", "--policy", render.PolicyDir + "/" + render.PolicyKey, "--nonce", r.spec.Nonce},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: &t, RunAsNonRoot: &t,
