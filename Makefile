@@ -1,6 +1,9 @@
 # sandprobe — see README.md. Most targets need root (namespaces, nftables).
 GO        ?= go
 BIN       := bin/sandprobe
+# The in-sandbox probe alone (cmd/sandprobe-probe): what the backends copy
+# into every sandbox, beside $(BIN) in bin/ and in the image.
+PROBE_BIN := bin/sandprobe-probe
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w
 # Fuzz budgets are execution counts, not durations: with a -fuzztime
@@ -25,6 +28,7 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/sandprobe
+	$(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(PROBE_BIN) ./cmd/sandprobe-probe
 
 # Installs what the tests and the demo need (Debian packages); idempotent.
 deps:

@@ -36,6 +36,7 @@ keep=${SANDPROBE_E2E_KEEP:-0}
 # make's SANDPROBE_KEEP (hack/down.sh) naming the cluster or the lab keeps both.
 case " ${SANDPROBE_KEEP:-} " in *" all "* | *cluster* | *lab*) keep=1 ;; esac
 bin=bin/sandprobe
+probe_bin=bin/sandprobe-probe
 overlay=hack/e2e/overlay
 ns=sandprobe-system
 image=sandprobe.local/sandprobe:e2e
@@ -157,8 +158,9 @@ trap 'echo; echo "e2e: interrupted, tearing down"; exit 130' INT TERM
 mkdir -p "$out"
 rm -f "$out"/*
 [[ -x $bin ]] || fail "$bin is missing: run make build (or make e2e)"
+[[ -x $probe_bin ]] || fail "$probe_bin is missing: run make build (or make e2e)"
 # The image holds nothing but the binary: it must be static.
-if ldd "$bin" >/dev/null 2>&1; then fail "$bin is dynamically linked: build it with CGO_ENABLED=0 (make build)"; fi
+for b in "$bin" "$probe_bin"; do if ldd "$b" >/dev/null 2>&1; then fail "$b is dynamically linked: build it with CGO_ENABLED=0 (make build)"; fi; done
 
 # ---- the environment ---------------------------------------------------------------
 step "cluster up" "etcd, kube-apiserver, controller-manager, scheduler, kubelet, containerd (runc + gVisor)"
@@ -202,6 +204,8 @@ NFT
 step "image import" "$image from $bin (there is no registry)"
 rootfs=$(mktemp -d)
 install -m 0755 "$bin" "$rootfs/sandprobe"
+# The small probe every probe pod runs (and the init container copies).
+install -m 0755 "$probe_bin" "$rootfs/sandprobe-probe"
 # The lab's CA (new on every lab up), where the e2e policy's caFile says: a
 # real sandbox image carries its organisation's CA the same way.
 install -D -m 0644 "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/ca.pem" "$rootfs/etc/sandprobe-lab/ca.pem"

@@ -189,7 +189,7 @@ for c in "${components[@]}"; do
       ;;
     tests)
       procs_with tests "--storage.tsdb.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner
-      procs_exe tests "$PWD/bin/sandprobe" "/tmp/sandprobe-test-bin-*/sandprobe"
+      procs_exe tests "$PWD/bin/sandprobe" "$PWD/bin/sandprobe-probe" "/tmp/sandprobe-test-bin-*/sandprobe" "/tmp/sandprobe-test-bin-*/sandprobe-probe"
       ;;
   esac
 done

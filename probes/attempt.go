@@ -8,7 +8,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // What an attempt does (Attempt.Op).
@@ -56,7 +56,7 @@ type Result struct {
 	Detail   string   // what happened, in words (errno, status line, TLS version)
 	Answered []string // addresses (or names) that answered
 	// Evidence is what the report carries: timing, errno, who stopped it.
-	Evidence report.Attempt
+	Evidence result.Attempt
 	// Interrupted is an attempt that ended with the run (the probe was
 	// stopped), not on its own: whatever class it got, nothing was stopped.
 	Interrupted bool
@@ -162,7 +162,7 @@ func notAttempted(why string, at, timeout time.Duration) Result {
 	return Result{
 		Class:    policy.VerdictError,
 		Detail:   fmt.Sprintf("not attempted: %s (+%s)", why, at.Round(time.Millisecond)),
-		Evidence: report.Attempt{Attempted: false, Started: at.Seconds(), Timeout: timeout.Seconds()},
+		Evidence: result.Attempt{Attempted: false, Started: at.Seconds(), Timeout: timeout.Seconds()},
 	}
 }
 

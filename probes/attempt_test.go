@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // blackHole is a loopback port that drops every SYN, the way a DROP rule
@@ -95,7 +95,7 @@ func TestEveryAttemptGetsItsTimeout(t *testing.T) {
 	wall := time.Since(start)
 
 	meta := fs[checkMetadata]
-	if len(meta) != 1 || meta[0].Status != report.Fail || meta[0].Class != policy.VerdictAnswered || meta[0].Fix == "" {
+	if len(meta) != 1 || meta[0].Status != result.Fail || meta[0].Class != policy.VerdictAnswered || meta[0].Fix == "" {
 		t.Fatalf("open metadata stand-in behind %d drops: %+v", drops, meta)
 	}
 	if ev := meta[0].Attempt; ev == nil || !ev.Attempted || ev.Started < float64(drops/conc-1)*timeout.Seconds() {
@@ -107,11 +107,11 @@ func TestEveryAttemptGetsItsTimeout(t *testing.T) {
 	}
 	for _, f := range must {
 		ev := f.Attempt
-		if f.Status != report.Pass || f.Class != policy.VerdictTimeout || ev == nil || !ev.Attempted {
+		if f.Status != result.Pass || f.Class != policy.VerdictTimeout || ev == nil || !ev.Attempted {
 			t.Errorf("%s: %s/%s %+v", f.Name(), f.Status, f.Class, ev)
 			continue
 		}
-		if ev.Waited < 0.9*timeout.Seconds() || ev.StoppedBy != report.StoppedByNetwork || ev.Errno != "ETIMEDOUT" {
+		if ev.Waited < 0.9*timeout.Seconds() || ev.StoppedBy != result.StoppedByNetwork || ev.Errno != "ETIMEDOUT" {
 			t.Errorf("%s: waited %.3fs of %s, stopped by %q (%s): a drop waits its whole timeout", f.Name(), ev.Waited, timeout, ev.StoppedBy, ev.Errno)
 		}
 	}
@@ -141,7 +141,7 @@ func TestNotAttemptedIsAnError(t *testing.T) {
 	cut, skipped := 0, 0
 	for i, r := range results {
 		f := judge(plan[i], r, policy.Egress{})
-		if f.Status != report.Error || f.Fix == "" {
+		if f.Status != result.Error || f.Fix == "" {
 			t.Errorf("%s: %s (%s), want an error: nothing was stopped", f.Name(), f.Status, f.Actual)
 		}
 		switch {

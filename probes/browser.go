@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // browserNames are tried on PATH, in order, when the policy names no binary.
@@ -80,7 +80,7 @@ func (s *browserSteps) mark(name, detail string) {
 
 func (s *browserSteps) String() string { return "steps: " + strings.Join(s.done, "; ") }
 
-func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
+func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 	spec := env.Policy.Spec.Browser
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout.Duration)
 	defer cancel()
@@ -88,14 +88,14 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 	exp := fmt.Sprintf("a headless Chromium writes a %dx%d screenshot of a self-contained page to %s within %s", shotWidth, shotHeight, spec.WriteTo, spec.Timeout.Duration)
 	home := homeState()
 	// failAt builds the failure for a step, with everything seen so far.
-	failAt := func(step, actual, fix, output string) []report.Finding {
+	failAt := func(step, actual, fix, output string) []result.Finding {
 		ev := steps.String() + "; " + home.describe()
 		if output = strings.TrimSpace(output); output != "" {
 			ev += "; browser output: " + clipText(strings.Join(strings.Fields(output), " "), 1200)
 		}
 		f := fail(step, exp, actual, ev)
 		f.Fix = fix
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
 
 	path, err := findBrowser(spec.Path)
@@ -132,9 +132,9 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
 	defer cancelBrowser()
-	timedOut := func(step string) []report.Finding {
+	timedOut := func(step string) []result.Finding {
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return []report.Finding{errorf(step, "interrupted during %s", step)}
+			return []result.Finding{errorf(step, "interrupted during %s", step)}
 		}
 		return failAt(step, fmt.Sprintf("timed out during %s after %s", step, spec.Timeout.Duration),
 			"Chromium did not finish in time: give the sandbox more CPU and memory or raise spec.browser.timeout; the browser output in the evidence shows where it stalled",
@@ -192,7 +192,7 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []report.Finding {
 
 	chromedp.Cancel(bctx) // a graceful close, so the profile is complete when removed
 	steps.mark("close", "")
-	return []report.Finding{pass(spec.WriteTo, exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", shotWidth, shotHeight), steps.String()+"; "+home.describe())}
+	return []result.Finding{pass(spec.WriteTo, exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", shotWidth, shotHeight), steps.String()+"; "+home.describe())}
 }
 
 // findBrowser resolves the policy's path or the first known name on PATH.

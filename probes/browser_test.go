@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // browserPolicy asks for a screenshot into a fresh directory.
@@ -44,8 +44,8 @@ func realChromium(t testing.TB) string {
 func TestBrowserScreenshot(t *testing.T) {
 	p := browserPolicy(t, realChromium(t), 0)
 	f := checkBrowserScreenshot(context.Background(), &Env{Policy: p, Nonce: "unit"})[0]
-	if f.Status != report.Pass {
-		t.Fatalf("%s %s\nevidence: %s\nfix: %s", f.Status, report.ExpectedActual(f), f.Evidence, f.Fix)
+	if f.Status != result.Pass {
+		t.Fatalf("%s %s\nevidence: %s\nfix: %s", f.Status, result.ExpectedActual(f), f.Evidence, f.Fix)
 	}
 	for _, step := range []string{"locate ", "profile ", "launch ", "render ", "capture ", "write ", "decode ", "800x600 PNG", "block rgb(30,144,255)"} {
 		if !strings.Contains(f.Evidence, step) {
@@ -119,8 +119,8 @@ func TestBrowserFailuresSayWhy(t *testing.T) {
 			if took := time.Since(start); took > 15*time.Second {
 				t.Errorf("took %s", took)
 			}
-			if f.Status != report.Fail || f.Subject != c.subject {
-				t.Fatalf("%s at %q, want fail at %q: %s (%s)", f.Status, f.Subject, c.subject, report.ExpectedActual(f), f.Evidence)
+			if f.Status != result.Fail || f.Subject != c.subject {
+				t.Fatalf("%s at %q, want fail at %q: %s (%s)", f.Status, f.Subject, c.subject, result.ExpectedActual(f), f.Evidence)
 			}
 			if !strings.Contains(f.Actual, c.actual) {
 				t.Errorf("actual %q does not contain %q", f.Actual, c.actual)
@@ -195,7 +195,7 @@ func BenchmarkBrowserScreenshot(b *testing.B) {
 		t0 := time.Now()
 		f := checkBrowserScreenshot(context.Background(), &Env{Policy: p, Nonce: "bench"})[0]
 		check += time.Since(t0)
-		if f.Status != report.Pass {
+		if f.Status != result.Pass {
 			b.Fatalf("%s: %s (%s)", f.Status, f.Actual, f.Evidence)
 		}
 		t1 := time.Now()

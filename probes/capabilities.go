@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // capSets reads the five capability sets with syscalls (capget, prctl)
@@ -52,10 +52,10 @@ func capSets() (map[string]uint64, error) {
 
 var capSetOrder = []string{"CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"}
 
-func checkCapabilities(_ context.Context, env *Env) []report.Finding {
+func checkCapabilities(_ context.Context, env *Env) []result.Finding {
 	sets, err := capSets()
 	if err != nil {
-		return []report.Finding{errorf("", "%v", err)}
+		return []result.Finding{errorf("", "%v", err)}
 	}
 	allowed := env.Policy.Spec.Capabilities
 	expected := "no capabilities"
@@ -63,7 +63,7 @@ func checkCapabilities(_ context.Context, env *Env) []report.Finding {
 		expected = "at most " + strings.Join(allowed, ", ")
 	}
 	status := procStatus()
-	var out []report.Finding
+	var out []result.Finding
 	for _, name := range capSetOrder {
 		have := policy.CapabilityNames(sets[name])
 		var extra []string

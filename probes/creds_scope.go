@@ -13,7 +13,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // grant is one verb on one resource of one API group, as RBAC names it; a
@@ -146,8 +146,8 @@ type (
 	}
 )
 
-func checkCredsScope(ctx context.Context, env *Env) []report.Finding {
-	var out []report.Finding
+func checkCredsScope(ctx context.Context, env *Env) []result.Finding {
+	var out []result.Finding
 	for _, cr := range env.Policy.Spec.Credentials {
 		if cr.Kubernetes == nil {
 			continue
@@ -161,20 +161,20 @@ func checkCredsScope(ctx context.Context, env *Env) []report.Finding {
 // each namespace, and compares that with the declared scope. Every string
 // of every finding is scrubbed of the credential's secrets at the end: the
 // token must appear in no output, whatever a server or library echoes.
-func credScope(ctx context.Context, cr policy.Credential, environ []string) (out []report.Finding) {
+func credScope(ctx context.Context, cr policy.Credential, environ []string) (out []result.Finding) {
 	scope := cr.Kubernetes.Scope
 	exp := describeScope(scope)
 	if _, err := os.Stat(cr.MountPath); os.IsNotExist(err) {
-		f := report.Finding{Subject: cr.Name, Status: report.Skip, Expected: exp,
+		f := result.Finding{Subject: cr.Name, Status: result.Skip, Expected: exp,
 			Actual:   fmt.Sprintf("the credential is not mounted at %s where the probe runs: nothing to ask the API server with", cr.MountPath),
 			Evidence: "the kube runner does not mount sandbox credentials into its probe pod; the local and docker runners do (from spec.credentials[].source)"}
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
 	c, err := loadKubeCred(cr, environ)
 	if err != nil {
 		f := errorf(cr.Name, "%v", err)
 		f.Expected, f.Fix = exp, "mount the credential where the policy says, in a form the probe reads (a kubeconfig with a token or client certificate, or a token with kubernetes.server)"
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
 	defer func() {
 		for i := range out {
@@ -208,7 +208,7 @@ func whoAmI(ctx context.Context, c *kubeCred) string {
 	return fmt.Sprintf("user %s (groups %s)", r.Status.UserInfo.Username, strings.Join(r.Status.UserInfo.Groups, ", "))
 }
 
-func judgeScope(ctx context.Context, c *kubeCred, name, ns string, scope policy.CredentialScope, exp, who string) report.Finding {
+func judgeScope(ctx context.Context, c *kubeCred, name, ns string, scope policy.CredentialScope, exp, who string) result.Finding {
 	subject := name + " namespace/" + ns
 	var rr rulesReview
 	rr.APIVersion, rr.Kind = "authorization.k8s.io/v1", "SelfSubjectRulesReview"
@@ -312,7 +312,7 @@ func judgeScope(ctx context.Context, c *kubeCred, name, ns string, scope policy.
 
 // scopeError is a question the API server did not answer: an error, never
 // a pass (a refused credential proves nothing about its scope).
-func scopeError(subject, exp string, c *kubeCred, err error) report.Finding {
+func scopeError(subject, exp string, c *kubeCred, err error) result.Finding {
 	f := errorf(subject, "%v", err)
 	f.Expected, f.Evidence = exp, "asked "+c.server+" with "+c.from
 	f.Fix = "make the API server reachable from the sandbox with this credential"
@@ -365,7 +365,7 @@ func describeScope(s policy.CredentialScope) string {
 }
 
 // scrubFinding replaces every secret in a finding's text.
-func scrubFinding(f *report.Finding, secrets []string) {
+func scrubFinding(f *result.Finding, secrets []string) {
 	for _, s := range secrets {
 		if len(s) < 8 {
 			continue // too short to be a credential; replacing it would mangle words

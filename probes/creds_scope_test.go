@@ -28,6 +28,7 @@ import (
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestMain stops the API server creds.scope's test starts.
@@ -146,19 +147,19 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 		name, token string
 		form        string // kubeconfig or token
 		scope       policy.CredentialScope
-		want        report.Status
+		want        result.Status
 		actual      []string
 	}{
-		{"view, view-only", "viewer", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Pass, []string{"no more than declared"}},
-		{"view, as a mounted token", "viewer", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Pass, nil},
-		{"edit, view-only", "editor", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Fail, []string{"get secrets", "list secrets", "create pods", "create pods/exec"}},
-		{"edit, as a mounted token", "editor", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Fail, []string{"secrets", "create pods"}},
-		{"view, none declared", "viewer", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeNone}, report.Fail, []string{"grants beyond the scope in its rules", "configmaps (get, list, watch)"}},
-		{"ServiceAccount deleted", "gone", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
-		{"bound Secret deleted", "bound", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
-		{"garbage", "garbage", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
-		{"view, re-signed by the test (the control for expired)", "viewer-resigned", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Pass, nil},
-		{"expired", "expired", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, report.Error, []string{"401"}},
+		{"view, view-only", "viewer", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Pass, []string{"no more than declared"}},
+		{"view, as a mounted token", "viewer", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Pass, nil},
+		{"edit, view-only", "editor", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Fail, []string{"get secrets", "list secrets", "create pods", "create pods/exec"}},
+		{"edit, as a mounted token", "editor", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Fail, []string{"secrets", "create pods"}},
+		{"view, none declared", "viewer", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeNone}, result.Fail, []string{"grants beyond the scope in its rules", "configmaps (get, list, watch)"}},
+		{"ServiceAccount deleted", "gone", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Error, []string{"401"}},
+		{"bound Secret deleted", "bound", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Error, []string{"401"}},
+		{"garbage", "garbage", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Error, []string{"401"}},
+		{"view, re-signed by the test (the control for expired)", "viewer-resigned", "token", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Pass, nil},
+		{"expired", "expired", "kubeconfig", policy.CredentialScope{Preset: policy.ScopeViewOnly}, result.Error, []string{"401"}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,10 +186,10 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 					t.Errorf("actual %q does not name %q", f.Actual, want)
 				}
 			}
-			if f.Status != report.Pass && (f.Expected == "" || f.Fix == "") {
+			if f.Status != result.Pass && (f.Expected == "" || f.Fix == "") {
 				t.Errorf("a non-pass needs expected and fix: %+v", f)
 			}
-			if f.Status == report.Pass && !strings.Contains(f.Evidence, "system:serviceaccount:"+ns+":viewer") {
+			if f.Status == result.Pass && !strings.Contains(f.Evidence, "system:serviceaccount:"+ns+":viewer") {
 				t.Errorf("the evidence does not say who asked: %s", f.Evidence)
 			}
 			t.Logf("%s: %s | %s", f.Status, f.Actual, f.Evidence)
@@ -267,9 +268,9 @@ users:
 
 // assertNoSecret writes the result every way sandprobe writes results and
 // looks for the secret in each.
-func assertNoSecret(t *testing.T, res report.ProbeResult, secret string) {
+func assertNoSecret(t *testing.T, res result.ProbeResult, secret string) {
 	t.Helper()
-	run := report.Run{Policy: res.Policy, Findings: res.Findings, Probes: []report.ProbeResult{res}}
+	run := report.Run{Policy: res.Policy, Findings: res.Findings, Probes: []result.ProbeResult{res}}
 	outputs := map[string]report.Writer{"json": report.JSON{}, "junit": report.JUnit{}, "text": report.Text{Verbose: true}}
 	for name, w := range outputs {
 		var buf bytes.Buffer

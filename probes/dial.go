@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // NetClient dials from inside the sandbox (or from a control vantage):
@@ -240,7 +240,7 @@ type outcome struct {
 }
 
 // fill copies the outcome's evidence into an attempt's.
-func (o outcome) fill(ev *report.Attempt) {
+func (o outcome) fill(ev *result.Attempt) {
 	ev.Errno, ev.Signal, ev.StoppedBy = o.errno, o.signal, o.stoppedBy
 	if o.status != "" {
 		ev.ProxyStatus = o.status
@@ -269,7 +269,7 @@ func classify(err error) outcome {
 	}
 	var pd *errProxyDenied
 	if errors.As(err, &pd) {
-		return outcome{class: policy.VerdictProxyDenied, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: pd.status}
+		return outcome{class: policy.VerdictProxyDenied, detail: err.Error(), stoppedBy: result.StoppedByProxy, status: pd.status}
 	}
 	var own *errDNS
 	if errors.As(err, &own) {
@@ -279,23 +279,23 @@ func classify(err error) outcome {
 	if errors.As(err, &dnsErr) {
 		switch {
 		case dnsErr.IsNotFound:
-			return outcome{class: policy.VerdictNXDomain, detail: "NXDOMAIN: " + dnsErr.Name, stoppedBy: report.StoppedByResolver}
+			return outcome{class: policy.VerdictNXDomain, detail: "NXDOMAIN: " + dnsErr.Name, stoppedBy: result.StoppedByResolver}
 		case dnsErr.IsTimeout:
-			return outcome{class: policy.VerdictDNSTimeout, detail: "no DNS answer for " + dnsErr.Name + " in time", stoppedBy: report.StoppedByResolver, signal: "no DNS answer"}
+			return outcome{class: policy.VerdictDNSTimeout, detail: "no DNS answer for " + dnsErr.Name + " in time", stoppedBy: result.StoppedByResolver, signal: "no DNS answer"}
 		}
-		return outcome{class: policy.VerdictError, detail: "DNS: " + dnsErr.Err + " for " + dnsErr.Name, stoppedBy: report.StoppedByResolver}
+		return outcome{class: policy.VerdictError, detail: "DNS: " + dnsErr.Err + " for " + dnsErr.Name, stoppedBy: result.StoppedByResolver}
 	}
 	var pu *errProxyUpstream
 	if errors.As(err, &pu) {
-		return outcome{class: policy.VerdictProxyForwarded, detail: err.Error(), stoppedBy: report.StoppedByUpstream, status: pu.status}
+		return outcome{class: policy.VerdictProxyForwarded, detail: err.Error(), stoppedBy: result.StoppedByUpstream, status: pu.status}
 	}
 	var po *errProxyOther
 	if errors.As(err, &po) {
-		return outcome{class: policy.VerdictError, detail: err.Error(), stoppedBy: report.StoppedByProxy, status: po.status}
+		return outcome{class: policy.VerdictError, detail: err.Error(), stoppedBy: result.StoppedByProxy, status: po.status}
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		o := outcome{errno: unix.ErrnoName(errno), signal: signals[errno], stoppedBy: report.StoppedByNetwork}
+		o := outcome{errno: unix.ErrnoName(errno), signal: signals[errno], stoppedBy: result.StoppedByNetwork}
 		switch errno {
 		case syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EADDRNOTAVAIL, syscall.EACCES, syscall.EPERM:
 			o.class = policy.VerdictRefused
@@ -319,5 +319,5 @@ func classify(err error) outcome {
 // timedOut is an attempt that got no answer within its own timeout.
 func timedOut() outcome {
 	return outcome{class: policy.VerdictTimeout, detail: "no answer within the timeout (dropped)",
-		errno: "ETIMEDOUT", signal: "no answer: dropped", stoppedBy: report.StoppedByNetwork}
+		errno: "ETIMEDOUT", signal: "no answer: dropped", stoppedBy: result.StoppedByNetwork}
 }

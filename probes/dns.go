@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // The probe resolves names itself rather than through net.Resolver: the
@@ -380,7 +380,7 @@ func rcodeName(rc dnsmessage.RCode) string {
 
 // classifyDNS maps a lookup failure to a class and its evidence.
 func classifyDNS(e *errDNS) outcome {
-	o := outcome{stoppedBy: report.StoppedByResolver, detail: e.Error(), rcode: e.rcode, resolver: e.server}
+	o := outcome{stoppedBy: result.StoppedByResolver, detail: e.Error(), rcode: e.rcode, resolver: e.server}
 	switch e.rcode {
 	case "NXDOMAIN":
 		o.class = policy.VerdictNXDomain

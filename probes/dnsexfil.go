@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // The DNS checks. A resolver can carry data out even when every connection
@@ -168,15 +168,15 @@ func dnsEvidence(plan []Attempt, results []Result) dnsFacts {
 }
 
 // judgeDNS turns a DNS attempt into its finding.
-func judgeDNS(a Attempt, r Result, facts dnsFacts) report.Finding {
+func judgeDNS(a Attempt, r Result, facts dnsFacts) result.Finding {
 	f, made := baseFinding(a, r)
 	if !made {
 		return f
 	}
 	name := strings.TrimSuffix(a.Host, ".")
 	rc := r.Evidence.Rcode
-	inconclusive := func(why string) report.Finding {
-		f.Status = report.Inconclusive
+	inconclusive := func(why string) result.Finding {
+		f.Status = result.Inconclusive
 		f.Actual = fmt.Sprintf("%s (%s): %s", r.Class, r.Detail, why)
 		if f.Fix == "" {
 			f.Fix = "make the sandbox's resolver answer (REFUSED or NXDOMAIN) for names outside the allow-list, so the probe can tell"
@@ -188,10 +188,10 @@ func judgeDNS(a Attempt, r Result, facts dnsFacts) report.Finding {
 		f.Expected = "no DNS server outside answers a direct query"
 		switch {
 		case rc != "" || r.Class == policy.VerdictAnswered:
-			f.Status, f.Actual = report.Fail, "answered: "+r.Detail+": DNS goes around the sandbox's resolver"
+			f.Status, f.Actual = result.Fail, "answered: "+r.Detail+": DNS goes around the sandbox's resolver"
 			f.Fix = fmt.Sprintf("deny UDP and TCP 53 to %s in the sandbox's egress policy: only the sandbox's own resolver may be asked", a.Server)
 		case r.Class == policy.VerdictTimeout || r.Class == policy.VerdictRefused:
-			f.Status, f.Actual = report.Pass, r.Class+" (stopped by the network)"
+			f.Status, f.Actual = result.Pass, r.Class+" (stopped by the network)"
 		default:
 			return inconclusive("a failure that cannot be told apart from the probe's own")
 		}
@@ -207,7 +207,7 @@ func judgeDNS(a Attempt, r Result, facts dnsFacts) report.Finding {
 	}
 	switch {
 	case resolved(r):
-		f.Status = report.Fail
+		f.Status = result.Fail
 		switch a.role {
 		case dnsCanary:
 			f.Actual = "resolved: " + r.Detail + ": the query reached the canary zone's authority, so queries leave the sandbox"
@@ -220,17 +220,17 @@ func judgeDNS(a Attempt, r Result, facts dnsFacts) report.Finding {
 	case !refusedByResolver(r):
 		return inconclusive("the resolver gave no verdict on the name")
 	case a.role != dnsRandom:
-		f.Status, f.Actual = report.Pass, fmt.Sprintf("%s (%s from %s)", r.Class, rc, r.Evidence.Resolver)
+		f.Status, f.Actual = result.Pass, fmt.Sprintf("%s (%s from %s)", r.Class, rc, r.Evidence.Resolver)
 	case r.Class == policy.VerdictDNSRefused:
 		// A forwarder relays what the authority says; REFUSED for a name
 		// under a real domain is the resolver's own allow-list speaking.
-		f.Status, f.Actual = report.Pass, fmt.Sprintf("dns-refused (REFUSED from %s): the resolver refuses names outside its allow-list", r.Evidence.Resolver)
+		f.Status, f.Actual = result.Pass, fmt.Sprintf("dns-refused (REFUSED from %s): the resolver refuses names outside its allow-list", r.Evidence.Resolver)
 	case facts.forwards != "":
-		f.Status = report.Fail
+		f.Status = result.Fail
 		f.Actual = fmt.Sprintf("NXDOMAIN relayed: the resolver forwards names outside the allow-list (%s), so this random name reached the authority", facts.forwards)
 		f.Fix = forwardFix
 	case facts.doesNot != "":
-		f.Status, f.Actual = report.Pass, fmt.Sprintf("dns-nxdomain, and the resolver does not forward: %s", facts.doesNot)
+		f.Status, f.Actual = result.Pass, fmt.Sprintf("dns-nxdomain, and the resolver does not forward: %s", facts.doesNot)
 	default:
 		f.Fix = "declare spec.egress.dns.canaryZone (a zone you control whose authority answers every name), or list a real outside name under mustFail.hosts, so a forwarder shows itself"
 		return inconclusive("NXDOMAIN is what a forwarding resolver relays from the authority, and nothing here shows this one does not forward")

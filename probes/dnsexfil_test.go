@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // forwarder is a loopback resolver that relays every name it does not hold
@@ -51,35 +52,35 @@ func TestDNSExfil(t *testing.T) {
 		canary   bool
 		mustFail bool // list blocked.test under mustFail.hosts
 		resolver func(t *testing.T, authority *dnsServer) *dnsServer
-		want     map[string]report.Status // by subject prefix: "*.", "canary", "name"
+		want     map[string]result.Status // by subject prefix: "*.", "canary", "name"
 		leaks    bool                     // the authority sees the random names
 	}{
 		{"a DNS proxy that refuses names outside its allow-list", true, true,
 			func(t *testing.T, _ *dnsServer) *dnsServer {
 				return newDNSServer(t, zone(dnsmessage.RCodeRefused, allowed))
 			},
-			map[string]report.Status{"*.": report.Pass, "canary": report.Pass, "name": report.Pass}, false},
+			map[string]result.Status{"*.": result.Pass, "canary": result.Pass, "name": result.Pass}, false},
 		{"a resolver that answers NXDOMAIN outside its allow-list, with a canary", true, false,
 			func(t *testing.T, _ *dnsServer) *dnsServer {
 				return newDNSServer(t, zone(dnsmessage.RCodeNameError, allowed))
 			},
-			map[string]report.Status{"*.": report.Pass, "canary": report.Pass}, false},
+			map[string]result.Status{"*.": result.Pass, "canary": result.Pass}, false},
 		{"a forwarder to an NXDOMAIN authority, caught by a must-fail name", false, true, func(t *testing.T, a *dnsServer) *dnsServer { return forwarder(t, allowed, a) },
-			map[string]report.Status{"*.": report.Fail, "name": report.Fail}, true},
+			map[string]result.Status{"*.": result.Fail, "name": result.Fail}, true},
 		{"a forwarder, caught by the canary", true, false, func(t *testing.T, a *dnsServer) *dnsServer { return forwarder(t, allowed, a) },
-			map[string]report.Status{"*.": report.Fail, "canary": report.Fail}, true},
+			map[string]result.Status{"*.": result.Fail, "canary": result.Fail}, true},
 		{"a forwarder with nothing to tell it by: NXDOMAIN is not proof", false, false, func(t *testing.T, a *dnsServer) *dnsServer { return forwarder(t, allowed, a) },
-			map[string]report.Status{"*.": report.Inconclusive}, true},
+			map[string]result.Status{"*.": result.Inconclusive}, true},
 		{"a wildcard resolver", true, true,
 			func(t *testing.T, _ *dnsServer) *dnsServer {
 				return newDNSServer(t, func(string) dnsAnswer { return dnsAnswer{rcode: dnsmessage.RCodeSuccess, addrs: loopbackAddr} })
 			},
-			map[string]report.Status{"*.": report.Fail, "canary": report.Fail, "name": report.Fail}, false},
+			map[string]result.Status{"*.": result.Fail, "canary": result.Fail, "name": result.Fail}, false},
 		{"a resolver in trouble (SERVFAIL)", true, true,
 			func(t *testing.T, _ *dnsServer) *dnsServer {
 				return newDNSServer(t, zone(dnsmessage.RCodeServerFailure, allowed))
 			},
-			map[string]report.Status{"*.": report.Inconclusive, "canary": report.Inconclusive, "name": report.Inconclusive}, false},
+			map[string]result.Status{"*.": result.Inconclusive, "canary": result.Inconclusive, "name": result.Inconclusive}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,10 +118,10 @@ func TestDNSExfil(t *testing.T) {
 				if f.Status != want {
 					t.Errorf("%s: %s (%s), want %s", f.Name(), f.Status, f.Actual, want)
 				}
-				if f.Status != report.Pass && (f.Expected == "" || f.Fix == "") {
+				if f.Status != result.Pass && (f.Expected == "" || f.Fix == "") {
 					t.Errorf("%s: no expected or fix: %+v", f.Name(), f)
 				}
-				if f.Attempt == nil || (f.Status != report.Inconclusive && (f.Attempt.Rcode == "" || f.Attempt.Resolver == "")) {
+				if f.Attempt == nil || (f.Status != result.Inconclusive && (f.Attempt.Rcode == "" || f.Attempt.Resolver == "")) {
 					t.Errorf("%s: the evidence lacks the resolver and its rcode: %+v", f.Name(), f.Attempt)
 				}
 			}
@@ -153,14 +154,14 @@ func TestDNSBypass(t *testing.T) {
 `, origin(t), open.addr, closed, hole), dns)
 	for _, c := range []struct {
 		subject string
-		want    report.Status
+		want    result.Status
 		class   string
 	}{
-		{open.addr + "/udp", report.Fail, "answered"},
-		{open.addr + "/tcp", report.Fail, "answered"},
-		{closed + "/udp", report.Pass, "refused"},
-		{closed + "/tcp", report.Pass, "refused"},
-		{hole + "/tcp", report.Pass, "timeout"},
+		{open.addr + "/udp", result.Fail, "answered"},
+		{open.addr + "/tcp", result.Fail, "answered"},
+		{closed + "/udp", result.Pass, "refused"},
+		{closed + "/tcp", result.Pass, "refused"},
+		{hole + "/tcp", result.Pass, "timeout"},
 	} {
 		f, ok := fs[checkDNSBypass+" "+c.subject]
 		if !ok {
@@ -170,7 +171,7 @@ func TestDNSBypass(t *testing.T) {
 		if f.Status != c.want || f.Class != c.class {
 			t.Errorf("%s: %s/%s (%s), want %s/%s", c.subject, f.Status, f.Class, f.Actual, c.want, c.class)
 		}
-		if f.Status == report.Fail && (f.Attempt.Rcode != "NXDOMAIN" || f.Fix == "" || !report.UnexpectedlyOpen(f)) {
+		if f.Status == result.Fail && (f.Attempt.Rcode != "NXDOMAIN" || f.Fix == "" || !report.UnexpectedlyOpen(f)) {
 			t.Errorf("%s: evidence %+v fix %q", c.subject, f.Attempt, f.Fix)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // Egress check IDs. All of them are computed by one concurrent run of every
@@ -31,11 +31,11 @@ const (
 // egressRun is the memoised result of all attempts for one probe run.
 type egressRun struct {
 	once     sync.Once
-	findings map[string][]report.Finding
+	findings map[string][]result.Finding
 }
 
 // egressFindings runs every egress attempt once and returns the findings of one check.
-func egressFindings(ctx context.Context, env *Env, check string) []report.Finding {
+func egressFindings(ctx context.Context, env *Env, check string) []result.Finding {
 	env.egressMu.Lock()
 	if env.egress == nil {
 		env.egress = &egressRun{}
@@ -46,38 +46,38 @@ func egressFindings(ctx context.Context, env *Env, check string) []report.Findin
 	if fs := er.findings[check]; len(fs) > 0 {
 		return fs
 	}
-	return []report.Finding{{Check: check, Status: report.Skip, Actual: "nothing to check for this policy"}}
+	return []result.Finding{{Check: check, Status: result.Skip, Actual: "nothing to check for this policy"}}
 }
 
-func checkEgressAllowed(ctx context.Context, env *Env) []report.Finding {
+func checkEgressAllowed(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkAllowed)
 }
 
-func checkEgressMustFail(ctx context.Context, env *Env) []report.Finding {
+func checkEgressMustFail(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkMustFail)
 }
 
-func checkEgressMetadata(ctx context.Context, env *Env) []report.Finding {
+func checkEgressMetadata(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkMetadata)
 }
 
-func checkEgressProxyBypass(ctx context.Context, env *Env) []report.Finding {
+func checkEgressProxyBypass(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkProxyBypass)
 }
 
-func checkEgressDNSExfil(ctx context.Context, env *Env) []report.Finding {
+func checkEgressDNSExfil(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkDNSExfil)
 }
 
-func checkEgressDNSBypass(ctx context.Context, env *Env) []report.Finding {
+func checkEgressDNSBypass(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkDNSBypass)
 }
 
 // PlanEgress turns the policy into attempts; planning problems (an
 // allowance with only a wildcard to dial) become skip findings.
-func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
+func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 	var plan []Attempt
-	var notes []report.Finding
+	var notes []result.Finding
 	proxy := e.Proxy != ""
 	var concrete []policy.Allowance
 	for _, a := range e.Allow {
@@ -86,7 +86,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 			name = a.Probe
 		}
 		if strings.Contains(name, "*") {
-			notes = append(notes, report.Finding{Check: checkAllowed, Subject: hostPort(a.Host, a.Port), Status: report.Skip,
+			notes = append(notes, result.Finding{Check: checkAllowed, Subject: hostPort(a.Host, a.Port), Status: result.Skip,
 				Actual: "a wildcard cannot be dialled and no concrete name is declared",
 				Fix:    "add probe: <a real name under the pattern> to this allowance"})
 			continue
@@ -137,16 +137,16 @@ func PlanEgress(e policy.Egress) ([]Attempt, []report.Finding) {
 	return plan, notes
 }
 
-func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
+func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	e := env.Policy.Spec.Egress
-	out := map[string][]report.Finding{}
+	out := map[string][]result.Finding{}
 	client, err := NewNetClient(e)
 	if err == nil && env.dnsServer != "" {
 		client.useDNSServer(env.dnsServer)
 	}
 	if err != nil {
 		for _, c := range []string{checkAllowed, checkMustFail, checkMetadata} {
-			out[c] = []report.Finding{{Check: c, Status: report.Error, Actual: err.Error(), Fix: "make spec.egress.caFile readable inside the sandbox"}}
+			out[c] = []result.Finding{{Check: c, Status: result.Error, Actual: err.Error(), Fix: "make spec.egress.caFile readable inside the sandbox"}}
 		}
 		return out
 	}
@@ -171,7 +171,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 	noControl := allowedTried == 0 && len(e.Allow) > 0
 	dns := dnsEvidence(plan, results)
 	for i, a := range plan {
-		var f report.Finding
+		var f result.Finding
 		switch a.Check {
 		case checkDNSExfil, checkDNSBypass:
 			f = judgeDNS(a, results[i], dns)
@@ -182,14 +182,14 @@ func runEgress(ctx context.Context, env *Env) map[string][]report.Finding {
 		}
 		// A resolver's own answer proves what it does whatever the network.
 		resolverAnswered := a.Check == checkDNSExfil && f.Attempt != nil && f.Attempt.Rcode != ""
-		if !a.MustAnswer() && f.Status == report.Pass && !resolverAnswered {
+		if !a.MustAnswer() && f.Status == result.Pass && !resolverAnswered {
 			switch {
 			case deadNetwork:
-				f.Status = report.Inconclusive
+				f.Status = result.Inconclusive
 				f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
 				f.Fix = "make the allowed hosts reachable (see egress.allowed); until then no deny is proven"
 			case noControl:
-				f.Status = report.Inconclusive
+				f.Status = result.Inconclusive
 				f.Actual = fmt.Sprintf("%s, but no allowed target could be probed (every allowance is a wildcard without probe:): nothing shows the network works", f.Actual)
 				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
 			}
@@ -271,7 +271,7 @@ func (c *NetClient) tryProxy(ctx context.Context, a Attempt) Result {
 				r.Class, r.Answered = policy.VerdictProxyDenied, nil
 				r.Detail = "via " + c.proxy.Host + ": " + status + "; " + detail
 				r.Evidence.ProxyStatus = status + "; then inside TLS: " + detail
-				r.Evidence.StoppedBy = report.StoppedByProxy
+				r.Evidence.StoppedBy = result.StoppedByProxy
 			} else {
 				r.Detail += "; " + detail
 			}
@@ -321,7 +321,7 @@ func (c *NetClient) dialAll(ctx context.Context, a Attempt, addrs []string) Resu
 		if d.class == policy.VerdictAnswered {
 			out.Answered = append(out.Answered, d.addr)
 		}
-		out.Evidence.Addresses = append(out.Evidence.Addresses, report.AddressAttempt{
+		out.Evidence.Addresses = append(out.Evidence.Addresses, result.AddressAttempt{
 			Address: d.addr, Class: d.class, Errno: d.o.errno, Signal: d.o.signal, Waited: d.took.Seconds()})
 	}
 	out.Detail = strings.Join(parts, "; ")
@@ -349,7 +349,7 @@ func (c *NetClient) dialAll(ctx context.Context, a Attempt, addrs []string) Resu
 }
 
 // judge turns an attempt's result into a finding with expected, actual and fix.
-func judge(a Attempt, r Result, e policy.Egress) report.Finding {
+func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 	f, made := baseFinding(a, r)
 	if !made {
 		return f
@@ -359,10 +359,10 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 	if a.MustAnswer() {
 		f.Expected = "answered"
 		if answered {
-			f.Status, f.Actual = report.Pass, "answered"
+			f.Status, f.Actual = result.Pass, "answered"
 			return f
 		}
-		f.Status, f.Actual = report.Fail, r.Class+": "+r.Detail
+		f.Status, f.Actual = result.Fail, r.Class+": "+r.Detail
 		f.Fix = allowedFix(a, r)
 		return f
 	}
@@ -373,25 +373,25 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 	case a.ViaProxy:
 		f.Expected = "the proxy refuses it (" + statusList(e.ProxyDenyStatuses()) + ")"
 	}
-	inconclusive := func(actual, fix string) report.Finding {
-		f.Status, f.Actual, f.Fix = report.Inconclusive, actual, fix
+	inconclusive := func(actual, fix string) result.Finding {
+		f.Status, f.Actual, f.Fix = result.Inconclusive, actual, fix
 		return f
 	}
 	switch {
 	case answered:
-		f.Status = report.Fail
+		f.Status = result.Fail
 		f.Actual = "answered: " + r.Detail
 		f.Fix = openFix(a, e)
 	case r.Class == policy.VerdictProxyForwarded:
-		f.Status = report.Fail
+		f.Status = result.Fail
 		f.Actual = "the proxy let it through (" + ev.ProxyStatus + "): its allow-list does not deny it, only the upstream failed"
 		f.Fix = fmt.Sprintf("restore the proxy's deny for %s: its allow-list accepts it, so it answers as soon as the destination is up", a.Host)
 	case a.Expect != "" && r.Class != a.Expect:
-		f.Status = report.Fail
+		f.Status = result.Fail
 		f.Actual = r.Class + " instead of " + a.Expect + ": the blocking behaviour changed"
 		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.Subject)
 	case a.Expect != "":
-		f.Status, f.Actual = report.Pass, r.Class+stoppedByText(ev)
+		f.Status, f.Actual = result.Pass, r.Class+stoppedByText(ev)
 	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:
 		// Only the proxy's own refusal shows its allow-list denies the destination.
 		return inconclusive(fmt.Sprintf("%s (%s): the proxy never refused it, so its allow-list is untested", r.Class, r.Detail),
@@ -403,12 +403,12 @@ func judge(a Attempt, r Result, e policy.Egress) report.Finding {
 		return inconclusive(fmt.Sprintf("%s (%s): a failure that cannot be told apart from the probe's own", r.Class, r.Detail),
 			"read the evidence; if this is how the path is meant to fail, pin it with expect: "+r.Class)
 	default:
-		f.Status, f.Actual = report.Pass, r.Class+stoppedByText(ev)
+		f.Status, f.Actual = result.Pass, r.Class+stoppedByText(ev)
 	}
 	return f
 }
 
-func stoppedByText(ev report.Attempt) string {
+func stoppedByText(ev result.Attempt) string {
 	if ev.StoppedBy == "" {
 		return ""
 	}
@@ -417,12 +417,12 @@ func stoppedByText(ev report.Attempt) string {
 
 // baseFinding is the finding every attempt starts from; made is false for
 // an attempt that was never made or was cut short, which is an error.
-func baseFinding(a Attempt, r Result) (report.Finding, bool) {
+func baseFinding(a Attempt, r Result) (result.Finding, bool) {
 	ev := r.Evidence
-	f := report.Finding{Check: a.Check, Subject: a.Subject, Class: r.Class, Seconds: ev.Waited, Attempt: &ev,
+	f := result.Finding{Check: a.Check, Subject: a.Subject, Class: r.Class, Seconds: ev.Waited, Attempt: &ev,
 		Evidence: fmt.Sprintf("%s in %s", r.Detail, r.Took().Round(time.Millisecond))}
 	if !ev.Attempted || r.Interrupted {
-		f.Status, f.Expected, f.Actual = report.Error, "the attempt is made, with its whole timeout", r.Detail
+		f.Status, f.Expected, f.Actual = result.Error, "the attempt is made, with its whole timeout", r.Detail
 		f.Evidence = r.Detail
 		f.Fix = "give the probe the time its egress run needs (spec.probe.deadline), or fewer attempts per run (spec.egress.concurrency up, or fewer targets)"
 		return f, false

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 func TestPlanEgress(t *testing.T) {
@@ -58,7 +59,7 @@ func TestPlanEgress(t *testing.T) {
 			t.Errorf("missing attempt %q; plan: %v", want, got)
 		}
 	}
-	if len(notes) != 1 || notes[0].Status != report.Skip || !strings.Contains(notes[0].Subject, "*.github.com") {
+	if len(notes) != 1 || notes[0].Status != result.Skip || !strings.Contains(notes[0].Subject, "*.github.com") {
 		t.Errorf("a wildcard without probe name should be one skip note, got %+v", notes)
 	}
 	for _, a := range plan {
@@ -74,7 +75,7 @@ func TestClassifyRealErrors(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	_, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-	if o := classify(err); o.class != policy.VerdictRefused || o.errno != "ECONNREFUSED" || o.stoppedBy != report.StoppedByNetwork {
+	if o := classify(err); o.class != policy.VerdictRefused || o.errno != "ECONNREFUSED" || o.stoppedBy != result.StoppedByNetwork {
 		t.Errorf("closed port: %+v", o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
@@ -190,13 +191,13 @@ func closedPort(t *testing.T) int {
 
 // loopbackEgress runs the egress checks of a policy on loopback, with names
 // resolved by a loopback DNS server only.
-func loopbackEgress(t *testing.T, doc string, dns *dnsServer) map[string]report.Finding {
+func loopbackEgress(t *testing.T, doc string, dns *dnsServer) map[string]result.Finding {
 	t.Helper()
 	env := &Env{Policy: mustPolicy(t, doc)}
 	if dns != nil {
 		env.dnsServer = dns.addr
 	}
-	out := map[string]report.Finding{}
+	out := map[string]result.Finding{}
 	for _, fs := range runEgress(context.Background(), env) {
 		for _, f := range fs {
 			out[f.Name()] = f
@@ -216,15 +217,15 @@ func TestProxyOnlyItsRefusalPasses(t *testing.T) {
 	dns := newDNSServer(t, zone(dnsmessage.RCodeNameError, nil))
 	cases := []struct {
 		name, answer, deny string // the proxy's answer for the must-fail target ("" forwards)
-		want               report.Status
+		want               result.Status
 		class, actual      string
 	}{
-		{"the proxy's deny", "403 Filtered", "", report.Pass, policy.VerdictProxyDenied, "proxy-denied"},
-		{"allow-list lost, upstream down (tinyproxy)", "", "", report.Fail, policy.VerdictProxyForwarded, "500 Unable to connect"},
-		{"allow-list lost, upstream down (Squid)", "503 Service Unavailable", "", report.Fail, policy.VerdictProxyForwarded, "503 Service Unavailable"},
-		{"a status that is not a deny", "400 Bad Request", "", report.Inconclusive, policy.VerdictError, "never refused it"},
-		{"a declared deny status", "451 Unavailable For Legal Reasons", "451", report.Pass, policy.VerdictProxyDenied, "proxy-denied"},
-		{"403 when the policy declares another deny", "403 Forbidden", "451", report.Inconclusive, policy.VerdictError, "never refused it"},
+		{"the proxy's deny", "403 Filtered", "", result.Pass, policy.VerdictProxyDenied, "proxy-denied"},
+		{"allow-list lost, upstream down (tinyproxy)", "", "", result.Fail, policy.VerdictProxyForwarded, "500 Unable to connect"},
+		{"allow-list lost, upstream down (Squid)", "503 Service Unavailable", "", result.Fail, policy.VerdictProxyForwarded, "503 Service Unavailable"},
+		{"a status that is not a deny", "400 Bad Request", "", result.Inconclusive, policy.VerdictError, "never refused it"},
+		{"a declared deny status", "451 Unavailable For Legal Reasons", "451", result.Pass, policy.VerdictProxyDenied, "proxy-denied"},
+		{"403 when the policy declares another deny", "403 Forbidden", "451", result.Inconclusive, policy.VerdictError, "never refused it"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,7 +248,7 @@ func TestProxyOnlyItsRefusalPasses(t *testing.T) {
     dns: {arbitraryNames: allow}
     timeout: 2s
 `, proxy, deny, api, target, closed), dns)
-			if f := fs[fmt.Sprintf("egress.allowed api.test:%d via proxy", api)]; f.Status != report.Pass {
+			if f := fs[fmt.Sprintf("egress.allowed api.test:%d via proxy", api)]; f.Status != result.Pass {
 				t.Fatalf("the allowed origin does not answer through the test proxy: %+v", f)
 			}
 			f, ok := fs["egress.must-fail "+target+" via proxy"]
@@ -257,13 +258,13 @@ func TestProxyOnlyItsRefusalPasses(t *testing.T) {
 			if f.Status != c.want || f.Class != c.class || !strings.Contains(f.Actual, c.actual) {
 				t.Errorf("%s/%s %q, want %s/%s containing %q", f.Status, f.Class, f.Actual, c.want, c.class, c.actual)
 			}
-			if f.Status != report.Pass && (f.Expected == "" || f.Fix == "") {
+			if f.Status != result.Pass && (f.Expected == "" || f.Fix == "") {
 				t.Errorf("no expected/fix: %+v", f)
 			}
-			if c.want == report.Fail && (f.Attempt == nil || f.Attempt.StoppedBy != report.StoppedByUpstream || !strings.Contains(f.Attempt.ProxyStatus, c.actual)) {
+			if c.want == result.Fail && (f.Attempt == nil || f.Attempt.StoppedBy != result.StoppedByUpstream || !strings.Contains(f.Attempt.ProxyStatus, c.actual)) {
 				t.Errorf("evidence %+v: want stopped by upstream with the proxy's status", f.Attempt)
 			}
-			if c.want == report.Fail && !report.UnexpectedlyOpen(f) {
+			if c.want == result.Fail && !report.UnexpectedlyOpen(f) {
 				t.Errorf("a destination the proxy lets through is not counted as open egress")
 			}
 		})
@@ -280,13 +281,13 @@ func TestBypassNeedsAnAddress(t *testing.T) {
 	cases := []struct {
 		name, addresses string
 		dns             map[string][]netip.Addr
-		want            report.Status
+		want            result.Status
 		actual          string
 	}{
-		{"name does not resolve in the sandbox", "", nil, report.Inconclusive, "no address of api.test was dialled"},
-		{"addresses declared, closed", "127.0.0.2", nil, report.Pass, "refused"},
-		{"addresses declared, open", "127.0.0.1", nil, report.Fail, "answered"},
-		{"name resolves, open", "", map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}}, report.Fail, "answered"},
+		{"name does not resolve in the sandbox", "", nil, result.Inconclusive, "no address of api.test was dialled"},
+		{"addresses declared, closed", "127.0.0.2", nil, result.Pass, "refused"},
+		{"addresses declared, open", "127.0.0.1", nil, result.Fail, "answered"},
+		{"name resolves, open", "", map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}}, result.Fail, "answered"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -306,7 +307,7 @@ func TestBypassNeedsAnAddress(t *testing.T) {
 			if f.Status != c.want || !strings.Contains(f.Actual, c.actual) {
 				t.Errorf("%s %q, want %s containing %q", f.Status, f.Actual, c.want, c.actual)
 			}
-			if f.Status != report.Pass && f.Fix == "" {
+			if f.Status != result.Pass && f.Fix == "" {
 				t.Errorf("no fix: %+v", f)
 			}
 		})
@@ -330,7 +331,7 @@ func TestWildcardOnlyAllowancesProveNothing(t *testing.T) {
 	fs := loopbackEgress(t, doc, dns)
 	for _, name := range []string{fmt.Sprintf("egress.must-fail 127.0.0.1:%d", closed), fmt.Sprintf("egress.metadata 127.0.0.2:%d", closed)} {
 		f := fs[name]
-		if f.Status != report.Inconclusive || !strings.Contains(f.Actual, "no allowed target could be probed") || f.Fix == "" {
+		if f.Status != result.Inconclusive || !strings.Contains(f.Actual, "no allowed target could be probed") || f.Fix == "" {
 			t.Errorf("%s: %s %q", name, f.Status, f.Actual)
 		}
 	}
@@ -377,7 +378,7 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 				t.Fatalf("class %s (%s), want %s", r.Class, r.Detail, c.wantClass)
 			}
 			f := judge(Attempt{Check: checkAllowed, Host: c.host, Port: p, ViaProxy: true}, r, e)
-			if (f.Status == report.Pass) != (c.wantClass == policy.VerdictAnswered) || (f.Status == report.Fail && f.Fix == "") {
+			if (f.Status == result.Pass) != (c.wantClass == policy.VerdictAnswered) || (f.Status == result.Fail && f.Fix == "") {
 				t.Errorf("finding %+v", f)
 			}
 		})
@@ -386,16 +387,16 @@ func TestAllowedThroughProxyWithCA(t *testing.T) {
 
 func TestJudgePinnedClass(t *testing.T) {
 	a := Attempt{Check: checkMustFail, Subject: "10.0.0.1:443", Expect: policy.VerdictTimeout}
-	made := report.Attempt{Attempted: true}
-	if f := judge(a, Result{Class: policy.VerdictTimeout, Evidence: made}, policy.Egress{}); f.Status != report.Pass {
+	made := result.Attempt{Attempted: true}
+	if f := judge(a, Result{Class: policy.VerdictTimeout, Evidence: made}, policy.Egress{}); f.Status != result.Pass {
 		t.Errorf("matching class: %s", f.Status)
 	}
 	f := judge(a, Result{Class: policy.VerdictRefused, Detail: "ECONNREFUSED", Evidence: made}, policy.Egress{})
-	if f.Status != report.Fail || !strings.Contains(f.Actual, "refused instead of timeout") || f.Fix == "" {
+	if f.Status != result.Fail || !strings.Contains(f.Actual, "refused instead of timeout") || f.Fix == "" {
 		t.Errorf("pinned timeout answered by a reset: %+v", f)
 	}
 	f = judge(a, Result{Class: policy.VerdictAnswered, Detail: "connected", Evidence: made}, policy.Egress{})
-	if f.Status != report.Fail || f.Class != policy.VerdictAnswered {
+	if f.Status != result.Fail || f.Class != policy.VerdictAnswered {
 		t.Errorf("answered: %+v", f)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkEmptyAtStart(_ context.Context, env *Env) []report.Finding {
-	var out []report.Finding
+func checkEmptyAtStart(_ context.Context, env *Env) []result.Finding {
+	var out []result.Finding
 	for _, dir := range env.Policy.Spec.Filesystem.EmptyAtStart {
 		entries, err := os.ReadDir(dir)
 		switch {

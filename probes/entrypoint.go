@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // DefaultImageCommandTimeout is how long the image's own command runs before
@@ -24,7 +24,7 @@ const DefaultImageCommandTimeout = 5 * time.Second
 // it for a short grace period. Still running at the end means it started;
 // exiting 0 means it did its job; exiting non-zero means it breaks under these
 // constraints, and its output usually says where.
-func checkImageEntrypoint(ctx context.Context, env *Env) []report.Finding {
+func checkImageEntrypoint(ctx context.Context, env *Env) []result.Finding {
 	argv := env.ImageCommand
 	timeout := env.ImageCommandTimeout
 	if timeout <= 0 {
@@ -39,7 +39,7 @@ func checkImageEntrypoint(ctx context.Context, env *Env) []report.Finding {
 			f.Actual = "not found in the image (PATH=" + getenv("PATH") + ")"
 		}
 		f.Fix = fmt.Sprintf("the image's ENTRYPOINT/CMD names %s: install it in the image, executable by the sandbox uid", argv[0])
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -62,11 +62,11 @@ func checkImageEntrypoint(ctx context.Context, env *Env) []report.Finding {
 	}
 	switch {
 	case runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-		return []report.Finding{pass(argv[0], exp, fmt.Sprintf("still running after %s (stopped by the probe)", timeout), evidence)}
+		return []result.Finding{pass(argv[0], exp, fmt.Sprintf("still running after %s (stopped by the probe)", timeout), evidence)}
 	case ctx.Err() != nil:
-		return []report.Finding{errorf(argv[0], "interrupted: %v", ctx.Err())}
+		return []result.Finding{errorf(argv[0], "interrupted: %v", ctx.Err())}
 	case err == nil:
-		return []report.Finding{pass(argv[0], exp, fmt.Sprintf("exited 0 after %s", took), evidence)}
+		return []result.Finding{pass(argv[0], exp, fmt.Sprintf("exited 0 after %s", took), evidence)}
 	}
 	var ee *exec.ExitError
 	act := err.Error()
@@ -82,7 +82,7 @@ func checkImageEntrypoint(ctx context.Context, env *Env) []report.Finding {
 	}
 	f := fail(argv[0], exp, act, evidence)
 	f.Fix = fix
-	return []report.Finding{f}
+	return []result.Finding{f}
 }
 
 var (

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 func testPolicy(t *testing.T, extra string) *policy.Policy {
@@ -37,23 +37,23 @@ func TestImageEntrypoint(t *testing.T) {
 	cases := []struct {
 		name   string
 		argv   []string
-		want   report.Status
+		want   result.Status
 		actual string
 		fix    string
 	}{
-		{"exits 0", []string{"sh", "-c", "exit 0"}, report.Pass, "exited 0", ""},
-		{"keeps running", []string{"sh", "-c", "sleep 30 & echo $! >" + pidFile + "; wait"}, report.Pass, "still running after", ""},
+		{"exits 0", []string{"sh", "-c", "exit 0"}, result.Pass, "exited 0", ""},
+		{"keeps running", []string{"sh", "-c", "sleep 30 & echo $! >" + pidFile + "; wait"}, result.Pass, "still running after", ""},
 		{"writes the read-only root", []string{"sh", "-c", "echo 'app-start: 5: cannot create /var/run/app/pid: Read-only file system' >&2; exit 2"},
-			report.Fail, "exited 2 after", "make it write /var/run/app/pid under a declared writable path (/workspace, /tmp)"},
+			result.Fail, "exited 2 after", "make it write /var/run/app/pid under a declared writable path (/workspace, /tmp)"},
 		{"python-style read-only error", []string{"sh", "-c", "echo \"OSError: [Errno 30] Read-only file system: '/srv/cache'\" >&2; exit 1"},
-			report.Fail, "it writes /srv/cache on the read-only root", "/srv/cache under a declared writable path"},
+			result.Fail, "it writes /srv/cache on the read-only root", "/srv/cache under a declared writable path"},
 		{"permission denied", []string{"sh", "-c", "echo 'mkdir: cannot create directory /data: Permission denied' >&2; exit 1"},
-			report.Fail, "permission denied on /data", "uid 65532 cannot use"},
+			result.Fail, "permission denied on /data", "uid 65532 cannot use"},
 		{"missing helper", []string{"sh", "-c", "echo 'sh: 1: gosu: not found' >&2; exit 127"},
-			report.Fail, "gosu not found", "install it"},
-		{"unexplained failure", []string{"sh", "-c", "exit 9"}, report.Fail, "exited 9", "docker run --read-only --user 65532:65532"},
-		{"entrypoint not in the image", []string{"/no/such/entrypoint", "serve"}, report.Fail, "cannot start", "ENTRYPOINT/CMD names /no/such/entrypoint"},
-		{"command not on PATH", []string{"sandprobe-no-such-command"}, report.Fail, "not found in the image", "install it in the image"},
+			result.Fail, "gosu not found", "install it"},
+		{"unexplained failure", []string{"sh", "-c", "exit 9"}, result.Fail, "exited 9", "docker run --read-only --user 65532:65532"},
+		{"entrypoint not in the image", []string{"/no/such/entrypoint", "serve"}, result.Fail, "cannot start", "ENTRYPOINT/CMD names /no/such/entrypoint"},
+		{"command not on PATH", []string{"sandprobe-no-such-command"}, result.Fail, "not found in the image", "install it in the image"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestImageEntrypoint(t *testing.T) {
 			if f.Status != c.want || !strings.Contains(f.Actual, c.actual) {
 				t.Fatalf("%s %q, want %s %q (evidence %s)", f.Status, f.Actual, c.want, c.actual, f.Evidence)
 			}
-			if c.want == report.Fail && !strings.Contains(f.Fix, c.fix) {
+			if c.want == result.Fail && !strings.Contains(f.Fix, c.fix) {
 				t.Errorf("fix %q does not contain %q", f.Fix, c.fix)
 			}
 		})

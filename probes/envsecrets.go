@@ -8,14 +8,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkEnvSecrets names every variable that looks like a credential. A
 // finding carries the name only: the value never leaves this function.
-func checkEnvSecrets(_ context.Context, env *Env) []report.Finding {
+func checkEnvSecrets(_ context.Context, env *Env) []result.Finding {
 	sec := env.Policy.Spec.Secrets
-	var out []report.Finding
+	var out []result.Finding
 	checked := 0
 	for _, kv := range env.Environ {
 		name, value, _ := strings.Cut(kv, "=")

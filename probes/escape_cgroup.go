@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // cgroupControlFiles are the files whose write moves processes or changes
@@ -14,14 +14,14 @@ import (
 // classic container escape writes: the kernel runs it as root on the host.
 var cgroupControlFiles = []string{"cgroup.procs", "tasks", "notify_on_release", "cgroup.subtree_control"}
 
-func checkCgroup(_ context.Context, env *Env) []report.Finding {
+func checkCgroup(_ context.Context, env *Env) []result.Finding {
 	return judgeCgroup(visibleMounts(readMounts(os.DirFS("/"))))
 }
 
 // judgeCgroup asks the kernel, for every cgroup filesystem the sandbox can
 // see, whether this process may write its control files and release_agent
 // (access(2) only: nothing is written).
-func judgeCgroup(mounts []mountEntry) []report.Finding {
+func judgeCgroup(mounts []mountEntry) []result.Finding {
 	const expFS = "no cgroup filesystem this process can write"
 	const expAgent = "no writable release_agent"
 	var cg []mountEntry
@@ -32,7 +32,7 @@ func judgeCgroup(mounts []mountEntry) []report.Finding {
 	}
 	if len(cg) == 0 {
 		ev := "no cgroup or cgroup2 mount in /proc/self/mountinfo; mounting one needs CAP_SYS_ADMIN (see caps.sets)"
-		return []report.Finding{pass("cgroupfs", expFS, "no cgroup filesystem mounted", ev), pass("release_agent", expAgent, "no cgroup filesystem mounted", ev)}
+		return []result.Finding{pass("cgroupfs", expFS, "no cgroup filesystem mounted", ev), pass("release_agent", expAgent, "no cgroup filesystem mounted", ev)}
 	}
 	var seen, writable, agents, agentsWritable []string
 	for _, m := range cg {
@@ -56,7 +56,7 @@ func judgeCgroup(mounts []mountEntry) []report.Finding {
 		}
 	}
 	ev := "cgroup mounts: " + firstN(seen, 6)
-	var out []report.Finding
+	var out []result.Finding
 	if len(writable) > 0 {
 		out = append(out, fail("cgroupfs", expFS, fmt.Sprintf("%s writable by this process (%s)", count(len(writable), "control file is", "control files are"), firstN(writable, 3)), ev))
 	} else {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // defaultDevice reports whether a character device is in the set every
@@ -34,15 +34,15 @@ func gvisorDevice(d devNode) bool {
 	return !d.block && d.major == 10 && (d.minor == 229 || d.minor == 200)
 }
 
-func checkDevices(_ context.Context, env *Env) []report.Finding {
+func checkDevices(_ context.Context, env *Env) []result.Finding {
 	mounts := visibleMounts(readMounts(os.DirFS("/")))
-	return []report.Finding{judgeDevices(deviceNodes("/dev", mounts), env.Policy.Spec.Devices, underGVisor(env))}
+	return []result.Finding{judgeDevices(deviceNodes("/dev", mounts), env.Policy.Spec.Devices, underGVisor(env))}
 }
 
 // judgeDevices fails on every device node outside the default set that the
 // policy does not declare (spec.devices), by device number, so a device
 // under another name is still caught.
-func judgeDevices(nodes []devNode, declared []string, gvisor bool) report.Finding {
+func judgeDevices(nodes []devNode, declared []string, gvisor bool) result.Finding {
 	exp := "only the default device set (null, zero, full, random, urandom, tty, console, ptmx, pts)"
 	if len(declared) > 0 {
 		exp += " and " + joinOr(declared, "")

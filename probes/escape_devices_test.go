@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestDevices: real device nodes (mknod in a temp /dev) are judged by their
@@ -32,16 +32,16 @@ func TestDevices(t *testing.T) {
 		extra    func(dev string)
 		declared []string
 		gvisor   bool
-		want     report.Status
+		want     result.Status
 		actual   string
 	}{
-		{"the default set", func(string) {}, nil, false, report.Pass, "only default"},
-		{"kvm", func(d string) { mk(d, "kvm", unix.S_IFCHR, 10, 232) }, nil, false, report.Fail, "kvm (char 10:232)"},
-		{"kvm under a harmless name", func(d string) { mk(d, "nul", unix.S_IFCHR, 10, 232) }, nil, false, report.Fail, "nul (char 10:232)"},
-		{"a disk", func(d string) { mk(d, "sda", unix.S_IFBLK, 8, 0) }, nil, false, report.Fail, "sda (block 8:0)"},
-		{"fuse, declared", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229) }, []string{"/FUSE"}, false, report.Pass, ""},
-		{"fuse under gVisor", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229); mk(d, "net/tun", unix.S_IFCHR, 10, 200) }, nil, true, report.Pass, ""},
-		{"fuse under runc", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229) }, nil, false, report.Fail, "fuse"},
+		{"the default set", func(string) {}, nil, false, result.Pass, "only default"},
+		{"kvm", func(d string) { mk(d, "kvm", unix.S_IFCHR, 10, 232) }, nil, false, result.Fail, "kvm (char 10:232)"},
+		{"kvm under a harmless name", func(d string) { mk(d, "nul", unix.S_IFCHR, 10, 232) }, nil, false, result.Fail, "nul (char 10:232)"},
+		{"a disk", func(d string) { mk(d, "sda", unix.S_IFBLK, 8, 0) }, nil, false, result.Fail, "sda (block 8:0)"},
+		{"fuse, declared", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229) }, []string{"/FUSE"}, false, result.Pass, ""},
+		{"fuse under gVisor", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229); mk(d, "net/tun", unix.S_IFCHR, 10, 200) }, nil, true, result.Pass, ""},
+		{"fuse under runc", func(d string) { mk(d, "fuse", unix.S_IFCHR, 10, 229) }, nil, false, result.Fail, "fuse"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,14 +10,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // osRootDirs are what the root of an installed system holds; a mounted
 // filesystem root with most of them is a system's root, not a volume of data.
 var osRootDirs = []string{"etc", "usr", "bin", "sbin", "lib", "var", "boot", "root", "home", "proc", "sys", "dev"}
 
-func checkHostFS(_ context.Context, env *Env) []report.Finding {
+func checkHostFS(_ context.Context, env *Env) []result.Finding {
 	mounts := visibleMounts(readMounts(os.DirFS("/")))
 	return judgeHostFS(deviceNodes("/dev", mounts), mounts)
 }
@@ -26,10 +26,10 @@ func checkHostFS(_ context.Context, env *Env) []report.Finding {
 // or write beneath every filesystem permission) and on any mount of a whole
 // filesystem that holds a system's root directory tree: the host's "/"
 // mounted in (hostPath: /, -v /:/host).
-func judgeHostFS(nodes []devNode, mounts []mountEntry) []report.Finding {
+func judgeHostFS(nodes []devNode, mounts []mountEntry) []result.Finding {
 	const expBlock = "no block device node"
 	const expRoot = "no host root filesystem mounted"
-	var out []report.Finding
+	var out []result.Finding
 	var blocks []string
 	for _, d := range nodes {
 		if d.block {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestHostFS: a mounted filesystem root that holds a system's tree fails, a
@@ -22,24 +22,24 @@ func TestHostFS(t *testing.T) {
 	}
 	hostRoot := tree("etc", "usr", "bin", "sbin", "lib", "var", "proc", "sys")
 	workspace := tree("bin", "lib", "src", ".git")
-	find := func(fs []report.Finding, subject string) report.Finding {
+	find := func(fs []result.Finding, subject string) result.Finding {
 		for _, f := range fs {
 			if f.Subject == subject {
 				return f
 			}
 		}
 		t.Fatalf("no %q finding", subject)
-		return report.Finding{}
+		return result.Finding{}
 	}
 	cases := []struct {
 		name  string
 		mount mountEntry
-		want  report.Status
+		want  result.Status
 	}{
-		{"the host's root", mountEntry{point: hostRoot, root: "/", fstype: "ext4", source: "/dev/vda", opts: "ro"}, report.Fail},
-		{"a subdirectory of it (hostPath /etc)", mountEntry{point: hostRoot, root: "/etc", fstype: "ext4", source: "/dev/vda"}, report.Pass},
-		{"a workspace volume", mountEntry{point: workspace, root: "/", fstype: "ext4", source: "/dev/sdb"}, report.Pass},
-		{"the sandbox's own root", mountEntry{point: "/", root: "/", fstype: "overlay"}, report.Pass},
+		{"the host's root", mountEntry{point: hostRoot, root: "/", fstype: "ext4", source: "/dev/vda", opts: "ro"}, result.Fail},
+		{"a subdirectory of it (hostPath /etc)", mountEntry{point: hostRoot, root: "/etc", fstype: "ext4", source: "/dev/vda"}, result.Pass},
+		{"a workspace volume", mountEntry{point: workspace, root: "/", fstype: "ext4", source: "/dev/sdb"}, result.Pass},
+		{"the sandbox's own root", mountEntry{point: "/", root: "/", fstype: "overlay"}, result.Pass},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestHostFS(t *testing.T) {
 		})
 	}
 	t.Run("block devices", func(t *testing.T) {
-		if f := find(judgeHostFS([]devNode{{path: "/dev/null", major: 1, minor: 3}}, nil), "block devices"); f.Status != report.Pass {
+		if f := find(judgeHostFS([]devNode{{path: "/dev/null", major: 1, minor: 3}}, nil), "block devices"); f.Status != result.Pass {
 			t.Errorf("char only: %s", f.Status)
 		}
 		nodes := deviceNodes("/dev", nil)
@@ -58,7 +58,7 @@ func TestHostFS(t *testing.T) {
 			disk = disk || n.block
 		}
 		f := find(judgeHostFS(nodes, nil), "block devices")
-		if disk != (f.Status == report.Fail) || (disk && !strings.Contains(f.Actual, "block devices are visible")) {
+		if disk != (f.Status == result.Fail) || (disk && !strings.Contains(f.Actual, "block devices are visible")) {
 			t.Errorf("the host's /dev (a block device there: %v): %s %q", disk, f.Status, f.Actual)
 		}
 	})

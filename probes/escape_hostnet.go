@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // initNetNamespace is PROC_NET_INIT_INO, the inode recent kernels give the
@@ -24,8 +24,8 @@ var initNetOnly = []string{"netdev_max_backlog", "netdev_budget", "dev_weight", 
 // bridges, veth ends, CNI devices, physical NICs.
 var hostInterfacePrefixes = []string{"docker", "cni", "cbr", "flannel", "cali", "cilium", "kube-", "weave", "vxlan", "veth", "virbr", "br-", "ens", "enp", "eno", "wlan", "wlp", "bond", "tunl"}
 
-func checkHostNet(_ context.Context, env *Env) []report.Finding {
-	return []report.Finding{judgeHostNet("/proc/sys/net/core", "/proc/thread-self", underGVisor(env))}
+func checkHostNet(_ context.Context, env *Env) []result.Finding {
+	return []result.Finding{judgeHostNet("/proc/sys/net/core", "/proc/thread-self", underGVisor(env))}
 }
 
 // judgeHostNet tells the host's network namespace from one of the
@@ -33,7 +33,7 @@ func checkHostNet(_ context.Context, env *Env) []report.Finding {
 // in the initial namespace, and the initial namespace's inode. gVisor's
 // /proc/sys/net is the Sentry's, so there the only evidence is which
 // interfaces the sandbox sees (a node's bridges and NICs, or gVisor's own).
-func judgeHostNet(netCore, self string, gvisor bool) report.Finding {
+func judgeHostNet(netCore, self string, gvisor bool) result.Finding {
 	const exp = "a network namespace of its own (not the host's)"
 	link, _ := os.Readlink(filepath.Join(self, "ns", "net"))
 	ifaces := interfaces(filepath.Join(self, "net", "dev"))

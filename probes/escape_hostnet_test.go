@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestHostNet: this test binary runs in the host's network namespace and
@@ -20,36 +20,36 @@ import (
 // itself never runs in the host's namespace: only this observation does.
 func TestHostNet(t *testing.T) {
 	t.Run("the host's namespace", func(t *testing.T) {
-		if f := judgeHostNet("/proc/sys/net/core", "/proc/thread-self", false); f.Status != report.Fail || !strings.Contains(f.Actual, "host's network namespace") {
+		if f := judgeHostNet("/proc/sys/net/core", "/proc/thread-self", false); f.Status != result.Fail || !strings.Contains(f.Actual, "host's network namespace") {
 			t.Errorf("%s %q (%s)", f.Status, f.Actual, f.Evidence)
 		}
 	})
 	t.Run("a namespace of its own", func(t *testing.T) {
 		testenv.RequireRoot(t)
-		var f report.Finding
+		var f result.Finding
 		var wg conc.WaitGroup
 		wg.Go(func() {
 			// The thread that unshares runs nothing else: it ends with this
 			// goroutine (LockOSThread without Unlock).
 			runtime.LockOSThread()
 			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-				f = report.Finding{Status: report.Error, Actual: err.Error()}
+				f = result.Finding{Status: result.Error, Actual: err.Error()}
 				return
 			}
 			f = judgeHostNet("/proc/sys/net/core", "/proc/thread-self", false)
 		})
 		wg.Wait()
-		if f.Status != report.Pass {
+		if f.Status != result.Pass {
 			t.Errorf("%s %q (%s)", f.Status, f.Actual, f.Evidence)
 		}
 	})
 	t.Run("gVisor sees only its interfaces", func(t *testing.T) {
 		for _, c := range []struct {
 			dev  string
-			want report.Status
+			want result.Status
 		}{
-			{"lo: 0 0\n  eth0: 0 0\n", report.Pass},
-			{"lo: 0 0\n  eth0: 0 0\ndocker0: 0 0\nveth1a2b: 0 0\n", report.Fail},
+			{"lo: 0 0\n  eth0: 0 0\n", result.Pass},
+			{"lo: 0 0\n  eth0: 0 0\ndocker0: 0 0\nveth1a2b: 0 0\n", result.Fail},
 		} {
 			self := t.TempDir()
 			os.MkdirAll(filepath.Join(self, "net"), 0o755)

@@ -6,15 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // initPIDNamespace is PROC_PID_INIT_INO: the inode of the kernel's first PID
 // namespace (the host's), the same on every Linux since 3.8.
 const initPIDNamespace = 0xEFFFFFFC
 
-func checkHostPID(_ context.Context, env *Env) []report.Finding {
-	return []report.Finding{judgeHostPID("/proc", underGVisor(env))}
+func checkHostPID(_ context.Context, env *Env) []result.Finding {
+	return []result.Finding{judgeHostPID("/proc", underGVisor(env))}
 }
 
 // judgeHostPID looks for the host's PID namespace two ways. Kernel threads
@@ -24,7 +24,7 @@ func checkHostPID(_ context.Context, env *Env) []report.Finding {
 // kernel's constant for the initial namespace on Linux (it also catches a
 // /proc mounted with hidepid, which hides kernel threads); under gVisor it
 // numbers the Sentry's own namespaces and proves nothing, so it is left out.
-func judgeHostPID(procDir string, gvisor bool) report.Finding {
+func judgeHostPID(procDir string, gvisor bool) result.Finding {
 	const exp = "a PID namespace of its own (no host process visible)"
 	procs, err := listProcs(procDir)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // fakeProc writes a /proc with the given "pid comm ppid flags" processes and
@@ -43,14 +43,14 @@ func TestHostPID(t *testing.T) {
 		name   string
 		proc   string
 		gvisor bool
-		want   report.Status
+		want   result.Status
 		actual string
 	}{
-		{"own namespace", fakeProc(t, "pid:[4026532391]", "1 sandprobe 0 4194560", "7 sh 0 4194560"), false, report.Pass, "of its own"},
-		{"kernel threads visible", fakeProc(t, "pid:[4026532391]", "1 systemd 0 4194560", kthreadd), false, report.Fail, "kernel thread"},
-		{"hidepid hides the threads, the inode does not", fakeProc(t, "pid:[4026531836]", "1 systemd 0 4194560"), false, report.Fail, "initial PID namespace"},
-		{"gVisor's first namespace is its own", fakeProc(t, "pid:[4026531836]", "1 sandprobe 0 0"), true, report.Pass, "gVisor"},
-		{"this test, on the host", "/proc", false, report.Fail, "host's PID namespace"},
+		{"own namespace", fakeProc(t, "pid:[4026532391]", "1 sandprobe 0 4194560", "7 sh 0 4194560"), false, result.Pass, "of its own"},
+		{"kernel threads visible", fakeProc(t, "pid:[4026532391]", "1 systemd 0 4194560", kthreadd), false, result.Fail, "kernel thread"},
+		{"hidepid hides the threads, the inode does not", fakeProc(t, "pid:[4026531836]", "1 systemd 0 4194560"), false, result.Fail, "initial PID namespace"},
+		{"gVisor's first namespace is its own", fakeProc(t, "pid:[4026531836]", "1 sandprobe 0 0"), true, result.Pass, "gVisor"},
+		{"this test, on the host", "/proc", false, result.Fail, "host's PID namespace"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,23 +9,23 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkModuleLoad(_ context.Context, env *Env) []report.Finding {
+func checkModuleLoad(_ context.Context, env *Env) []result.Finding {
 	sets, err := capSets()
 	if err != nil {
-		return []report.Finding{errorf("", "%v", err)}
+		return []result.Finding{errorf("", "%v", err)}
 	}
 	held := (sets["CapEff"]|sets["CapPrm"])&(1<<unix.CAP_SYS_MODULE) != 0
-	return []report.Finding{judgeModuleLoad("/proc", held, underGVisor(env))}
+	return []result.Finding{judgeModuleLoad("/proc", held, underGVisor(env))}
 }
 
 // judgeModuleLoad: a process can load a kernel module when the kernel takes
 // modules at all (/proc/modules exists), has not locked loading for good
 // (kernel.modules_disabled is not 1), and the process holds CAP_SYS_MODULE
 // (effective, or permitted and so one capset(2) away). Nothing is loaded.
-func judgeModuleLoad(procDir string, capModule, gvisor bool) report.Finding {
+func judgeModuleLoad(procDir string, capModule, gvisor bool) result.Finding {
 	const exp = "this process cannot load a kernel module"
 	if gvisor {
 		return pass("", exp, "gVisor's kernel has no loadable modules", "the Sentry implements the system calls; init_module never reaches the host")

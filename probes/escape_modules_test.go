@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestModuleLoad: this machine's kernel has no module support, so the
@@ -26,13 +26,13 @@ func TestModuleLoad(t *testing.T) {
 		name     string
 		proc     string
 		cap, gvr bool
-		want     report.Status
+		want     result.Status
 	}{
-		{"modules, CAP_SYS_MODULE", proc(true, "0"), true, false, report.Fail},
-		{"modules, no capability", proc(true, "0"), false, false, report.Pass},
-		{"modules disabled", proc(true, "1"), true, false, report.Pass},
-		{"no module support", proc(false, ""), true, false, report.Pass},
-		{"gVisor", proc(true, "0"), true, true, report.Pass},
+		{"modules, CAP_SYS_MODULE", proc(true, "0"), true, false, result.Fail},
+		{"modules, no capability", proc(true, "0"), false, false, result.Pass},
+		{"modules disabled", proc(true, "1"), true, false, result.Pass},
+		{"no module support", proc(false, ""), true, false, result.Pass},
+		{"gVisor", proc(true, "0"), true, true, result.Pass},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

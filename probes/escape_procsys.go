@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // procSysDirs hold the host-wide kernel tunables (kernel.core_pattern runs a
@@ -25,7 +25,7 @@ var procSysOwn = []string{"kernel/hostname", "kernel/domainname", "kernel/ns_las
 // every device event); the cgroup tree is escape.cgroup's.
 var sysDirs = []string{"kernel", "kernel/mm/transparent_hugepage", "power", "module/kernel/parameters"}
 
-func checkProcSys(_ context.Context, env *Env) []report.Finding {
+func checkProcSys(_ context.Context, env *Env) []result.Finding {
 	return judgeProcSys("/proc", "/sys")
 }
 
@@ -33,8 +33,8 @@ func checkProcSys(_ context.Context, env *Env) []report.Finding {
 // the host-wide tunables under /proc/sys, /proc/sysrq-trigger and /sys
 // (access(2) only: nothing is written). A read-only mount answers EROFS; a
 // writable mount still protects them from a non-root uid with EACCES.
-func judgeProcSys(procDir, sysDir string) []report.Finding {
-	var out []report.Finding
+func judgeProcSys(procDir, sysDir string) []result.Finding {
+	var out []result.Finding
 	var files []string
 	for _, d := range procSysDirs {
 		for _, f := range regularFiles(filepath.Join(procDir, "sys", d)) {
@@ -63,7 +63,7 @@ func judgeProcSys(procDir, sysDir string) []report.Finding {
 }
 
 // writableFiles is one finding for a tree: the files this process may write.
-func writableFiles(subject, exp string, files []string) report.Finding {
+func writableFiles(subject, exp string, files []string) result.Finding {
 	var writable []string
 	var first error
 	for _, f := range files {

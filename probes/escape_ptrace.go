@@ -11,15 +11,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkPtrace(_ context.Context, env *Env) []report.Finding {
+func checkPtrace(_ context.Context, env *Env) []result.Finding {
 	sets, err := capSets()
 	if err != nil {
-		return []report.Finding{errorf("", "%v", err)}
+		return []result.Finding{errorf("", "%v", err)}
 	}
-	return []report.Finding{judgePtrace("/proc", os.Getpid(), sets["CapEff"]&(1<<unix.CAP_SYS_PTRACE) != 0, ptraceSyscall())}
+	return []result.Finding{judgePtrace("/proc", os.Getpid(), sets["CapEff"]&(1<<unix.CAP_SYS_PTRACE) != 0, ptraceSyscall())}
 }
 
 // ptraceSyscall asks whether ptrace(2) itself is allowed, harmlessly: a
@@ -41,7 +41,7 @@ func ptraceSyscall() error {
 // this reads without trying: Yama's ptrace_scope (1: descendants only,
 // 2: CAP_SYS_PTRACE only, 3: never) and a seccomp filter on ptrace(2).
 // The probe's own threads and children are not "another process".
-func judgePtrace(procDir string, self int, capPtrace bool, syscallErr error) report.Finding {
+func judgePtrace(procDir string, self int, capPtrace bool, syscallErr error) result.Finding {
 	const exp = "no other process this one can ptrace"
 	procs, err := listProcs(procDir)
 	if err != nil {

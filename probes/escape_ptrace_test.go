@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestPtrace: nothing is attached to. This test binary, root on the host,
@@ -17,10 +17,10 @@ import (
 // process into one that cannot be attached to.
 func TestPtrace(t *testing.T) {
 	testenv.RequireRoot(t)
-	if f := judgePtrace("/proc", os.Getpid(), true, nil); f.Status != report.Fail {
+	if f := judgePtrace("/proc", os.Getpid(), true, nil); f.Status != result.Fail {
 		t.Errorf("root on the host: %s %q", f.Status, f.Actual)
 	}
-	if f := judgePtrace("/proc", os.Getpid(), true, unix.EPERM); f.Status != report.Pass || !strings.Contains(f.Actual, "filtered") {
+	if f := judgePtrace("/proc", os.Getpid(), true, unix.EPERM); f.Status != result.Pass || !strings.Contains(f.Actual, "filtered") {
 		t.Errorf("ptrace(2) filtered: %s %q", f.Status, f.Actual)
 	}
 	// Yama's scope, read from a /proc that says 1, and no CAP_SYS_PTRACE.
@@ -28,15 +28,15 @@ func TestPtrace(t *testing.T) {
 	for _, pid := range []string{"2", "3", "4"} {
 		os.WriteFile(proc+"/"+pid+"/maps", nil, 0o444)
 	}
-	if f := judgePtrace(proc, 1, false, nil); f.Status != report.Fail || !strings.Contains(f.Actual, "1 other process can") || !strings.Contains(f.Actual, "2 other") {
+	if f := judgePtrace(proc, 1, false, nil); f.Status != result.Fail || !strings.Contains(f.Actual, "1 other process can") || !strings.Contains(f.Actual, "2 other") {
 		t.Errorf("classic rules, a readable other process: %s %q", f.Status, f.Actual)
 	}
 	os.MkdirAll(proc+"/sys/kernel/yama", 0o755)
 	os.WriteFile(proc+"/sys/kernel/yama/ptrace_scope", []byte("1\n"), 0o644)
-	if f := judgePtrace(proc, 1, false, nil); f.Status != report.Pass || !strings.Contains(f.Actual, "descendants") {
+	if f := judgePtrace(proc, 1, false, nil); f.Status != result.Pass || !strings.Contains(f.Actual, "descendants") {
 		t.Errorf("Yama 1: %s %q", f.Status, f.Actual)
 	}
-	if f := judgePtrace(fakeProc(t, "", "1 probe 0 0"), 1, true, nil); f.Status != report.Pass || !strings.Contains(f.Actual, "no other process") {
+	if f := judgePtrace(fakeProc(t, "", "1 probe 0 0"), 1, true, nil); f.Status != result.Pass || !strings.Contains(f.Actual, "no other process") {
 		t.Errorf("alone: %s %q", f.Status, f.Actual)
 	}
 }

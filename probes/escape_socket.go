@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // runtimeSocketPaths are where container runtimes and their front ends
@@ -45,7 +45,7 @@ type socketSearch struct {
 // candidate is a socket the search turned up and why it is looked at.
 type candidate struct{ path, why string }
 
-func checkRuntimeSocket(ctx context.Context, env *Env) []report.Finding {
+func checkRuntimeSocket(ctx context.Context, env *Env) []result.Finding {
 	dirs := []string{"/", "/run", "/var/run", "/tmp", "/run/containerd", "/run/docker", "/var/run/docker"}
 	if home := os.Getenv("HOME"); home != "" && !slices.Contains(dirs, home) {
 		dirs = append(dirs, home)
@@ -108,15 +108,15 @@ func (s socketSearch) candidates() []candidate {
 
 // judgeRuntimeSockets connects to each candidate (and sends nothing): a
 // connection accepted means the sandbox can drive that runtime.
-func judgeRuntimeSockets(ctx context.Context, s socketSearch) []report.Finding {
+func judgeRuntimeSockets(ctx context.Context, s socketSearch) []result.Finding {
 	const exp = "no container runtime socket the sandbox can connect to"
 	cands := s.candidates()
 	if len(cands) == 0 {
-		return []report.Finding{pass("", exp, "no runtime socket found",
+		return []result.Finding{pass("", exp, "no runtime socket found",
 			fmt.Sprintf("looked at %d usual paths (%s …), every mount point, $%s, and sockets named like a runtime's in %s",
 				len(s.known), strings.Join(s.known[:min(2, len(s.known))], ", "), strings.Join(runtimeSocketEnv, ", $"), strings.Join(s.dirs, ", ")))}
 	}
-	var out []report.Finding
+	var out []result.Finding
 	for _, c := range cands {
 		err := connectOnly(ctx, c.path)
 		evidence := fmt.Sprintf("%s: %s; %s", c.why, describeSocket(c.path), connectWord(err))

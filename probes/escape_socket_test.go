@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestRuntimeSocket: a socket a runtime would listen on fails when it
@@ -41,20 +41,20 @@ func TestRuntimeSocket(t *testing.T) {
 	cases := []struct {
 		name string
 		s    socketSearch
-		want map[string]report.Status
+		want map[string]result.Status
 	}{
-		{"nothing", socketSearch{known: []string{filepath.Join(dir, "none.sock")}}, map[string]report.Status{"": report.Pass}},
-		{"usual path", socketSearch{known: []string{live, filepath.Join(dir, "podman.sock")}}, map[string]report.Status{live: report.Fail}},
-		{"mounted in", socketSearch{mounts: []mountEntry{{point: mounted}}}, map[string]report.Status{mounted: report.Fail}},
-		{"named like a runtime's", socketSearch{dirs: []string{dir}}, map[string]report.Status{live: report.Fail, named: report.Fail, stale: report.Pass}},
-		{"named by DOCKER_HOST", socketSearch{environ: []string{"DOCKER_HOST=unix://" + env, "OTHER=unix://" + live}}, map[string]report.Status{env: report.Fail}},
+		{"nothing", socketSearch{known: []string{filepath.Join(dir, "none.sock")}}, map[string]result.Status{"": result.Pass}},
+		{"usual path", socketSearch{known: []string{live, filepath.Join(dir, "podman.sock")}}, map[string]result.Status{live: result.Fail}},
+		{"mounted in", socketSearch{mounts: []mountEntry{{point: mounted}}}, map[string]result.Status{mounted: result.Fail}},
+		{"named like a runtime's", socketSearch{dirs: []string{dir}}, map[string]result.Status{live: result.Fail, named: result.Fail, stale: result.Pass}},
+		{"named by DOCKER_HOST", socketSearch{environ: []string{"DOCKER_HOST=unix://" + env, "OTHER=unix://" + live}}, map[string]result.Status{env: result.Fail}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := map[string]report.Status{}
+			got := map[string]result.Status{}
 			for _, f := range judgeRuntimeSockets(context.Background(), c.s) {
 				got[f.Subject] = f.Status
-				if f.Status == report.Fail && (f.Expected == "" || f.Evidence == "") {
+				if f.Status == result.Fail && (f.Expected == "" || f.Evidence == "") {
 					t.Errorf("%s: failure without expected/evidence: %+v", f.Subject, f)
 				}
 			}

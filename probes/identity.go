@@ -7,36 +7,36 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkUID(_ context.Context, env *Env) []report.Finding {
+func checkUID(_ context.Context, env *Env) []result.Finding {
 	return checkID("uid", env.Policy.Spec.Identity.UID, os.Getuid(), os.Geteuid(), "getuid/geteuid")
 }
 
-func checkGID(_ context.Context, env *Env) []report.Finding {
+func checkGID(_ context.Context, env *Env) []result.Finding {
 	return checkID("gid", env.Policy.Spec.Identity.GID, os.Getgid(), os.Getegid(), "getgid/getegid")
 }
 
 // checkID compares a real and an effective id with the declared one; an id
 // of 0 is called out, since that is root inside the sandbox.
-func checkID(kind string, want int64, real, eff int, evidence string) []report.Finding {
+func checkID(kind string, want int64, real, eff int, evidence string) []result.Finding {
 	exp := fmt.Sprintf("%s %d", kind, want)
 	act := fmt.Sprintf("%s %d", kind, real)
 	if eff != real {
 		act += fmt.Sprintf(" (effective %d)", eff)
 	}
 	if int64(real) == want && int64(eff) == want {
-		return []report.Finding{pass("", exp, act, evidence)}
+		return []result.Finding{pass("", exp, act, evidence)}
 	}
 	f := fail("", exp, act, evidence)
 	if kind == "uid" && (real == 0 || eff == 0) {
 		f.Actual += ": root inside the sandbox"
 	}
-	return []report.Finding{f}
+	return []result.Finding{f}
 }
 
-func checkGroups(_ context.Context, env *Env) []report.Finding {
+func checkGroups(_ context.Context, env *Env) []result.Finding {
 	id := env.Policy.Spec.Identity
 	allowed := []int64{id.GID}
 	allowed = append(allowed, id.SupplementalGroups...)
@@ -45,7 +45,7 @@ func checkGroups(_ context.Context, env *Env) []report.Finding {
 	}
 	groups, err := os.Getgroups()
 	if err != nil {
-		return []report.Finding{errorf("", "getgroups: %v", err)}
+		return []result.Finding{errorf("", "getgroups: %v", err)}
 	}
 	var extra []string
 	for _, g := range groups {
@@ -63,9 +63,9 @@ func checkGroups(_ context.Context, env *Env) []report.Finding {
 		if slices.Contains(groups, 0) {
 			f.Actual += " (includes the root group 0)"
 		}
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
-	return []report.Finding{pass("", exp, act, "getgroups")}
+	return []result.Finding{pass("", exp, act, "getgroups")}
 }
 
 func toInt64(in []int) []int64 {

@@ -6,22 +6,22 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkNoNewPrivs asks the kernel with prctl: gVisor does not show
 // NoNewPrivs in /proc/self/status, so the text is evidence, not the answer.
-func checkNoNewPrivs(_ context.Context, _ *Env) []report.Finding {
+func checkNoNewPrivs(_ context.Context, _ *Env) []result.Finding {
 	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	if err != nil {
-		return []report.Finding{errorf("", "prctl(PR_GET_NO_NEW_PRIVS): %v", err)}
+		return []result.Finding{errorf("", "prctl(PR_GET_NO_NEW_PRIVS): %v", err)}
 	}
 	evidence := fmt.Sprintf("prctl(PR_GET_NO_NEW_PRIVS) = %d", v)
 	if line, ok := procStatus()["NoNewPrivs"]; ok {
 		evidence += "; /proc/self/status NoNewPrivs:\t" + line
 	}
 	if v != 1 {
-		return []report.Finding{fail("", "no_new_privs set", "no_new_privs off: a setuid binary could raise privileges", evidence)}
+		return []result.Finding{fail("", "no_new_privs set", "no_new_privs off: a setuid binary could raise privileges", evidence)}
 	}
-	return []report.Finding{pass("", "no_new_privs set", "no_new_privs set", evidence)}
+	return []result.Finding{pass("", "no_new_privs set", "no_new_privs set", evidence)}
 }

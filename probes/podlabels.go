@@ -9,22 +9,22 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkPodLabels reads the pod's own labels from its downward-API volume and
 // proves the probe pod carries the sandbox selector's labels, as admitted
 // (a mutating webhook could have changed them). It claims no more: which
 // policies select the pod only the runner can see, from outside (parity).
-func checkPodLabels(_ context.Context, env *Env) []report.Finding {
+func checkPodLabels(_ context.Context, env *Env) []result.Finding {
 	path := filepath.Join(env.PodInfoDir, "labels")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return []report.Finding{errorf("", "read the pod's labels from %s: %s", path, errnoName(err))}
+		return []result.Finding{errorf("", "read the pod's labels from %s: %s", path, errnoName(err))}
 	}
 	have, err := parseDownwardLabels(string(raw))
 	if err != nil {
-		return []report.Finding{errorf("", "parse %s: %v", path, err)}
+		return []result.Finding{errorf("", "parse %s: %v", path, err)}
 	}
 	want := env.Policy.Spec.Selector.MatchLabels
 	keys := make([]string, 0, len(want))
@@ -32,7 +32,7 @@ func checkPodLabels(_ context.Context, env *Env) []report.Finding {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out []report.Finding
+	var out []result.Finding
 	ev := "downward API " + path + "; which egress policies select the pod is the runner's parity check"
 	for _, k := range keys {
 		exp := fmt.Sprintf("%s=%q", k, want[k])

@@ -22,7 +22,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // Env is what a check may look at.
@@ -46,7 +46,7 @@ type Env struct {
 	// PodInfoDir is the pod's downward-API volume (Kubernetes runners only).
 	PodInfoDir string
 	// Runtime is what the probe sees of its isolation runtime; Run fills it.
-	Runtime *report.RuntimeEvidence
+	Runtime *result.RuntimeEvidence
 }
 
 // Check is one entry of the catalogue.
@@ -64,11 +64,11 @@ type Check struct {
 	// Needs says whether the runner handed over what the check needs; nil
 	// means nothing. A check without its input is left out, not skipped.
 	Needs func(*Env) bool
-	Run   func(ctx context.Context, env *Env) []report.Finding
+	Run   func(ctx context.Context, env *Env) []result.Finding
 }
 
 // Area is the check's group ("fs" for "fs.root-readonly").
-func (c Check) Area() string { return report.Area(c.ID) }
+func (c Check) Area() string { return result.Area(c.ID) }
 
 // Catalogue is the one table of checks, in the order they run.
 func Catalogue() []Check {
@@ -225,14 +225,14 @@ func (s Selection) keep(c Check) bool {
 
 // Run executes the selected checks and returns the probe's result. Quick
 // local checks run in catalogue order; late checks run concurrently after them.
-func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
+func Run(ctx context.Context, env *Env, sel Selection) result.ProbeResult {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
 	start := env.Now()
 	host, _ := os.Hostname()
-	res := report.ProbeResult{
-		Schema: report.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
+	res := result.ProbeResult{
+		Schema: result.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
 		Version: Version(), Hostname: host, StartedAt: start.UTC(),
 	}
 	if env.Runtime == nil {
@@ -240,7 +240,7 @@ func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
 	}
 	res.Runtime = env.Runtime
 	cat := Catalogue()
-	results := make([][]report.Finding, len(cat))
+	results := make([][]result.Finding, len(cat))
 	var late []int
 	for i, c := range cat {
 		if !sel.keep(c) {
@@ -268,11 +268,11 @@ func Run(ctx context.Context, env *Env, sel Selection) report.ProbeResult {
 
 // runOne runs a check, turning a panic into an error finding and filling in
 // the catalogue's fix and the time it took.
-func runOne(ctx context.Context, env *Env, c Check) (out []report.Finding) {
+func runOne(ctx context.Context, env *Env, c Check) (out []result.Finding) {
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
-			out = []report.Finding{{Check: c.ID, Status: report.Error, Actual: fmt.Sprintf("check panicked: %v", r), Evidence: string(debug.Stack())}}
+			out = []result.Finding{{Check: c.ID, Status: result.Error, Actual: fmt.Sprintf("check panicked: %v", r), Evidence: string(debug.Stack())}}
 		}
 		took := time.Since(start).Seconds()
 		for i := range out {
@@ -280,7 +280,7 @@ func runOne(ctx context.Context, env *Env, c Check) (out []report.Finding) {
 			if f.Check == "" {
 				f.Check = c.ID
 			}
-			if f.Fix == "" && (f.Status == report.Fail || f.Status == report.Error) {
+			if f.Fix == "" && (f.Status == result.Fail || f.Status == result.Error) {
 				f.Fix = c.Fix
 			}
 			if f.Seconds == 0 {
@@ -288,7 +288,7 @@ func runOne(ctx context.Context, env *Env, c Check) (out []report.Finding) {
 			}
 		}
 		if len(out) == 0 {
-			out = []report.Finding{{Check: c.ID, Status: report.Error, Actual: "the check returned no finding"}}
+			out = []result.Finding{{Check: c.ID, Status: result.Error, Actual: "the check returned no finding"}}
 		}
 	}()
 	return c.Run(ctx, env)
@@ -314,16 +314,16 @@ func Version() string {
 }
 
 // pass, fail and errorf build findings for the calling check.
-func pass(subject, expected, actual, evidence string) report.Finding {
-	return report.Finding{Subject: subject, Status: report.Pass, Expected: expected, Actual: actual, Evidence: evidence}
+func pass(subject, expected, actual, evidence string) result.Finding {
+	return result.Finding{Subject: subject, Status: result.Pass, Expected: expected, Actual: actual, Evidence: evidence}
 }
 
-func fail(subject, expected, actual, evidence string) report.Finding {
-	return report.Finding{Subject: subject, Status: report.Fail, Expected: expected, Actual: actual, Evidence: evidence}
+func fail(subject, expected, actual, evidence string) result.Finding {
+	return result.Finding{Subject: subject, Status: result.Fail, Expected: expected, Actual: actual, Evidence: evidence}
 }
 
-func errorf(subject, format string, args ...any) report.Finding {
-	return report.Finding{Subject: subject, Status: report.Error, Actual: fmt.Sprintf(format, args...)}
+func errorf(subject, format string, args ...any) result.Finding {
+	return result.Finding{Subject: subject, Status: result.Error, Actual: fmt.Sprintf(format, args...)}
 }
 
 func joinOr(list []string, empty string) string {
@@ -334,7 +334,7 @@ func joinOr(list []string, empty string) string {
 }
 
 // runLate runs the slow checks concurrently (bounded); each writes only its own slot.
-func runLate(ctx context.Context, env *Env, cat []Check, idx []int, results [][]report.Finding) {
+func runLate(ctx context.Context, env *Env, cat []Check, idx []int, results [][]result.Finding) {
 	p := pool.New().WithMaxGoroutines(4)
 	for _, i := range idx {
 		p.Go(func() { results[i] = runOne(ctx, env, cat[i]) })

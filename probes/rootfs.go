@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkRootReadOnly asks whether "/" is *mounted* read-only. A non-root uid
@@ -20,10 +20,10 @@ import (
 // leaves ST_RDONLY out of statfs and checks permissions before the mount
 // flag, so there the mount table and a permitted write carry the proof; on
 // Linux all three agree, and a writable root fails on every runtime.
-func checkRootReadOnly(_ context.Context, env *Env) []report.Finding {
+func checkRootReadOnly(_ context.Context, env *Env) []result.Finding {
 	var st unix.Statfs_t
 	if err := unix.Statfs("/", &st); err != nil {
-		return []report.Finding{errorf("/", "statfs /: %v", err)}
+		return []result.Finding{errorf("/", "statfs /: %v", err)}
 	}
 	rdonly := st.Flags&unix.ST_RDONLY != 0
 	root := rootMount(os.DirFS("/"))
@@ -37,21 +37,21 @@ func checkRootReadOnly(_ context.Context, env *Env) []report.Finding {
 		err := tryCreate(dir, env.Nonce)
 		evidence += fmt.Sprintf("; write in %s: %s", dir, describeWrite(err))
 		if err == nil {
-			return []report.Finding{fail("/", rootReadOnlyExp, "read-write: a file was created in "+dir, evidence)}
+			return []result.Finding{fail("/", rootReadOnlyExp, "read-write: a file was created in "+dir, evidence)}
 		}
 		erofs = erofs || errors.Is(err, unix.EROFS)
 	}
 	switch {
 	case rdonly || erofs:
-		return []report.Finding{pass("/", rootReadOnlyExp, "read-only mount", evidence)}
+		return []result.Finding{pass("/", rootReadOnlyExp, "read-only mount", evidence)}
 	case mountRO:
-		return []report.Finding{pass("/", rootReadOnlyExp, "read-only mount (per the mount table; this kernel's statfs does not report ST_RDONLY)", evidence)}
+		return []result.Finding{pass("/", rootReadOnlyExp, "read-only mount (per the mount table; this kernel's statfs does not report ST_RDONLY)", evidence)}
 	}
 	act := "read-write mount"
 	if strings.Contains(evidence, "EACCES") || strings.Contains(evidence, "EPERM") {
 		act += " (writes failed with a permission error for this uid, not because the mount is read-only)"
 	}
-	return []report.Finding{fail("/", rootReadOnlyExp, act, evidence)}
+	return []result.Finding{fail("/", rootReadOnlyExp, act, evidence)}
 }
 
 const rootReadOnlyExp = "the root filesystem mounted read-only"

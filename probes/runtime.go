@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // Runtime kinds the probe can tell apart from inside.
@@ -73,10 +73,10 @@ func kernelLog() (string, error) {
 }
 
 // CollectRuntime gathers what this process can see of the runtime it runs under.
-func CollectRuntime() *report.RuntimeEvidence { return collectRuntime(hostSources()) }
+func CollectRuntime() *result.RuntimeEvidence { return collectRuntime(hostSources()) }
 
-func collectRuntime(src runtimeSources) *report.RuntimeEvidence {
-	ev := &report.RuntimeEvidence{}
+func collectRuntime(src runtimeSources) *result.RuntimeEvidence {
+	ev := &result.RuntimeEvidence{}
 	release, version, err := src.uname()
 	if err == nil {
 		ev.Kernel = release
@@ -287,7 +287,7 @@ func kindSatisfies(kind, declared string) bool {
 	return true // "none" promises nothing
 }
 
-func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
+func checkRuntimeIsolation(_ context.Context, env *Env) []result.Finding {
 	ev := env.Runtime
 	if ev == nil {
 		ev = CollectRuntime()
@@ -316,7 +316,7 @@ func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
 	if class != "" && !declared {
 		f := fail(class, exp, fmt.Sprintf("runtime class %q, which the policy does not declare: %s", class, act), runtimeEvidence(ev))
 		f.Fix = fmt.Sprintf("run sandboxes only under a declared runtime class (%s; docker: --runtime NAME), or declare this one with the isolation it really gives in spec.runtime", strings.Join(rt.ClassNames, ", "))
-		return []report.Finding{f}
+		return []result.Finding{f}
 	}
 	for _, k := range kinds {
 		if kindSatisfies(ev.Kind, k) {
@@ -325,16 +325,16 @@ func checkRuntimeIsolation(_ context.Context, env *Env) []report.Finding {
 				// From inside, a VM sandbox and a container on a VM node look
 				// alike: only the runner, comparing this kernel with the
 				// node's, can tell (runner.CrossCheckKernel settles it).
-				f.Status = report.Inconclusive
+				f.Status = result.Inconclusive
 				f.Actual = act + ": a hypervisor is visible, but a plain container on a VM node sees one too; a VM of its own only if its kernel is not the node's"
 				f.Fix = "run the probe through a runner that reads the node's kernel (sandprobe run with the kube, docker or local backend)"
 			}
-			return []report.Finding{f}
+			return []result.Finding{f}
 		}
 	}
 	f := fail(class, exp, act, runtimeEvidence(ev))
 	f.Fix = isolationFix(kinds[0], class)
-	return []report.Finding{f}
+	return []result.Finding{f}
 }
 
 func isolationFix(declared, class string) string {
@@ -350,7 +350,7 @@ func isolationFix(declared, class string) string {
 	return "declare the isolation the runtime class really gives in spec.runtime.isolation"
 }
 
-func runtimeEvidence(ev *report.RuntimeEvidence) string {
+func runtimeEvidence(ev *result.RuntimeEvidence) string {
 	parts := []string{"kind " + ev.Kind}
 	if ev.ProcVersion != "" {
 		parts = append(parts, "/proc/version: "+firstLine(ev.ProcVersion))

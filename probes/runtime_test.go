@@ -8,7 +8,7 @@ import (
 	"testing/fstest"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // What each runtime shows, copied from real ones: gVisor (runsc 20221219 under
@@ -132,27 +132,27 @@ spec:
 	cases := []struct {
 		name, class string
 		rt          fakeRuntime
-		want        report.Status
+		want        result.Status
 		actual, fix string // substrings
 	}{
-		{"gvisor class under gVisor", "gvisor", gvisorRuntime, report.Pass, "gVisor, kernel 4.4.0", ""},
-		{"docker runtime name under gVisor", "runsc-nonet", gvisorRuntime, report.Pass, "gVisor", ""},
-		{"gvisor class under runc", "gvisor", runcOnFirecracker, report.Fail, "a VM, kernel 6.18.44-fc-v782", "handler is runsc"},
-		{"gvisor class on bare metal", "gvisor", runcBareMetal, report.Fail, "the host's kernel", "runsc"},
+		{"gvisor class under gVisor", "gvisor", gvisorRuntime, result.Pass, "gVisor, kernel 4.4.0", ""},
+		{"docker runtime name under gVisor", "runsc-nonet", gvisorRuntime, result.Pass, "gVisor", ""},
+		{"gvisor class under runc", "gvisor", runcOnFirecracker, result.Fail, "a VM, kernel 6.18.44-fc-v782", "handler is runsc"},
+		{"gvisor class on bare metal", "gvisor", runcBareMetal, result.Fail, "the host's kernel", "runsc"},
 		// A hypervisor alone proves nothing: runc on a VM node sees one too.
 		// Only the runner's comparison with the node's kernel settles it.
-		{"kata class under Kata", "kata", kataQEMU, report.Inconclusive, "a VM, kernel 6.1.62: a hypervisor is visible, but a plain container on a VM node sees one too", ""},
-		{"kata class under runc on a VM node", "kata", runcOnFirecracker, report.Inconclusive, "a VM, kernel 6.18.44-fc-v782", ""},
-		{"kata class under gVisor", "kata", gvisorRuntime, report.Fail, "gVisor", "VM runtime"},
-		{"kata class on bare metal", "kata", runcBareMetal, report.Fail, "the host's kernel", "VM runtime"},
-		{"a class that promises nothing", "plain", runcBareMetal, report.Pass, "the host's kernel", ""},
-		{"an undeclared class", "runc", runcBareMetal, report.Fail, "runtime class \"runc\", which the policy does not declare: the host's kernel", "declared runtime class"},
+		{"kata class under Kata", "kata", kataQEMU, result.Inconclusive, "a VM, kernel 6.1.62: a hypervisor is visible, but a plain container on a VM node sees one too", ""},
+		{"kata class under runc on a VM node", "kata", runcOnFirecracker, result.Inconclusive, "a VM, kernel 6.18.44-fc-v782", ""},
+		{"kata class under gVisor", "kata", gvisorRuntime, result.Fail, "gVisor", "VM runtime"},
+		{"kata class on bare metal", "kata", runcBareMetal, result.Fail, "the host's kernel", "VM runtime"},
+		{"a class that promises nothing", "plain", runcBareMetal, result.Pass, "the host's kernel", ""},
+		{"an undeclared class", "runc", runcBareMetal, result.Fail, "runtime class \"runc\", which the policy does not declare: the host's kernel", "declared runtime class"},
 		// Even when what it sees would do: the class itself is not allowed.
-		{"an undeclared class under gVisor", "runsc-debug", gvisorRuntime, report.Fail, "does not declare: gVisor", "declared runtime class"},
+		{"an undeclared class under gVisor", "runsc-debug", gvisorRuntime, result.Fail, "does not declare: gVisor", "declared runtime class"},
 		// The runner did not say: any declared class's isolation will do…
-		{"no class named, gVisor seen", "", gvisorRuntime, report.Pass, "gVisor", ""},
+		{"no class named, gVisor seen", "", gvisorRuntime, result.Pass, "gVisor", ""},
 		// …including "plain", which promises nothing.
-		{"no class named, host seen", "", runcBareMetal, report.Pass, "the host's kernel", ""},
+		{"no class named, host seen", "", runcBareMetal, result.Pass, "the host's kernel", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,15 +163,15 @@ spec:
 			}
 			f := fs[0]
 			if f.Status != c.want {
-				t.Fatalf("status %s, want %s: %s", f.Status, c.want, report.ExpectedActual(f))
+				t.Fatalf("status %s, want %s: %s", f.Status, c.want, result.ExpectedActual(f))
 			}
 			if !strings.Contains(f.Actual, c.actual) {
 				t.Errorf("actual %q does not contain %q", f.Actual, c.actual)
 			}
-			if c.want == report.Inconclusive && f.Fix == "" {
+			if c.want == result.Inconclusive && f.Fix == "" {
 				t.Errorf("inconclusive without a fix")
 			}
-			if c.want == report.Fail && (f.Expected == "" || !strings.Contains(f.Fix, c.fix)) {
+			if c.want == result.Fail && (f.Expected == "" || !strings.Contains(f.Fix, c.fix)) {
 				t.Errorf("expected %q, fix %q (want it to mention %q)", f.Expected, f.Fix, c.fix)
 			}
 			if f.Evidence == "" {
@@ -184,8 +184,8 @@ spec:
 	strict := *p
 	strict.Spec.Runtime = policy.Runtime{ClassNames: []string{"gvisor", "kata"}}
 	f := checkRuntimeIsolation(context.Background(), &Env{Policy: &strict, Runtime: collectRuntime(runcBareMetal.sources())})[0]
-	if f.Status != report.Fail || !strings.Contains(f.Expected, "gVisor or a VM") {
-		t.Errorf("unnamed class on bare metal: %s %s", f.Status, report.ExpectedActual(f))
+	if f.Status != result.Fail || !strings.Contains(f.Expected, "gVisor or a VM") {
+		t.Errorf("unnamed class on bare metal: %s %s", f.Status, result.ExpectedActual(f))
 	}
 }
 

@@ -6,16 +6,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // seccompModes names the values PR_GET_SECCOMP and /proc report.
 var seccompModes = map[int]string{0: "disabled", 1: "strict", 2: "filter"}
 
-func checkSeccomp(_ context.Context, env *Env) []report.Finding {
+func checkSeccomp(_ context.Context, env *Env) []result.Finding {
 	v, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
 	if err != nil {
-		return []report.Finding{errorf("", "prctl(PR_GET_SECCOMP): %v", err)}
+		return []result.Finding{errorf("", "prctl(PR_GET_SECCOMP): %v", err)}
 	}
 	evidence := fmt.Sprintf("prctl(PR_GET_SECCOMP) = %d", v)
 	if line, ok := procStatus()["Seccomp"]; ok {
@@ -31,9 +31,9 @@ func checkSeccomp(_ context.Context, env *Env) []report.Finding {
 			// The check reports what it sees and names that fix.
 			f := fail("", exp, act+" inside gVisor: the sandbox's own seccomp profile is not applied", evidence+"; runtime gvisor: runsc loads the container's seccomp profile only with --oci-seccomp; the Sentry's own filter still confines gVisor on the host")
 			f.Fix = "add --oci-seccomp to runsc's options (containerd: runsc.toml [runsc_config] oci-seccomp = \"true\"; docker: runtimeArgs in daemon.json) so the pod's RuntimeDefault profile applies inside gVisor too; if gVisor's own filtering is the boundary you accept, say so in the policy with spec.seccomp: Unconfined"
-			return []report.Finding{f}
+			return []result.Finding{f}
 		}
-		return []report.Finding{fail("", exp, act+": every system call is open to the sandbox", evidence)}
+		return []result.Finding{fail("", exp, act+": every system call is open to the sandbox", evidence)}
 	}
-	return []report.Finding{pass("", exp, act, evidence)}
+	return []result.Finding{pass("", exp, act, evidence)}
 }

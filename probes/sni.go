@@ -16,7 +16,7 @@ import (
 	"syscall"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkSNIMismatch is domain fronting through the proxy: a tunnel opened
@@ -26,7 +26,7 @@ import (
 // reach any name served by the same front (a CDN edge).
 const checkSNIMismatch = "egress.sni-mismatch"
 
-func checkEgressSNIMismatch(ctx context.Context, env *Env) []report.Finding {
+func checkEgressSNIMismatch(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkSNIMismatch)
 }
 
@@ -138,7 +138,7 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 		if err == nil && slices.Contains(c.denyStatus, resp.StatusCode) && proxySigned(resp) != "" {
 			r.Class = policy.VerdictProxyDenied
 			r.Detail = fmt.Sprintf("the proxy completed the handshake for %s itself (%s) and refused the request: %s %s (%s)", a.SNI, cert, resp.Proto, resp.Status, proxySigned(resp))
-			r.Evidence.StoppedBy = report.StoppedByProxy
+			r.Evidence.StoppedBy = result.StoppedByProxy
 			return r
 		}
 		r.Class, r.Answered = policy.VerdictAnswered, []string{a.SNI}
@@ -151,12 +151,12 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 	case seen.n == 0 && closedQuietly(herr):
 		r.Class = policy.VerdictProxyDenied
 		r.Detail = fmt.Sprintf("the proxy closed the tunnel for %s at the ClientHello for %s: nothing came back", a.Host, a.SNI)
-		r.Evidence.StoppedBy = report.StoppedByProxy
+		r.Evidence.StoppedBy = result.StoppedByProxy
 	case seen.first == 'H':
 		// The proxy answered in the tunnel itself, in HTTP: its own refusal.
 		r.Class = policy.VerdictProxyDenied
 		r.Detail = fmt.Sprintf("the proxy answered the ClientHello for %s in plain HTTP instead of passing it on", a.SNI)
-		r.Evidence.StoppedBy = report.StoppedByProxy
+		r.Evidence.StoppedBy = result.StoppedByProxy
 	case seen.first == 0x15:
 		r.Class, r.Answered = policy.VerdictAnswered, []string{a.SNI}
 		r.Detail = fmt.Sprintf("the ClientHello for %s crossed the proxy: a TLS endpoint answered it with an alert (%v); a proxy that checks SNI cuts the tunnel instead", a.SNI, herr)
@@ -243,7 +243,7 @@ func (f *firstByte) Read(p []byte) (int, error) {
 }
 
 // judgeFront turns a fronting attempt into a finding.
-func judgeFront(a Attempt, r Result) report.Finding {
+func judgeFront(a Attempt, r Result) result.Finding {
 	f, made := baseFinding(a, r)
 	if !made {
 		return f
@@ -251,15 +251,15 @@ func judgeFront(a Attempt, r Result) report.Finding {
 	f.Expected = fmt.Sprintf("the proxy refuses a ClientHello for %s in a tunnel opened for %s (it checks SNI)", a.SNI, a.Host)
 	switch {
 	case r.Unproven:
-		f.Status, f.Actual = report.Inconclusive, r.Detail
+		f.Status, f.Actual = result.Inconclusive, r.Detail
 		f.Fix = fmt.Sprintf("make %s answer through the proxy (see egress.allowed): until it does, fronting through it is untested", a.Host)
 	case r.Class == policy.VerdictProxyDenied:
-		f.Status, f.Actual = report.Pass, r.Detail
+		f.Status, f.Actual = result.Pass, r.Detail
 	case r.Class == policy.VerdictAnswered:
-		f.Status, f.Actual = report.Fail, "fronted: "+r.Detail
+		f.Status, f.Actual = result.Fail, "fronted: "+r.Detail
 		f.Fix = "make the proxy check the TLS server name, not only the CONNECT host: Squid ssl_bump peek at step 1, splice only an ssl::server_name ACL of the allowed names, terminate all else (tinyproxy filters on the CONNECT host alone and cannot)"
 	default:
-		f.Status = report.Inconclusive
+		f.Status = result.Inconclusive
 		f.Actual = fmt.Sprintf("%s: %s: neither the proxy's refusal nor the front's answer", r.Class, r.Detail)
 		f.Fix = "read the evidence: a proxy that holds the tunnel open without answering, or a front that ignores the name, cannot be told apart"
 	}

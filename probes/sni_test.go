@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // TestPlanSNI: every concrete HTTPS allowance through the proxy is paired
@@ -62,21 +62,21 @@ func TestJudgeFront(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		r    Result
-		want report.Status
+		want result.Status
 		fix  string
 	}{
-		{"proxy cut the tunnel", made(Result{Class: policy.VerdictProxyDenied, Detail: "closed"}), report.Pass, ""},
-		{"front answered", made(Result{Class: policy.VerdictAnswered, Detail: "handshake"}), report.Fail, "ssl_bump peek"},
-		{"front never reached", made(Result{Class: policy.VerdictError, Unproven: true, Detail: "nothing was tested"}), report.Inconclusive, "answer through the proxy"},
-		{"tunnel held open, silent", made(Result{Class: policy.VerdictTimeout, Detail: "timeout"}), report.Inconclusive, "cannot be told apart"},
-		{"TLS error on our side", made(Result{Class: policy.VerdictError, Detail: "tls: bad record"}), report.Inconclusive, ""},
-		{"not attempted", Result{Class: policy.VerdictProxyDenied}, report.Error, ""},
+		{"proxy cut the tunnel", made(Result{Class: policy.VerdictProxyDenied, Detail: "closed"}), result.Pass, ""},
+		{"front answered", made(Result{Class: policy.VerdictAnswered, Detail: "handshake"}), result.Fail, "ssl_bump peek"},
+		{"front never reached", made(Result{Class: policy.VerdictError, Unproven: true, Detail: "nothing was tested"}), result.Inconclusive, "answer through the proxy"},
+		{"tunnel held open, silent", made(Result{Class: policy.VerdictTimeout, Detail: "timeout"}), result.Inconclusive, "cannot be told apart"},
+		{"TLS error on our side", made(Result{Class: policy.VerdictError, Detail: "tls: bad record"}), result.Inconclusive, ""},
+		{"not attempted", Result{Class: policy.VerdictProxyDenied}, result.Error, ""},
 	} {
 		f := judgeFront(a, c.r)
 		if f.Status != c.want || !strings.Contains(f.Fix, c.fix) {
 			t.Errorf("%s: %s, fix %q", c.name, f.Status, f.Fix)
 		}
-		if f.Status != report.Pass && f.Status != report.Error && f.Expected == "" {
+		if f.Status != result.Pass && f.Status != result.Error && f.Expected == "" {
 			t.Errorf("%s: no expected", c.name)
 		}
 	}

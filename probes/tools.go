@@ -9,18 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkTools(ctx context.Context, env *Env) []report.Finding {
-	var out []report.Finding
+func checkTools(ctx context.Context, env *Env) []result.Finding {
+	var out []result.Finding
 	for _, t := range env.Policy.Spec.Image.Tools {
 		out = append(out, runTool(ctx, t.Name, t.Args, t.Timeout.Duration))
 	}
 	return out
 }
 
-func runTool(ctx context.Context, name string, args []string, timeout time.Duration) report.Finding {
+func runTool(ctx context.Context, name string, args []string, timeout time.Duration) result.Finding {
 	cmdline := strings.TrimSpace(name + " " + strings.Join(args, " "))
 	exp := fmt.Sprintf("`%s` exits 0 within %s", cmdline, timeout)
 	path, err := exec.LookPath(name)

@@ -8,11 +8,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/result"
 )
 
-func checkWritable(_ context.Context, env *Env) []report.Finding {
-	var out []report.Finding
+func checkWritable(_ context.Context, env *Env) []result.Finding {
+	var out []result.Finding
 	for _, dir := range env.Policy.Spec.Filesystem.Writable {
 		err := tryCreate(dir, env.Nonce)
 		evidence := describeDir(dir)

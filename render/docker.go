@@ -14,8 +14,9 @@ type DockerOptions struct {
 	// Image is the container image; default spec.image.ref, then the probe image.
 	Image      string
 	ProbeImage string // default spec.probe.image, then DefaultProbeImage
-	// ProbeBinary is the host path of a static sandprobe binary, bind-mounted
-	// read-only when the container runs spec.image.ref (which lacks it).
+	// ProbeBinary is the host path of the static probe binary
+	// (sandprobe-probe, or sandprobe), bind-mounted read-only when the
+	// container runs spec.image.ref (which lacks it).
 	ProbeBinary string
 	Nonce       string
 	// Command replaces `probe --policy - --nonce N`: the sandbox's own work.
@@ -140,7 +141,7 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 		// The sandbox image lacks sandprobe: bind the static binary in.
 		bin := opts.ProbeBinary
 		if bin == "" {
-			bin = "/usr/local/bin/sandprobe"
+			bin = "/usr/local/bin/sandprobe-probe"
 		}
 		add("--mount", "type=bind,src="+bin+",dst="+ProbeBinary+",readonly")
 		entry = ProbeBinary

@@ -31,14 +31,21 @@ const DefaultProbeImage = "ghcr.io/sandprobe/sandprobe:latest"
 
 // Paths inside the probe pod.
 const (
-	PolicyDir      = "/etc/sandprobe"
-	PolicyKey      = "policy.yaml"
-	PodInfoDir     = "/etc/podinfo"
-	ProbeBinDir    = "/opt/sandprobe"
-	ProbeBinary    = ProbeBinDir + "/sandprobe"
-	ImageBinary    = "/sandprobe" // where the sandprobe image keeps its binary
-	ProbeContainer = "probe"
-	InitContainer  = "install-sandprobe"
+	PolicyDir   = "/etc/sandprobe"
+	PolicyKey   = "policy.yaml"
+	PodInfoDir  = "/etc/podinfo"
+	ProbeBinDir = "/opt/sandprobe"
+	// ProbeBinary is where the init container puts the small probe binary
+	// in a probe pod that runs inside the sandbox's own image.
+	ProbeBinary = ProbeBinDir + "/sandprobe-probe"
+	// ImageBinary and ImageProbeBinary are where the sandprobe image keeps
+	// its two static binaries: sandprobe (the runner, drift, serve …) and
+	// sandprobe-probe (only the in-sandbox checks), which every probe pod
+	// runs. Both take `probe --policy …`.
+	ImageBinary      = "/sandprobe"
+	ImageProbeBinary = "/sandprobe-probe"
+	ProbeContainer   = "probe"
+	InitContainer    = "install-sandprobe"
 )
 
 // Labels render adds to everything it produces (besides the selector's).
@@ -63,8 +70,9 @@ const MaxInlinePolicy = 128 << 10
 type ProbePodOptions struct {
 	Name      string // default sandprobe-probe-<policy>
 	Namespace string // default: the policy's first namespace, or "default"
-	// ProbeImage holds the static sandprobe binary at /sandprobe; default
-	// spec.probe.image, then DefaultProbeImage.
+	// ProbeImage holds the static binaries at /sandprobe and
+	// /sandprobe-probe (the one probe pods run); default spec.probe.image,
+	// then DefaultProbeImage.
 	ProbeImage string
 	// PolicyConfigMap holds the policy under key policy.yaml; default
 	// sandprobe-policy-<policy>.
@@ -87,8 +95,9 @@ type ProbePodOptions struct {
 }
 
 // DefaultInstallCommand is the init container's command when none is
-// given: the sandprobe image's binary copying itself (see ProbePodOptions).
-func DefaultInstallCommand() []string { return []string{ImageBinary, "install"} }
+// given: the sandprobe image's small probe binary copying itself (see
+// ProbePodOptions).
+func DefaultInstallCommand() []string { return []string{ImageProbeBinary, "install"} }
 
 // DefaultNamespace is where render puts namespaced objects.
 func DefaultNamespace(p *policy.Policy) string {
@@ -226,11 +235,11 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 		corev1.VolumeMount{Name: "podinfo", MountPath: PodInfoDir, ReadOnly: true},
 	)
 
-	image, binary := opts.ProbeImage, ImageBinary
+	image, binary := opts.ProbeImage, ImageProbeBinary
 	if s.Image.Ref != "" {
 		// Run inside the real sandbox image: an init container copies the
-		// static binary out of the probe image into a shared emptyDir that
-		// the probe container mounts read-only.
+		// small static probe binary out of the probe image into a shared
+		// emptyDir that the probe container mounts read-only.
 		image, binary = s.Image.Ref, ProbeBinary
 		binSize := resource.MustParse("64Mi")
 		if size.Cmp(binSize) < 0 {

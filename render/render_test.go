@@ -34,7 +34,7 @@ func TestProbePod(t *testing.T) {
 		runtimeClass string
 	}{
 		{"policy.yaml", render.ProbePodOptions{Nonce: "n1", NodeName: "worker-3", Labels: map[string]string{"sandprobe.dev/run": "r1"}},
-			render.DefaultProbeImage, render.ImageBinary, false, "kata"},
+			render.DefaultProbeImage, render.ImageProbeBinary, false, "kata"},
 		{"direct-policy.yaml", render.ProbePodOptions{InstallCommand: []string{"/sandprobe", "copy-self"}},
 			"registry.example/agents/agent@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae", render.ProbeBinary, true, "gvisor"},
 	}

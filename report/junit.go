@@ -205,17 +205,6 @@ func xmlChar(r rune) bool {
 		r >= 0x10000 && r <= 0x10FFFF
 }
 
-// ExpectedActual is the one-line failure message.
-func ExpectedActual(f Finding) string {
-	switch {
-	case f.Expected != "" && f.Actual != "":
-		return fmt.Sprintf("expected %s, actual %s", f.Expected, f.Actual)
-	case f.Actual != "":
-		return f.Actual
-	}
-	return string(f.Status)
-}
-
 func problemBody(f Finding) string {
 	var b strings.Builder
 	if f.Expected != "" {

@@ -35,21 +35,6 @@ type Group struct {
 	Seconds float64
 }
 
-func (c *Counts) add(s Status) {
-	switch s {
-	case Pass:
-		c.Pass++
-	case Fail:
-		c.Fail++
-	case Skip:
-		c.Skip++
-	case Inconclusive:
-		c.Inconclusive++
-	default:
-		c.Error++ // an unknown status is never a pass
-	}
-}
-
 // Set is the run's findings as a FindingSet: the spool when the run has
 // one, its Findings otherwise.
 func (r Run) Set() FindingSet {
@@ -77,7 +62,7 @@ func newSliceSet(fs []Finding) *sliceSet {
 			s.groups = append(s.groups, Group{Target: fs[i].Target})
 			s.members = append(s.members, nil)
 		}
-		s.groups[g].Counts.add(fs[i].Status)
+		s.groups[g].Counts.Add(fs[i].Status)
 		s.groups[g].Seconds += fs[i].Seconds
 		s.members[g] = append(s.members[g], int32(i))
 	}
@@ -176,9 +161,9 @@ func (s *Spool) add(f *Finding) {
 		s.groups = append(s.groups, Group{Target: f.Target})
 		s.segs = append(s.segs, nil)
 	}
-	s.groups[g].Counts.add(f.Status)
+	s.groups[g].Counts.Add(f.Status)
 	s.groups[g].Seconds += f.Seconds
-	s.counts.add(f.Status)
+	s.counts.Add(f.Status)
 	if g != s.last {
 		s.segs[g] = append(s.segs[g], segment{off: s.size, first: s.n})
 		s.last = g

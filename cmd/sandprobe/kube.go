@@ -26,7 +26,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kube: the cluster's kubeconfig (default $KUBECONFIG, ~/.kube/config, or the pod's service account inside a cluster)")
 	fs.StringVar(&k.context, "context", "", "kube: the kubeconfig context to use")
 	fs.StringVarP(&k.namespace, "namespace", "n", "", "kube: put every probe pod in this namespace instead of each of the policy's spec.namespaces (it is then governed by this namespace's egress policies, not the sandboxes')")
-	fs.StringVar(&k.probeImage, "probe-image", "", "kube: the sandprobe image, with the static binary at /sandprobe (default: spec.probe.image)")
+	fs.StringVar(&k.probeImage, "probe-image", "", "kube: the sandprobe image, with the static binaries at /sandprobe and /sandprobe-probe (default: spec.probe.image)")
 	fs.StringVar(&k.pullPolicy, "image-pull-policy", "", "kube: Always, IfNotPresent or Never for the probe pod's images (default IfNotPresent)")
 	fs.BoolVar(&k.perNode, "per-node", false, "kube: one probe pod on each node that can host sandboxes, in parallel (CNI agents roll out node by node)")
 	fs.BoolVar(&k.drift, "drift", true, "kube: also compare the live sandboxes and their egress policies with the policy, in the same cycle")

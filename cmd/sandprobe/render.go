@@ -26,7 +26,7 @@ func (a *app) cmdRender(fs *pflag.FlagSet) runFunc {
 	fs.StringVar(&name, "name", "", "name of the probe pod or container (default sandprobe-probe-POLICY)")
 	group(fs, "--format docker flags", func() {
 		fs.StringVar(&image, "image", "", "docker: the container image (default spec.image.ref, then the probe image)")
-		fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static sandprobe binary to bind in when the image lacks it")
+		fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static probe binary to bind in when the image lacks it (default /usr/local/bin/sandprobe-probe)")
 	})
 	var egress, mode string
 	group(fs, "--format yaml flags", func() {

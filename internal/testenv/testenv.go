@@ -53,7 +53,10 @@ var (
 	buildErr  string
 )
 
-// Binary builds the static sandprobe binary once per test process.
+// Binary builds the static sandprobe binary once per test process, with
+// the small probe binary sandprobe-probe beside it (ProbeBinary), where
+// the backends look for it. With SANDPROBE_BIN set (make test), both are
+// `make build`'s.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -67,17 +70,30 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sandprobe")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/sandprobe")
-		cmd.Dir = ModuleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = string(out) + err.Error()
+		for _, c := range [][2]string{{binPath, "./cmd/sandprobe"}, {filepath.Join(dir, "sandprobe-probe"), "./cmd/sandprobe-probe"}} {
+			cmd := exec.Command("go", "build", "-trimpath", "-o", c[0], c[1])
+			cmd.Dir = ModuleRoot(t)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = string(out) + err.Error()
+				return
+			}
 		}
 	})
 	if buildErr != "" {
 		t.Fatalf("build sandprobe: %s", buildErr)
 	}
 	return binPath
+}
+
+// ProbeBinary is the small probe binary beside Binary (sandprobe-probe).
+func ProbeBinary(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(filepath.Dir(Binary(t)), "sandprobe-probe")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no probe binary beside %s (make build builds both): %v", Binary(t), err)
+	}
+	return p
 }
 
 // LabDir is where the network lab keeps its state (hack/lab).

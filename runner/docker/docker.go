@@ -84,7 +84,9 @@ type Backend struct {
 	// spec.runtime.classNames; "" means the runtime's name. It lets a policy
 	// written for Kubernetes (class "gvisor") be verified on Docker (runtime "runsc").
 	RuntimeClass string
-	// Binary is the static sandprobe on the engine's host; "" is this executable.
+	// Binary is the static probe binary on the engine's host, bind-mounted
+	// at ProbePath; "" is sandprobe-probe beside this executable, else this
+	// executable (runner.ProbeBeside).
 	Binary string
 	// Env is added to the image's environment (the pod's env: HOME=/tmp …).
 	Env []string
@@ -360,7 +362,7 @@ func (b *Backend) binary() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("find own executable: %w", err)
 		}
-		bin = exe
+		bin = runner.ProbeBeside(exe)
 	}
 	bin, err := filepath.Abs(bin)
 	if err != nil {

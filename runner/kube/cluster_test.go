@@ -26,7 +26,7 @@ import (
 // scheduler, controller-manager, kubelet, containerd with runc and gVisor),
 // driven through the sandprobe binary exactly as the CronJob runs it.
 // Every failure is provoked for real by an image that misbehaves in its own
-// way (testdata/misbehave installed as /sandprobe).
+// way (testdata/misbehave installed as /sandprobe and /sandprobe-probe).
 
 // clusterNS is the tests' namespace: Pod Security "restricted" is
 // enforced, so every probe pod also proves it passes the standard.
@@ -118,9 +118,9 @@ func (e *clusterEnv) importImages(t testing.TB) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build misbehave: %v\n%s", err, out)
 	}
-	testenv.ClusterImage(t, probeImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin}, nil))
+	testenv.ClusterImage(t, probeImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, "/sandprobe-probe": testenv.ProbeBinary(t)}, nil))
 	for name, mode := range misbehaviours {
-		files := map[string]string{"/sandprobe": misbehave}
+		files := map[string]string{"/sandprobe": misbehave, "/sandprobe-probe": misbehave}
 		if name == "stale" {
 			files["/sandprobe.real"] = e.bin
 		}
@@ -413,7 +413,7 @@ func (e *clusterEnv) labCluster(t testing.TB) {
 		t.Fatalf("lab attach-cluster: %v\n%s", err, out)
 	}
 	ca := filepath.Join(testenv.LabDir(), "ca.pem")
-	testenv.ClusterImage(t, labImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, ca: ca}, nil))
+	testenv.ClusterImage(t, labImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, "/sandprobe-probe": testenv.ProbeBinary(t), ca: ca}, nil))
 }
 
 // TestClusterHealthy: a conformant sandbox passes end to end — egress
@@ -569,8 +569,8 @@ func TestClusterCycleWithDrift(t *testing.T) {
 }
 
 // TestClusterSandboxImage: when the policy names the real sandbox image,
-// the probe runs inside it: the init container copies the static binary out
-// of the probe image (`sandprobe install`) into an emptyDir mounted
+// the probe runs inside it: the init container copies the small probe binary
+// out of the probe image (`sandprobe-probe install`) into an emptyDir mounted
 // read-only, under the same constraints. The sandbox image here holds no
 // sandprobe and no shell.
 func TestClusterSandboxImage(t *testing.T) {

@@ -206,7 +206,11 @@ func buildRoot(s initSpec) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	if err := bindReadOnly(s.Binary, filepath.Join(root, ProbePath), false); err != nil {
+	probe := s.Probe
+	if probe == "" {
+		probe = s.Binary
+	}
+	if err := bindReadOnly(probe, filepath.Join(root, ProbePath), false); err != nil {
 		return err
 	}
 	if sb.NetNS != "" { // what `ip netns exec` does: per-namespace resolver files

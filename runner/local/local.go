@@ -123,15 +123,19 @@ type initSpec struct {
 	Sandbox Sandbox  `json:"sandbox"`
 	Root    string   `json:"root"`
 	Binary  string   `json:"binary"`
+	Probe   string   `json:"probe,omitempty"` // bound at ProbePath; "" is Binary
 	Argv    []string `json:"argv"`
 }
 
 // Backend runs the probe in a local sandbox.
 type Backend struct {
 	Sandbox Sandbox
-	// Binary is the sandprobe executable: it becomes the sandbox's init and
-	// the probe inside it. Defaults to the running executable.
+	// Binary is the sandprobe executable that becomes the sandbox's init.
+	// Defaults to the running executable.
 	Binary string
+	// ProbeBinary is bound in at ProbePath and runs the checks; default
+	// sandprobe-probe beside Binary, else Binary (runner.ProbeBeside).
+	ProbeBinary string
 	// Command replaces `sandprobe probe …` inside the sandbox (tests use it
 	// for probes that crash, hang or lie). The policy arrives on stdin.
 	Command []string
@@ -175,7 +179,11 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			argv = append(argv, "--no-network")
 		}
 	}
-	is, err := json.Marshal(initSpec{Sandbox: b.Sandbox, Root: root, Binary: bin, Argv: argv})
+	probe := b.ProbeBinary
+	if probe == "" {
+		probe = runner.ProbeBeside(bin)
+	}
+	is, err := json.Marshal(initSpec{Sandbox: b.Sandbox, Root: root, Binary: bin, Probe: probe, Argv: argv})
 	if err != nil {
 		return nil, err
 	}

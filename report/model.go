@@ -1,0 +1,66 @@
+package report
+
+import "github.com/sandprobe/sandprobe/result"
+
+// The result model lives in package result (standard library only, so the
+// probe links it without the writers' libraries); these names keep every
+// caller of report.Finding & co. compiling unchanged. A field added to a
+// model type is added in result.
+
+type (
+	Status          = result.Status
+	Finding         = result.Finding
+	RuntimeEvidence = result.RuntimeEvidence
+	ProbeResult     = result.ProbeResult
+	Counts          = result.Counts
+	Attempt         = result.Attempt
+	AddressAttempt  = result.AddressAttempt
+)
+
+// Statuses.
+const (
+	Pass         = result.Pass
+	Fail         = result.Fail
+	Skip         = result.Skip
+	Inconclusive = result.Inconclusive
+	Error        = result.Error
+)
+
+// Exit codes and the probe result's constants.
+const (
+	ExitOK             = result.ExitOK
+	ExitNonConformant  = result.ExitNonConformant
+	ExitBadInput       = result.ExitBadInput
+	ExitCouldNotRun    = result.ExitCouldNotRun
+	ProbeResultSchema  = result.ProbeResultSchema
+	TerminationMsgSize = result.TerminationMsgSize
+	GzipPrefix         = result.GzipPrefix
+)
+
+// Who stopped a network attempt (Attempt.StoppedBy).
+const (
+	StoppedByNetwork  = result.StoppedByNetwork
+	StoppedByProxy    = result.StoppedByProxy
+	StoppedByResolver = result.StoppedByResolver
+	StoppedByUpstream = result.StoppedByUpstream
+)
+
+// Count tallies a set of findings.
+func Count(fs []Finding) Counts { return result.Count(fs) }
+
+// ExpectedActual is the one-line "expected X, actual Y" of a finding.
+func ExpectedActual(f Finding) string { return result.ExpectedActual(f) }
+
+// Targets lists the distinct targets in order of first appearance.
+func Targets(fs []Finding) []string { return result.Targets(fs) }
+
+// SortFindings orders findings by target, then check, then subject.
+func SortFindings(fs []Finding) { result.SortFindings(fs) }
+
+// Area is the first dotted component of a check ID.
+func Area(check string) string { return result.Area(check) }
+
+// DecodeTerminationMessage returns the JSON document a termination message holds.
+func DecodeTerminationMessage(msg string) (doc []byte, compressed bool, err error) {
+	return result.DecodeTerminationMessage(msg)
+}

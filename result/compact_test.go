@@ -1,0 +1,127 @@
+package result
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTerminationMessage: the whole result travels compressed when it fits
+// (every finding, passes and evidence included), and decodes to exactly
+// what the probe printed; one too large for that falls back to the compact
+// form; garbage behind the prefix is an error, never an empty result.
+func TestTerminationMessage(t *testing.T) {
+	res := ProbeResult{Schema: ProbeResultSchema, Nonce: "n-1", Policy: "p", StartedAt: time.Now().UTC().Truncate(time.Second)}
+	for i := range 60 {
+		res.Findings = append(res.Findings, Finding{Check: "egress.must-fail", Subject: fmt.Sprintf("10.99.20.%d:443", i), Status: Pass, Class: "timeout",
+			Expected: "no answer (any failure)", Actual: "timeout", Evidence: fmt.Sprintf("10.99.20.%d:443: no answer before the deadline (dropped) in 2.001s", i)})
+	}
+	for _, c := range []struct {
+		name       string
+		findings   int
+		compressed bool
+	}{{"60 findings: whole", 60, true}, {"one: whole", 1, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := res
+			r.Findings = res.Findings[:c.findings]
+			msg, err := r.TerminationMessage(TerminationMsgSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msg) > TerminationMsgSize {
+				t.Fatalf("%d bytes", len(msg))
+			}
+			doc, compressed, err := DecodeTerminationMessage(string(msg))
+			if err != nil || compressed != c.compressed {
+				t.Fatalf("compressed %v err %v", compressed, err)
+			}
+			var back ProbeResult
+			if err := json.Unmarshal(doc, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, r) {
+				t.Errorf("decoded result differs from the probe's:\n%+v\n%+v", back, r)
+			}
+		})
+	}
+	// Evidence too varied to compress: the passes lose their texts, not
+	// their place (one series each in the metrics).
+	noisy := res
+	noisy.Findings = append([]Finding(nil), res.Findings...)
+	for i := range noisy.Findings {
+		h := sha256.Sum256([]byte(noisy.Findings[i].Subject))
+		noisy.Findings[i].Evidence = fmt.Sprintf("%x%x", h, sha256.Sum256(h[:]))
+	}
+	msg, err := noisy.TerminationMessage(TerminationMsgSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, compressed, err := DecodeTerminationMessage(string(msg))
+	var back ProbeResult
+	if err == nil {
+		err = json.Unmarshal(doc, &back)
+	}
+	if err != nil || !compressed || !back.Compact || len(back.Findings) != len(noisy.Findings) || back.Findings[0].Evidence != "" {
+		t.Errorf("noisy evidence: compressed %v, compact %v, %d of %d findings, err %v: want every finding, without its texts", compressed, back.Compact, len(back.Findings), len(noisy.Findings), err)
+	}
+	big := res
+	for i := range 2000 {
+		big.Findings = append(big.Findings, Finding{Check: "creds.env-secrets", Subject: fmt.Sprintf("K%x_KEY", i*7919), Status: Pass, Evidence: strings.Repeat(fmt.Sprint(i), 9)})
+	}
+	msg, err = big.TerminationMessage(TerminationMsgSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, compressed, err := DecodeTerminationMessage(string(msg)); err != nil || compressed || !strings.Contains(string(doc), `"compact":true`) {
+		t.Errorf("too large to compress into the message: compressed %v, err %v, want the compact form", compressed, err)
+	}
+	if _, _, err := DecodeTerminationMessage(GzipPrefix + "not base64!"); err == nil {
+		t.Errorf("garbage behind the prefix decoded")
+	}
+}
+
+func TestCompactFitsTerminationMessage(t *testing.T) {
+	res := ProbeResult{Schema: ProbeResultSchema, Nonce: "n-123", Policy: "p", StartedAt: time.Now()}
+	for i := range 400 {
+		st := Pass
+		if i%7 == 0 {
+			st = Fail
+		}
+		res.Findings = append(res.Findings, Finding{Check: "egress.must-fail", Subject: strings.Repeat("x", 30) + string(rune('a'+i%26)), Status: st,
+			Expected: strings.Repeat("e", 300), Actual: strings.Repeat("a", 300), Evidence: strings.Repeat("v", 500), Fix: "fix it"})
+	}
+	for _, n := range []int{1, 10, 60, 400} {
+		r := res
+		r.Findings = res.Findings[:n]
+		out, err := r.CompactJSON(TerminationMsgSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) > TerminationMsgSize {
+			t.Fatalf("%d findings: %d bytes", n, len(out))
+		}
+		var back ProbeResult
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Nonce != "n-123" || !back.Compact {
+			t.Fatalf("lost nonce or compact flag: %+v", back)
+		}
+		fails := 0
+		for _, f := range back.Findings {
+			if f.Status != Pass {
+				fails++
+			}
+		}
+		if fails == 0 && n > 1 {
+			t.Fatalf("%d findings: compact form dropped every failure", n)
+		}
+		if n == 400 && Count(back.Findings).Error == 0 {
+			t.Fatalf("a cut result must carry an error finding")
+		}
+	}
+}
