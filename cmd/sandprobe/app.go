@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
+	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/sandprobe/sandprobe/internal/probecmd"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -60,45 +60,6 @@ func (a *app) cmdVersion(*pflag.FlagSet) runFunc {
 	}
 }
 
-func (a *app) usage(w io.Writer) {
-	fmt.Fprintf(w, "sandprobe proves that sandboxes are as tight as their policy declares.\n\nUsage: sandprobe COMMAND [flags]\n\nCommands:\n")
-	cmds := append(commands(),
-		command{name: "completion", summary: "print the shell completion script: sandprobe completion bash|zsh|fish|powershell"},
-		command{name: "help", summary: "help about a command: sandprobe help COMMAND"})
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
-	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\nRun `sandprobe help COMMAND` (or `sandprobe COMMAND -h`) for a command's flags.\n")
-}
-
-// logFlags adds --log-format and -v and builds the logger after parsing.
-type logFlags struct {
-	format  string
-	verbose bool
-}
-
-func (l *logFlags) register(fs *pflag.FlagSet) {
-	group(fs, groupLogging, func() {
-		fs.StringVar(&l.format, "log-format", "text", "log format on stderr: text or json")
-		fs.BoolVarP(&l.verbose, "verbose", "v", false, "verbose: debug logs, and passing checks in the text report")
-	})
-}
-
-func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
-	if l.verbose {
-		opts.Level = slog.LevelDebug
-	}
-	switch l.format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", l.format)
-}
-
 // loadPolicy loads a policy and prints every problem as FILE:LINE: path: message.
 func (a *app) loadPolicy(path string) (*policy.Policy, []byte, bool) {
 	if path == "" {
@@ -125,4 +86,17 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func splitList(s string) []string { return probecmd.SplitList(s) }
+// oneLineErr flattens an error onto one line.
+func oneLineErr(err error) string {
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if errors.Is(err, context.DeadlineExceeded) {
+		s += " (raise --timeout)"
+	}
+	return s
+}

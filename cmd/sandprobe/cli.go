@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -22,52 +18,6 @@ import (
 
 // runFunc runs a command once its flags are parsed; it returns the exit code.
 type runFunc func(ctx context.Context, args []string) int
-
-// groupAnnotation names the help section a flag is listed in.
-const groupAnnotation = "sandprobe/group"
-
-// The help sections, in the order help prints them; flags in none are
-// listed first, under "Flags".
-const (
-	groupFiles   = "Manifest file flags"
-	groupLocal   = "Local flags"
-	groupDocker  = "Docker flags"
-	groupKube    = "Kube flags"
-	groupServe   = "Serve flags"
-	groupOutputs = "Output flags"
-	groupLogging = "Logging flags"
-)
-
-var groupOrder = []string{"Flags", groupFiles, groupLocal, groupDocker, groupKube, groupServe, groupOutputs, groupLogging}
-
-// group puts the flags that register adds to fs into a help section.
-func group(fs *pflag.FlagSet, title string, register func()) {
-	before := map[string]bool{}
-	fs.VisitAll(func(f *pflag.Flag) { before[f.Name] = true })
-	register()
-	fs.VisitAll(func(f *pflag.Flag) {
-		if !before[f.Name] {
-			_ = fs.SetAnnotation(f.Name, groupAnnotation, []string{title})
-		}
-	})
-}
-
-// normalizeFlag maps the spellings Go's flag package knew, before the
-// shorthands, to today's names (--o json is --output json), and accepts
-// kubectl's tolerated underscores (--log_format).
-func normalizeFlag(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-	switch name {
-	case "o":
-		name = "output"
-	case "f":
-		name = "filename"
-	case "n":
-		name = "namespace"
-	case "v":
-		name = "verbose"
-	}
-	return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
-}
 
 // usageError is a mistake on the command line: exit 2.
 type usageError struct{ err error }
@@ -91,55 +41,13 @@ func (a *app) rootCommand(code *int) *cobra.Command {
 	root.SetErr(a.stderr)
 	root.SetGlobalNormalizationFunc(normalizeFlag)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	defaultHelp := root.HelpFunc()
 	byName := map[string]command{}
 	for _, c := range commands() {
 		byName[c.name] = c
 		root.AddCommand(a.cobraCommand(c, code))
 	}
-	// cobra's completion command, but an unknown shell is a usage error
-	// (cobra would print the help and exit 0).
-	root.InitDefaultCompletionCmd()
-	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
-			c.Args = cobra.ArbitraryArgs
-			c.RunE = func(cmd *cobra.Command, args []string) error {
-				if len(args) > 0 {
-					return usageError{fmt.Errorf("unknown shell %q: want bash, zsh, fish or powershell", args[0])}
-				}
-				return cmd.Help()
-			}
-		}
-	}
-	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
-		switch c, ok := byName[cmd.Name()]; {
-		case cmd == root:
-			a.usage(cmd.OutOrStdout())
-		case ok && cmd.Parent() == root:
-			commandHelp(cmd.OutOrStdout(), cmd, c)
-		default: // completion and its shells: cobra's own text
-			defaultHelp(cmd, args)
-		}
-	})
-	root.SetHelpCommand(&cobra.Command{
-		Use:   "help [COMMAND]",
-		Short: "help about any command",
-		ValidArgsFunction: func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			var names []string
-			for _, c := range commands() {
-				names = append(names, c.name+"\t"+c.summary)
-			}
-			return names, cobra.ShellCompDirectiveNoFileComp
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			target, rest, err := root.Find(args)
-			if err != nil || len(rest) > 0 {
-				return usageError{fmt.Errorf("unknown help topic %q (see sandprobe help)", strings.Join(args, " "))}
-			}
-			target.InitDefaultHelpFlag()
-			return target.Help()
-		},
-	})
+	completionCommand(root)
+	a.setHelp(root, byName)
 	return root
 }
 
@@ -219,78 +127,4 @@ func isCobraCommand(name string) bool {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
-}
-
-// legacyArgs rewrites Go's single-dash long flags (-policy FILE,
-// -no-network) to pflag's --policy FILE, so the command lines written for
-// the flag package keep working. Only a word that names a long flag of the
-// command is rewritten; a flag's value (--policy -x) and everything after
-// "--" is left alone, and so are shorthands (-o json, -vn ns).
-func legacyArgs(fs *pflag.FlagSet, args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if arg == "--" {
-			return append(out, args[i:]...)
-		}
-		if len(arg) < 2 || arg[0] != '-' {
-			out = append(out, arg)
-			continue
-		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
-		var f *pflag.Flag
-		switch {
-		case strings.HasPrefix(arg, "--"):
-			f = fs.Lookup(name)
-		case len(name) > 1 && fs.Lookup(name) != nil:
-			f = fs.Lookup(name)
-			arg = "-" + arg
-		case len(name) == 1:
-			f = fs.ShorthandLookup(name)
-		}
-		out = append(out, arg)
-		if f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
-			i++
-			out = append(out, args[i])
-		}
-	}
-	return out
-}
-
-// commandHelp prints a command's help: what it does, how to call it, and
-// its flags by section.
-func commandHelp(w io.Writer, cmd *cobra.Command, c command) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  sandprobe %s %s\n", upperFirst(c.summary), c.name, c.usage)
-	sections := map[string]*pflag.FlagSet{}
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		title := "Flags"
-		if g := f.Annotations[groupAnnotation]; len(g) > 0 {
-			title = g[0]
-		}
-		if sections[title] == nil {
-			sections[title] = pflag.NewFlagSet(title, pflag.ContinueOnError)
-		}
-		sections[title].AddFlag(f)
-	})
-	titles := slices.Clone(groupOrder)
-	var extra []string
-	for t := range sections {
-		if !slices.Contains(titles, t) {
-			extra = append(extra, t)
-		}
-	}
-	sort.Strings(extra)
-	for _, t := range append(titles, extra...) {
-		if fs := sections[t]; fs != nil {
-			fmt.Fprintf(w, "\n%s:\n%s", t, fs.FlagUsages())
-		}
-	}
-	fmt.Fprint(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\n")
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -14,8 +14,8 @@ import (
 
 // complete runs bash's completion of line (the cursor at its end) with the
 // script `sandprobe completion bash` prints, sourced in a real bash, and
-// returns the candidates.
-func complete(t *testing.T, bin, line string) []string {
+// returns the candidates. It runs in dir, for file names.
+func complete(t *testing.T, bin, dir, line string) []string {
 	t.Helper()
 	// compopt works only inside a completion bash itself started; here it
 	// would only set display options (nospace), so it is a no-op.
@@ -32,7 +32,9 @@ COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 __start_sandprobe sandprobe "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%s\n' "${COMPREPLY[@]}"
 `
-	out, err := exec.Command("bash", "--norc", "--noprofile", "-c", script, "bash", filepath.Dir(bin), line).CombinedOutput()
+	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", script, "bash", filepath.Dir(bin), line)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("complete %q: %v\n%s", line, err, out)
 	}
@@ -54,6 +56,12 @@ func TestCompletionBash(t *testing.T) {
 		testenv.Missing(t, "bash-completion (hack/install-deps.sh)")
 	}
 	bin := testenv.Binary(t)
+	dir := t.TempDir()
+	for _, f := range []string{"policy.yaml", "pods.json", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		line      string
 		want, not []string
@@ -72,10 +80,13 @@ func TestCompletionBash(t *testing.T) {
 		{line: "sandprobe render --format ", want: []string{"yaml", "admission", "rbac", "docker", "docker-json", "proxy-allowlist"}, exactly: true},
 		{line: "sandprobe help ve", want: []string{"verify-image", "version"}, exactly: true},
 		{line: "sandprobe completion ", want: []string{"bash", "zsh", "fish", "powershell"}, exactly: true},
+		{line: "sandprobe run --policy ", want: []string{"policy.yaml"}, exactly: true},
+		{line: "sandprobe drift --policy policy.yaml -f ", want: []string{"policy.yaml", "pods.json"}, exactly: true},
+		{line: "sandprobe validate -f ", want: []string{"policy.yaml"}, exactly: true},
 	}
 	for _, c := range cases {
 		t.Run(c.line, func(t *testing.T) {
-			got := complete(t, bin, c.line)
+			got := complete(t, bin, dir, c.line)
 			for _, w := range c.want {
 				if !slices.Contains(got, w) {
 					t.Errorf("want %q among %q", w, got)
@@ -254,5 +265,21 @@ func TestDocsCommandLines(t *testing.T) {
 	t.Logf("%d command lines", n)
 	if n < 20 {
 		t.Errorf("found only %d sandprobe command lines in the docs", n)
+	}
+}
+
+// TestCompletionNetns: --netns completes the named network namespaces
+// that exist (ip netns add puts them in /run/netns), nothing else.
+func TestCompletionNetns(t *testing.T) {
+	var want []string
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		want = append(want, e.Name())
+	}
+	code, out, _ := runApp(t, "", "__complete", "run", "--netns", "")
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	got = got[:len(got)-1] // the directive line
+	if code != 0 || !slices.Equal(got, want) {
+		t.Errorf("exit %d, completions %q, want %q", code, got, want)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -48,6 +50,37 @@ func registerCompletions(cmd *cobra.Command, name string) {
 	if cmd.Flags().Lookup("context") != nil {
 		_ = cmd.RegisterFlagCompletionFunc("context", kubeContexts)
 	}
+	// Files by what they hold: a policy is YAML; drift reads manifests
+	// (YAML or JSON) and docker inspect output (JSON).
+	files := map[string][]string{"policy": {"yaml", "yml"}}
+	switch name {
+	case "validate":
+		files["filename"] = []string{"yaml", "yml"}
+	case "drift":
+		files["filename"] = []string{"yaml", "yml", "json"}
+		files["inspect"] = []string{"json"}
+	}
+	for flag, exts := range files {
+		if cmd.Flags().Lookup(flag) != nil {
+			_ = cmd.MarkFlagFilename(flag, exts...)
+		}
+	}
+	for _, flag := range []string{"netns", "control-netns"} {
+		if cmd.Flags().Lookup(flag) != nil {
+			_ = cmd.RegisterFlagCompletionFunc(flag, netnsNames)
+		}
+	}
+}
+
+// netnsNames completes the local backend's named network namespaces
+// (ip netns add NAME puts them in /run/netns).
+func netnsNames(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	entries, _ := os.ReadDir("/run/netns")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // kubeContexts completes --context with the contexts of the kubeconfig
@@ -67,4 +100,21 @@ func kubeContexts(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion,
 	}
 	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completionCommand is cobra's completion command, but an unknown shell is
+// a usage error (cobra would print the help and exit 0).
+func completionCommand(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageError{fmt.Errorf("unknown shell %q: want bash, zsh, fish or powershell", args[0])}
+				}
+				return cmd.Help()
+			}
+		}
+	}
 }

@@ -78,3 +78,51 @@ func TestRunKubeBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestContextSelectsKubeconfigContext: --context picks the cluster of that
+// kubeconfig context for run and drift (kubectl's flag, kubectl's meaning),
+// an unknown one is bad input naming it, and completion offers the
+// kubeconfig's contexts.
+func TestContextSelectsKubeconfigContext(t *testing.T) {
+	closed := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close() // nothing listens there once the test runs
+		return "https://" + ln.Addr().String()
+	}
+	current, other := closed(), closed()
+	cfg := clientcmdapi.NewConfig()
+	for name, server := range map[string]string{"current": current, "other": other} {
+		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "t"}
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	cfg.CurrentContext = "current"
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	const pol = "../../fixtures/policy.yaml"
+	for _, c := range []struct {
+		args    []string
+		code    int
+		want    string
+		wantNot string
+	}{
+		{[]string{"run", "--backend", "kube", "--policy", pol, "--kubeconfig", kubeconfig}, 3, current, other},
+		{[]string{"run", "--backend", "kube", "--policy", pol, "--kubeconfig", kubeconfig, "--context", "other"}, 3, other, current},
+		{[]string{"run", "--backend", "kube", "--policy", pol, "--kubeconfig", kubeconfig, "--context=nope"}, 2, `"nope"`, ""},
+		{[]string{"drift", "--policy", pol, "--kubeconfig", kubeconfig, "--context", "other"}, 3, other, current},
+	} {
+		code, _, stderr := runApp(t, "", c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) || (c.wantNot != "" && strings.Contains(stderr, c.wantNot)) {
+			t.Errorf("%q: exit %d, stderr %q; want %d naming %s", c.args[len(c.args)-2:], code, stderr, c.code, c.want)
+		}
+	}
+	code, out, _ := runApp(t, "", "__complete", "run", "--kubeconfig", kubeconfig, "--context", "")
+	if code != 0 || !strings.HasPrefix(out, "current\nother\n") {
+		t.Errorf("completion of --context: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/moby/moby/client"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector, logger *slog.Logger) error {
+	api, cfg, err := o.kubeAPI()
+	if err != nil {
+		return err
+	}
+	scan := &drift.KubeScan{API: api, Engine: engine, PageSize: o.pageSize, Source: "the cluster at " + cfg.Host, Logger: logger}
+	return scan.Run(ctx, col)
+}
+
+// kubeAPI is the drift client of --kubeconfig and --context.
+func (o *driftOptions) kubeAPI() (drift.KubeAPI, *rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	// A handful of paged lists: client-side throttling would only add waits.
+	cfg.QPS, cfg.Burst = 50, 100
+	api, err := drift.NewKubeAPI(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return api, cfg, nil
+}
+
+func (a *app) driftDocker(ctx context.Context, o *driftOptions, engine *drift.Engine, col *drift.Collector) error {
+	opts := []client.Opt{client.FromEnv}
+	if o.dockerHost != "" {
+		opts = append(opts, client.WithHost(o.dockerHost))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer cli.Close()
+	// The engine here may be older (API 1.41): negotiate before anything else,
+	// which also turns an unreachable daemon into one clear error.
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("reach docker engine %s: %w", cli.DaemonHost(), err)
+	}
+	return (&drift.DockerScan{API: cli, Engine: engine, Source: "the Docker engine at " + cli.DaemonHost()}).Run(ctx, col)
+}
+
+// readManifests reads every -f argument: files, directories (their .yaml,
+// .yml and .json files) and - for stdin.
+func (a *app) readManifests(paths []string, namespace string) (*drift.Manifests, error) {
+	m := &drift.Manifests{Namespace: namespace}
+	for _, p := range paths {
+		if p == "-" {
+			if err := m.DecodeManifests(a.stdin, "stdin"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		files := []string{p}
+		if fi.IsDir() {
+			files = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				switch strings.ToLower(filepath.Ext(e.Name())) {
+				case ".yaml", ".yml", ".json":
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+			sort.Strings(files)
+		}
+		for _, f := range files {
+			if err := decodeFile(m, f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func decodeFile(m *drift.Manifests, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return m.DecodeManifests(f, path)
+}
+
+func readInput(stdin io.Reader, path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// driftOffline checks the -f manifests and --inspect files; false means
+// bad input, already said on stderr.
+func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *drift.Engine, col *drift.Collector) bool {
+	if len(o.files) > 0 {
+		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace}
+		if err := scan.Run(col); err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
+			return false
+		}
+		if col.Scanned == 0 {
+			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s)\n",
+				drift.SelectorText(p))
+			return false
+		}
+	}
+	for _, path := range o.inspect {
+		data, err := readInput(a.stdin, path)
+		if err == nil {
+			err = drift.CheckInspectFile(newEngine(), data, path, col)
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return false
+		}
+	}
+	return true
+}
