@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
@@ -84,19 +82,7 @@ func needAPIServer(t testing.TB) *rest.Config {
 }
 
 // writeKubeconfig writes a kubeconfig for cfg, for the CLI.
-func writeKubeconfig(t testing.TB, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func writeKubeconfig(t testing.TB, cfg *rest.Config) string { return testenv.Kubeconfig(t, cfg) }
 
 var (
 	selectorLine   = regexp.MustCompile(`(?m)^  selector:.*$`)

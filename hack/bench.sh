@@ -30,6 +30,12 @@ SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
+echo "== drift at fleet size: 100,000 pods + 10,000 Deployments + 5,000 NetworkPolicies (+ 50 ANPs, 500 CNPs) in a real kube-apiserver, vs client-go's bare paged List of the same objects (goals: ≤ 30 s, ≤ 300 MB; ~15 min, most of it storing the objects) =="
+SANDPROBE_BENCH=1 SANDPROBE_BENCH_FLEET=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./drift -run '^TestBenchDriftLive$' -count=1 -timeout 40m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== drift -f: 10,000 and 100,000 generated pods in one multi-document file, every output format, vs kube-score v1.20.0 'score -o ci' on the same file (goals: ≥ 10x faster, 100k ≤ 11 x 10k, peak RSS ≤ 150 MB) =="
 # kube-score is built once from its module into the cache (hack/kube-score.sh).
 SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hack/kube-score.sh)" \

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/runner/local"
@@ -65,6 +64,9 @@ func registerCompletions(cmd *cobra.Command, name string) {
 			_ = cmd.MarkFlagFilename(flag, exts...)
 		}
 	}
+	if cmd.Flags().Lookup("namespace") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("namespace", kubeNamespaces)
+	}
 	for _, flag := range []string{"netns", "control-netns"} {
 		if cmd.Flags().Lookup(flag) != nil {
 			_ = cmd.RegisterFlagCompletionFunc(flag, netnsNames)
@@ -80,25 +82,6 @@ func netnsNames(*cobra.Command, []string, string) ([]cobra.Completion, cobra.She
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	return names, cobra.ShellCompDirectiveNoFileComp
-}
-
-// kubeContexts completes --context with the contexts of the kubeconfig
-// the command would load (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
-func kubeContexts(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
-		rules.ExplicitPath = f.Value.String()
-	}
-	cfg, err := rules.Load()
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for n := range cfg.Contexts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 

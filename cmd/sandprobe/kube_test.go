@@ -1,14 +1,22 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
 )
 
 // writeKubeconfig writes a kubeconfig for a server address.
@@ -124,5 +132,40 @@ func TestContextSelectsKubeconfigContext(t *testing.T) {
 	code, out, _ := runApp(t, "", "__complete", "run", "--kubeconfig", kubeconfig, "--context", "")
 	if code != 0 || !strings.HasPrefix(out, "current\nother\n") {
 		t.Errorf("completion of --context: exit %d, %q", code, out)
+	}
+}
+
+// TestCompletionNamespaces: --namespace completes as kubectl's does, from
+// a real API server (envtest) named by --kubeconfig, after the namespaces
+// the --policy file declares; with no cluster, the policy's alone.
+func TestCompletionNamespaces(t *testing.T) {
+	cfg := testenv.APIServer(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "completion-agents"}}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubeconfig := testenv.Kubeconfig(t, cfg)
+	complete := func(args ...string) []string {
+		code, out, stderr := runApp(t, "", append([]string{"__complete"}, args...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) == 0 || lines[len(lines)-1] != ":4" {
+			t.Fatalf("__complete %q: exit %d, %q %s", args, code, out, stderr)
+		}
+		return lines[:len(lines)-1]
+	}
+	got := complete("run", "--policy", "../../fixtures/policy.yaml", "--kubeconfig", kubeconfig, "-n", "")
+	if len(got) == 0 || got[0] != "sandboxes" || !slices.Contains(got, "completion-agents") || !slices.Contains(got, "kube-system") {
+		t.Errorf("run -n: %q, want sandboxes (the policy's) first, then the cluster's", got)
+	}
+	if got := complete("drift", "--kubeconfig", kubeconfig, "--namespace", ""); !slices.Contains(got, "completion-agents") {
+		t.Errorf("drift --namespace: %q", got)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	if got := complete("render", "--policy", "../../fixtures/policy.yaml", "-n", ""); !slices.Equal(got, []string{"sandboxes"}) {
+		t.Errorf("render -n without a cluster: %q, want the policy's namespaces", got)
 	}
 }

@@ -36,6 +36,9 @@ const clusterNS = "sandprobe-kube-test"
 
 const probeImageRef = "sandprobe.local/sandprobe:kube-test"
 
+// fullOnlyImageRef holds /sandprobe but not /sandprobe-probe, which probe pods run.
+const fullOnlyImageRef = "sandprobe.local/sandprobe:kube-test-full-only"
+
 // clusterPolicy is a runc sandbox without network checks, for the failure
 // cases: fast, and independent of the network lab.
 const clusterPolicy = `apiVersion: sandprobe.dev/v1alpha1
@@ -131,6 +134,7 @@ func (e *clusterEnv) importImages(t testing.TB) error {
 		return fmt.Errorf("build misbehave: %v\n%s", err, out)
 	}
 	testenv.ClusterImage(t, probeImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, "/sandprobe-probe": testenv.ProbeBinary(t)}, nil))
+	testenv.ClusterImage(t, fullOnlyImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin}, nil))
 	for name, mode := range misbehaviours {
 		files := map[string]string{"/sandprobe": misbehave, "/sandprobe-probe": misbehave}
 		if name == "stale" {
@@ -280,6 +284,8 @@ func TestClusterFailClosed(t *testing.T) {
 		{"stale result", clusterPolicy, []string{"--probe-image", misbehaveImage("stale"), "--no-network"}, runner.ReasonWrongNonce, "5ta1e5ta1e5ta1e5ta1e5ta1"},
 		{"garbled", clusterPolicy, []string{"--probe-image", misbehaveImage("garbled")}, runner.ReasonGarbled, "hello from a wrapper script"},
 		{"truncated", clusterPolicy, []string{"--probe-image", misbehaveImage("truncated")}, runner.ReasonTruncated, ""},
+		// A probe image built before the split: /sandprobe alone.
+		{"image without sandprobe-probe", clusterPolicy, []string{"--probe-image", fullOnlyImageRef}, runner.ReasonLaunch, "holds no /sandprobe-probe"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -42,7 +42,7 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 	case "OOMKilled":
 		return res, a.cannot(runner.ReasonOOM, "the probe container was killed for exceeding its memory limit %s (exit %d)", memoryLimit(p), term.ExitCode)
 	case "ContainerCannotRun", "StartError":
-		return res, a.cannot(runner.ReasonLaunch, "the runtime could not start the probe container: %s: %s", term.Reason, term.Message)
+		return res, a.cannot(runner.ReasonLaunch, "the runtime could not start the probe container: %s: %s%s", term.Reason, term.Message, missingProbeBinary(term.Message))
 	}
 
 	out, stderr, logErr := a.logs(ctx)
@@ -125,7 +125,7 @@ func (a *attempt) podProblem(p *corev1.Pod) error {
 		if t.Reason == "OOMKilled" {
 			return a.cannot(runner.ReasonOOM, "init container %s was killed for exceeding its memory limit %s", st.Name, memoryLimit(p))
 		}
-		return a.cannot(runner.ReasonCrashed, "init container %s (copies the probe into the sandbox image) exited %d: %s", st.Name, t.ExitCode, both(t.Reason, t.Message))
+		return a.cannot(runner.ReasonCrashed, "init container %s (copies the probe into the sandbox image) exited %d: %s%s", st.Name, t.ExitCode, both(t.Reason, t.Message), missingProbeBinary(t.Message))
 	}
 	return nil
 }
@@ -228,4 +228,13 @@ func both(a, b string) string {
 		return a
 	}
 	return a + ": " + b
+}
+
+// missingProbeBinary explains a start failure on a probe image that holds
+// no /sandprobe-probe (one built before the probe had its own binary).
+func missingProbeBinary(msg string) string {
+	if strings.Contains(msg, render.ImageProbeBinary) && strings.Contains(msg, "no such file") {
+		return " (the probe image holds no " + render.ImageProbeBinary + ": build it with both static binaries, /sandprobe and /sandprobe-probe, as make build makes them; docs/probe.md)"
+	}
+	return ""
 }
