@@ -265,7 +265,7 @@ out = []
 for d in docs:
     if "\nkind: Pod\n" in d:
         d = re.sub(r"(?m)^(\s+image: ).*$", r"\1sandprobe.local/probe:1", d)
-        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
+        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe(?:-probe)?\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
         assert n == 1, "the rendered pod changed shape: " + d
         # A probe pod ends at the probe deadline; an agent runs until it is
         # done (the live sandbox must outlive every run of this test).
