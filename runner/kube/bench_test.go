@@ -30,6 +30,8 @@ import (
 //     create call to the probe's own start (its StartedAt, same clock) and
 //     T is the policy's egress timeout, which the probe waits out once.
 //     Goal: ≤ 2 s.
+//   - runner without its control pod (noControl): the same, to show what
+//     the control costs (its denies are then all unproven, as they must be).
 //   - bare: client-go create → watch until terminal → delete → gone of the
 //     same pod running `sandprobe probe --only identity` (no egress), with
 //     the same start-up subtracted.
@@ -72,12 +74,16 @@ func BenchmarkKubeCycle(b *testing.B) {
 	ctx := context.Background()
 
 	var runWall, runStart, runProbe, bareWall, bareStart time.Duration
+	// The same runner without its control pod, in the same run: what the
+	// control costs.
+	var soloWall, soloStart time.Duration
 	// Where the runner's time goes besides start-up and the probe itself.
 	var before, seen, collect, del, after time.Duration
 	unproven := 0
-	for i := 0; i < b.N; i++ {
+	cycle := func(noControl bool) (time.Duration, podTimes, report.ProbeResult) {
 		var times podTimes
 		be := &Backend{API: api, Policies: policies, Namespace: clusterNS, ControlNamespace: controlNS, ProbeImage: labImageRef, PullPolicy: corev1.PullNever,
+			noControl: noControl,
 			observe: func(pt podTimes) {
 				if pt.result.Vantage == "" {
 					times = pt
@@ -88,11 +94,6 @@ func BenchmarkKubeCycle(b *testing.B) {
 		results, err := be.Run(ctx, spec)
 		wall := time.Since(start)
 		results = probeResults(results)
-		for _, f := range results[0].Findings {
-			if f.Deny == report.DenyUnproven {
-				unproven++
-			}
-		}
 		if err != nil || len(results) != 1 || report.Count(results[0].Findings).Fail > 0 || report.Count(results[0].Findings).Error > 0 {
 			var bad []string
 			for _, r := range results {
@@ -106,37 +107,54 @@ func BenchmarkKubeCycle(b *testing.B) {
 			for _, r := range results {
 				counts = append(counts, report.Count(r.Findings))
 			}
-			b.Fatalf("run: %v, %d results %+v:\n%s", err, len(results), counts, strings.Join(bad, "\n"))
+			b.Fatalf("run (control %v): %v, %d results %+v:\n%s", !noControl, err, len(results), counts, strings.Join(bad, "\n"))
+		}
+		return wall, times, results[0]
+	}
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		wall, times, res := cycle(false)
+		for _, f := range res.Findings {
+			if f.Deny == report.DenyUnproven {
+				unproven++
+			}
 		}
 		runWall += wall
-		runStart += results[0].StartedAt.Sub(times.created)
-		probe := time.Duration(results[0].Seconds * float64(time.Second))
+		runStart += res.StartedAt.Sub(times.created)
+		probe := time.Duration(res.Seconds * float64(time.Second))
 		runProbe += probe
 		before += times.created.Sub(start)
-		seen += times.finished.Sub(results[0].StartedAt.Add(probe))
+		seen += times.finished.Sub(res.StartedAt.Add(probe))
 		collect += times.collected.Sub(times.finished)
 		del += times.deleted.Sub(times.collected)
 		after += start.Add(wall).Sub(times.deleted)
 
-		w, s := bareCycle(b, ctx, cs, spec)
+		w, st, r := cycle(true)
+		soloWall += w
+		soloStart += r.StartedAt.Sub(st.created)
+
+		w, s := bareCycle(b, ctx, cs, runner.ProbeSpec{Policy: p, PolicyBytes: raw, Nonce: runner.NewNonce()})
 		bareWall += w
 		bareStart += s
 	}
 	n := time.Duration(b.N)
 	runWall, runStart, runProbe, bareWall, bareStart = runWall/n, runStart/n, runProbe/n, bareWall/n, bareStart/n
+	soloWall, soloStart = soloWall/n, soloStart/n
 	overhead := runWall - runStart - T
+	soloOverhead := soloWall - soloStart - T
 	bareOverhead := bareWall - bareStart
 	b.ReportMetric(runWall.Seconds(), "run-s")
 	b.ReportMetric(runStart.Seconds(), "startup-s")
 	b.ReportMetric(runProbe.Seconds(), "probe-s")
 	b.ReportMetric(overhead.Seconds(), "overhead-s")
+	b.ReportMetric(soloOverhead.Seconds(), "no-control-overhead-s")
 	b.ReportMetric(bareWall.Seconds(), "bare-s")
 	b.ReportMetric(bareOverhead.Seconds(), "bare-overhead-s")
 	fmt.Printf("kube cycle: %d runs with the parity survey and the control pod; %d denies unproven per run (the lab keeps the control in too, see above)\n", b.N, unproven/b.N)
 	fmt.Printf("kube cycle: runner's own steps: who-am-I+sweep+parity survey+create %.2fs, probe exit→terminal seen %.2fs, collect (log, node) %.2fs, delete until gone %.2fs, after %.2fs\n",
 		(before / n).Seconds(), (seen / n).Seconds(), (collect / n).Seconds(), (del / n).Seconds(), (after / n).Seconds())
-	fmt.Printf("kube cycle: runner %.2fs = start-up %.2fs + probe %.2fs (T=%s) + rest; overhead beyond start-up+T %.2fs (goal ≤ 2s); bare client-go %.2fs, of which start-up %.2fs, rest %.2fs\n",
-		runWall.Seconds(), runStart.Seconds(), runProbe.Seconds(), T, overhead.Seconds(), bareWall.Seconds(), bareStart.Seconds(), bareOverhead.Seconds())
+	fmt.Printf("kube cycle: runner %.2fs = start-up %.2fs + probe %.2fs (T=%s) + rest; overhead beyond start-up+T %.2fs (goal ≤ 2s); the same runner without its control pod: overhead %.2fs (the control adds %.2fs); bare client-go %.2fs, of which start-up %.2fs, rest %.2fs\n",
+		runWall.Seconds(), runStart.Seconds(), runProbe.Seconds(), T, overhead.Seconds(), soloOverhead.Seconds(), (overhead - soloOverhead).Seconds(), bareWall.Seconds(), bareStart.Seconds(), bareOverhead.Seconds())
 }
 
 // bareCycle is the least any runner must do: create the pod, watch it to

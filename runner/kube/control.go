@@ -34,6 +34,10 @@ func (b *Backend) controlNamespace() string { return cmp.Or(b.ControlNamespace, 
 
 // wantsControl says whether a run dials from a control vantage at all: not
 // without network checks, and not when every deny goes through the proxy.
+func (b *Backend) wantsControl(spec runner.ProbeSpec) bool {
+	return !b.noControl && wantsControl(spec)
+}
+
 func wantsControl(spec runner.ProbeSpec) bool {
 	return !spec.NoNetwork && len(probes.ControlPlan(spec.Policy.Spec.Egress)) > 0
 }

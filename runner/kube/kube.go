@@ -131,6 +131,9 @@ type Backend struct {
 
 	// observe, when set (benchmarks), hears the timings of each pod.
 	observe func(podTimes)
+	// noControl leaves the control pod out (BenchmarkKubeCycle measures
+	// what it costs against a cycle without it).
+	noControl bool
 }
 
 // podTimes is when one probe pod went through its stages, for benchmarks.
@@ -238,7 +241,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	var sv *survey
 	prep := pool.New().WithErrors().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
 	surveyed := namespaces
-	if wantsControl(spec) && !slices.Contains(namespaces, b.controlNamespace()) {
+	if b.wantsControl(spec) && !slices.Contains(namespaces, b.controlNamespace()) {
 		// Which egress policies govern the control pod, for its summary.
 		surveyed = append(slices.Clone(namespaces), b.controlNamespace())
 	}
@@ -296,7 +299,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	ctlCtx, ctlCancel := context.WithCancel(ctx)
 	defer ctlCancel()
 	ctlPlacement := placement{ns: b.controlNamespace(), control: true}
-	if wantsControl(spec) {
+	if b.wantsControl(spec) {
 		ctlRunning.Go(func() {
 			res, err := b.probeOne(ctlCtx, r, ctlPlacement)
 			ctl = outcome{res, err}
@@ -328,7 +331,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		control *runner.Control
 		summary []report.ProbeResult
 	)
-	if wantsControl(spec) && len(results) > 0 {
+	if b.wantsControl(spec) && len(results) > 0 {
 		control = b.control(r, ctlPlacement, ctl.res, ctl.err, &summary)
 		if ctl.err != nil {
 			errs = append(errs, ctl.err)
