@@ -68,7 +68,7 @@ echo "          ≥ 15x faster than a sequential curl loop over the same attempt
 go test ./runner/local -run '^$' -bench BenchmarkEgressVsCurl -benchtime 1x -timeout 20m | grep -E '^Benchmark' || exit 1
 
 echo
-echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
+echo "== kube cycle: the runner's overhead beyond pod start-up + one egress timeout on the real cluster, parity survey and control pod included, vs a bare client-go create→watch→delete of the same pod running 'probe --only identity' (goal: overhead ≤ 2 s) =="
 go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout 20m | grep -E '^(Benchmark|kube cycle)' || exit 1
 
 echo

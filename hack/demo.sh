@@ -42,8 +42,8 @@ step "1. bring up the network lab: a sandbox namespace, a router with nftables r
 "$lab" up >/dev/null
 "$lab" status | sed -n '1,2p' | sed "s/^/  $dim/; s/$/$reset/"
 
-step "2. probe the healthy sandbox ($policy)"
-bin/sandprobe run --backend local --netns sp-sandbox --policy "$policy" \
+step "2. probe the healthy sandbox ($policy); the lab's control namespace dials every must-fail target too, so each deny is proven"
+bin/sandprobe run --backend local --netns sp-sandbox --control-netns sp-control --policy "$policy" \
   --junit "$out/healthy.xml" --json "$out/healthy.json" --metrics-file "$out/healthy.prom"
 
 rule=default-deny
@@ -54,7 +54,7 @@ echo "  ${red}deleted${reset} — nothing fails loudly: the sandbox keeps workin
 
 step "4. the next run catches it"
 set +e
-bin/sandprobe run --backend local --netns sp-sandbox --policy "$policy" \
+bin/sandprobe run --backend local --netns sp-sandbox --control-netns sp-control --policy "$policy" \
   --junit "$out/regressed.xml" --json "$out/regressed.json" --metrics-file "$out/regressed.prom"
 code=$?
 set -e
@@ -63,7 +63,8 @@ step "5. what CI and Prometheus see"
 printf '  exit code: %s%d%s (1 = not conformant)\n' "$red" "$code" "$reset"
 for f in healthy regressed; do
   v=$(awk '/^sandprobe_egress_unexpected_open\{/ { s += $NF } END { print s + 0 }' "$out/$f.prom")
-  printf '  %-10s sandprobe_egress_unexpected_open = %s\n' "$f" "$v"
+  u=$(awk '/^sandprobe_egress_denies_unproven\{/ { s += $NF } END { print s + 0 }' "$out/$f.prom")
+  printf '  %-10s sandprobe_egress_unexpected_open = %s, sandprobe_egress_denies_unproven = %s\n' "$f" "$v" "$u"
 done
 printf '  JUnit failures: %s\n' "$(grep -o 'failures="[0-9]*"' "$out/regressed.xml" | head -1)"
 printf '  files: %s\n' "$(ls "$out" | tr '\n' ' ')"

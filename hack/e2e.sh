@@ -129,8 +129,11 @@ cleanup() {
         kc -n "$ns" logs "$j" --tail=80 2>&1
       done
     } > "$out/failure.txt" 2>&1 || true
-    printf '\n%se2e failed (exit %d): state in %s/failure.txt, cluster logs in %s%s\n' \
-      "$red" "$code" "$out" "${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs" "$reset" >&2
+    # The cluster's logs (kube-router, apiserver, kubelet) go down with it.
+    rm -rf "$out/cluster-logs"
+    cp -r "${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs" "$out/cluster-logs" 2>/dev/null || true
+    printf '\n%se2e failed (exit %d): state in %s/failure.txt, cluster logs in %s/cluster-logs%s\n' \
+      "$red" "$code" "$out" "$out" "$reset" >&2
     tail -n 40 "$out/failure.txt" >&2 || true
   fi
   nft delete table $witness 2>/dev/null || true
@@ -156,7 +159,7 @@ trap cleanup EXIT
 trap 'echo; echo "e2e: interrupted, tearing down"; exit 130' INT TERM
 
 mkdir -p "$out"
-rm -f "$out"/*
+rm -rf "$out"/*
 [[ -x $bin ]] || fail "$bin is missing: run make build (or make e2e)"
 [[ -x $probe_bin ]] || fail "$probe_bin is missing: run make build (or make e2e)"
 # The image holds nothing but the binary: it must be static.
@@ -262,8 +265,12 @@ out = []
 for d in docs:
     if "\nkind: Pod\n" in d:
         d = re.sub(r"(?m)^(\s+image: ).*$", r"\1sandprobe.local/probe:1", d)
-        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
+        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe(?:-probe)?\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
         assert n == 1, "the rendered pod changed shape: " + d
+        # A probe pod ends at the probe deadline; an agent runs until it is
+        # done (the live sandbox must outlive every run of this test).
+        d, n = re.subn(r"(?m)^  activeDeadlineSeconds: \d+\n", "", d)
+        assert n == 1, "the rendered pod has no activeDeadlineSeconds: " + d
     out.append(d)
 print("---\n" + "---\n".join(out), end="")
 ' > "$out/sandbox.yaml"

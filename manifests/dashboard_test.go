@@ -374,7 +374,7 @@ func TestDashboardQueries(t *testing.T) {
 	gw := testenv.Pushgateway(t)
 	labPolicy := filepath.Join(testenv.ModuleRoot(t), "fixtures", "lab-policy.yaml")
 	driftPolicy := filepath.Join(testenv.ModuleRoot(t), "fixtures", "policy.yaml")
-	labRun := []string{"run", "--backend", "local", "--netns", "sp-sandbox", "--policy", labPolicy}
+	labRun := []string{"run", "--backend", "local", "--netns", "sp-sandbox", "--control-netns", "sp-control", "--policy", labPolicy}
 	runs := labRuns{}
 	push := func(name string, wantExit int, args ...string) {
 		t.Helper()

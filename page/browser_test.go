@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,7 +173,7 @@ func labRun(t *testing.T, bin string, wantExit int) (report.Run, string) {
 	dir := t.TempDir()
 	htmlFile, jsonFile := filepath.Join(dir, "page.html"), filepath.Join(dir, "run.json")
 	start := time.Now()
-	code, stdout, stderr := testenv.Exec(t, bin, "run", "--backend", "local", "--netns", "sp-sandbox", "--policy", labPolicyFile,
+	code, stdout, stderr := testenv.Exec(t, bin, "run", "--backend", "local", "--netns", "sp-sandbox", "--control-netns", "sp-control", "--policy", labPolicyFile,
 		"--html", htmlFile, "--json", jsonFile)
 	if code != wantExit {
 		t.Fatalf("run: exit %d, want %d\n%s\n%s", code, wantExit, stdout, stderr)
@@ -291,6 +292,30 @@ func TestBrowserLabRuns(t *testing.T) {
 		if n != len(p.Spec.Egress.Allow) {
 			t.Errorf("%d allowances on the page, %d in the policy", n, len(p.Spec.Egress.Allow))
 		}
+		// A healthy run against the lab proves every direct deny from
+		// sp-control, and the page says so beside each verdict.
+		deny := map[string]report.Finding{}
+		for _, f := range run.Findings {
+			if f.Deny != "" {
+				deny[f.Check+" "+f.Subject] = f
+			}
+		}
+		proven := 0
+		for _, r := range rows {
+			f, ok := deny[r.Check+" "+r.Subject]
+			if !ok || r.Section == "attention" || r.Section == "changes" {
+				continue
+			}
+			if f.Deny == report.DenyProven {
+				proven++
+			}
+			if !slices.Contains(strings.Fields(r.Text), f.Deny) || (f.Control != "" && !strings.Contains(r.Text, "control: "+f.Control)) {
+				t.Errorf("%s %s: the run's deny is %s (control %q), the row reads %q", r.Check, r.Subject, f.Deny, f.Control, r.Text)
+			}
+		}
+		if proven == 0 {
+			t.Errorf("no deny on the page is proven by the control")
+		}
 	})
 
 	t.Run("reopened", func(t *testing.T) {
@@ -378,7 +403,7 @@ type served struct {
 
 func startServe(t *testing.T, bin, schedule string) *served {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--backend", "local", "--netns", "sp-sandbox", "--policy", labPolicyFile,
+	cmd := exec.Command(bin, "serve", "--backend", "local", "--netns", "sp-sandbox", "--control-netns", "sp-control", "--policy", labPolicyFile,
 		"--listen", "127.0.0.1:0", "--schedule", schedule, "--log-format", "json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -300,7 +300,7 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 	} else if f.Seconds > 0 {
 		r.Latency = latency(f.Seconds)
 	}
-	r.Deny, r.Control = denyOf(f)
+	r.Deny, r.Control = f.Deny, f.Control
 	switch {
 	case strings.HasSuffix(f.Subject, " via proxy"):
 		r.Path = "via proxy"
@@ -502,11 +502,6 @@ func statusStatus(s status) report.Status {
 		return report.Inconclusive
 	}
 	return report.Error
-}
-
-// denyOf reads whether a deny was proven by the control vantage.
-func denyOf(f report.Finding) (deny, control string) {
-	return findingDeny(f), findingControl(f)
 }
 
 func hostPort(host string, port int) string {

@@ -178,6 +178,56 @@ func TestPageRows(t *testing.T) {
 	}
 }
 
+// TestPageDeny: each deny row says what the control vantage made of it —
+// proven with the class the control saw, unproven (and then the row is no
+// pass but inconclusive, under Needs attention), or that no control dialled
+// it — never a bare PASS that hides which.
+func TestPageDeny(t *testing.T) {
+	p := labPolicy(t)
+	run := runFor(p, t0)
+	for i := range run.Findings {
+		f := &run.Findings[i]
+		switch f.Subject {
+		case "10.99.20.10:443":
+			f.Deny, f.Control = report.DenyProven, report.ClassAnswered
+		case "10.99.20.11:443":
+			// The target refuses everyone: the control got a reset too.
+			f.Status, f.Deny, f.Control = report.Inconclusive, report.DenyUnproven, "refused"
+			f.Actual = "refused — deny unproven: the control vantage local/sp-control got refused too"
+		}
+	}
+	got := rows(t, render(t, Page{Policy: p, Run: run, Now: t0}))
+	want := map[string]struct{ status, has, hasNot string }{
+		"10.99.20.10:443":      {"pass", "proven control: answered", "unproven"},
+		"10.99.20.11:443":      {"inconclusive", "unproven control: refused", "PASS"},
+		"blocked.lab.test:443": {"pass", "no control", "proven"},
+	}
+	attention := false
+	for _, r := range got {
+		if r["data-check"] != "egress.must-fail" {
+			continue
+		}
+		if r["section"] == "attention" {
+			attention = attention || r["data-subject"] == "10.99.20.11:443"
+			continue
+		}
+		w, ok := want[r["data-subject"]]
+		if !ok {
+			continue
+		}
+		delete(want, r["data-subject"])
+		if r["data-status"] != w.status || !strings.Contains(r["text"], w.has) || strings.Contains(r["text"], w.hasNot) {
+			t.Errorf("%s: row %q (status %s), want status %s, %q and no %q", r["data-subject"], r["text"], r["data-status"], w.status, w.has, w.hasNot)
+		}
+	}
+	for s := range want {
+		t.Errorf("%s: no must-fail row", s)
+	}
+	if !attention {
+		t.Errorf("the unproven deny is not under Needs attention")
+	}
+}
+
 // TestPageAllowanceWithoutVerdict: an allowance the run holds no verdict
 // for is a row that says so, never a silent gap or a pass.
 func TestPageAllowanceWithoutVerdict(t *testing.T) {

@@ -96,8 +96,14 @@ func (o RunOptions) Bound(n int) time.Duration {
 }
 
 // boundGrace is what the run may overrun its computed bound by (scheduling,
-// a last TLS close) before attempts still waiting to start are given up.
-func boundGrace(bound time.Duration) time.Duration { return max(time.Second, bound/10) }
+// a last TLS close) before attempts still waiting to start are given up. It
+// is at least one attempt's timeout: on a loaded node under gVisor the
+// goroutines of a single wave were seen to start 1.0–1.3 s late (make e2e,
+// 2 cores shared), and with a grace of 1 s a 2 s attempt starting that late
+// was "not attempted" — an error for what was only a slow start.
+func boundGrace(bound, timeout time.Duration) time.Duration {
+	return max(time.Second, timeout, bound/10)
+}
 
 // RunAttempts makes every attempt, at most Concurrency at once, each with
 // its whole Timeout from the moment it starts. The run as a whole is bounded
@@ -107,7 +113,7 @@ func boundGrace(bound time.Duration) time.Duration { return max(time.Second, bou
 func (c *NetClient) RunAttempts(ctx context.Context, plan []Attempt, o RunOptions) []Result {
 	results := make([]Result, len(plan))
 	bound := o.Bound(len(plan))
-	runCtx, cancel := context.WithTimeout(ctx, bound+boundGrace(bound))
+	runCtx, cancel := context.WithTimeout(ctx, bound+boundGrace(bound, o.Timeout))
 	defer cancel()
 	start := time.Now()
 	p := pool.New().WithMaxGoroutines(o.width())
@@ -172,7 +178,7 @@ func EgressWarnings(p *policy.Policy) []string {
 	plan, _ := PlanEgress(p.Spec.Egress)
 	o := OptionsFor(p.Spec.Egress)
 	bound := o.Bound(len(plan))
-	need := bound + boundGrace(bound)
+	need := bound + boundGrace(bound, o.Timeout)
 	if d := p.Spec.Probe.Deadline.Duration; d > 0 && need > d {
 		return []string{fmt.Sprintf("spec.probe.deadline: %s is shorter than the egress run can take (%d attempts, %d at a time, %s each: up to %s), so the probe would be killed before its verdicts: raise it, or spec.egress.concurrency",
 			d, len(plan), o.width(), o.Timeout, need)}

@@ -226,15 +226,7 @@ func (s Selection) keep(c Check) bool {
 // Run executes the selected checks and returns the probe's result. Quick
 // local checks run in catalogue order; late checks run concurrently after them.
 func Run(ctx context.Context, env *Env, sel Selection) result.ProbeResult {
-	if env.Now == nil {
-		env.Now = time.Now
-	}
-	start := env.Now()
-	host, _ := os.Hostname()
-	res := result.ProbeResult{
-		Schema: result.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
-		Version: Version(), Hostname: host, StartedAt: start.UTC(),
-	}
+	res, start := newResult(env)
 	if env.Runtime == nil {
 		env.Runtime = CollectRuntime()
 	}
@@ -264,6 +256,20 @@ func Run(ctx context.Context, env *Env, sel Selection) result.ProbeResult {
 	}
 	res.Seconds = env.Now().Sub(start).Seconds()
 	return res
+}
+
+// newResult starts a result for this run: schema, nonce, policy, version,
+// host and start time.
+func newResult(env *Env) (result.ProbeResult, time.Time) {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	start := env.Now()
+	host, _ := os.Hostname()
+	return result.ProbeResult{
+		Schema: result.ProbeResultSchema, Nonce: env.Nonce, Policy: env.Policy.Metadata.Name,
+		Version: Version(), Hostname: host, StartedAt: start.UTC(),
+	}, start
 }
 
 // runOne runs a check, turning a panic into an error finding and filling in

@@ -138,6 +138,8 @@ func appendFindingJSON(x []byte, f *Finding) ([]byte, error) {
 		x = append(x, ","+in+`"attempt": `...)
 		x = append(x, ind.Bytes()...)
 	}
+	field("control", f.Control, true)
+	field("deny", f.Deny, true)
 	field("file", f.File, true)
 	if f.Line != 0 {
 		x = append(x, ","+in+`"line": `...)

@@ -242,7 +242,18 @@ func evidenceBody(f Finding) string {
 	for _, l := range f.Attempt.Lines() {
 		fmt.Fprintf(&b, "%s\n", l)
 	}
+	if f.Deny != "" {
+		fmt.Fprintf(&b, "deny:     %s%s\n", f.Deny, controlText(f))
+	}
 	return b.String()
+}
+
+// controlText is what the control vantage saw, for a deny line.
+func controlText(f Finding) string {
+	if f.Control == "" {
+		return ""
+	}
+	return " (the control got " + f.Control + ")"
 }
 
 func secs(s float64) string { return fmt.Sprintf("%.3f", s) }

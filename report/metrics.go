@@ -19,6 +19,7 @@ const (
 	MetricCheckFailedNodes         = "sandprobe_check_failed_nodes"
 	MetricEgressUnexpectedOpen     = "sandprobe_egress_unexpected_open"
 	MetricEgressAllowedUnreachable = "sandprobe_egress_allowed_unreachable"
+	MetricEgressDeniesUnproven     = "sandprobe_egress_denies_unproven"
 	MetricDriftFindings            = "sandprobe_drift_findings"
 	MetricSandboxesScanned         = "sandprobe_sandboxes_scanned"
 	MetricPolicyNamespaces         = "sandprobe_policy_namespaces"
@@ -89,7 +90,7 @@ type Metrics struct {
 	runs    *prometheus.CounterVec
 	skipped prometheus.Counter
 
-	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, drift,
+	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, egressUnproven, drift,
 	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
 }
 
@@ -119,6 +120,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		egressUnreachable: prometheus.NewDesc(MetricEgressAllowedUnreachable,
 			"Allowed egress destinations that did not answer in the last run, per probe location (node and sandbox namespace).",
 			[]string{"node", "namespace"}, nil),
+		egressUnproven: prometheus.NewDesc(MetricEgressDeniesUnproven,
+			"Must-fail destinations that failed but whose deny is unproven in the last run (the control vantage, where no sandbox policy applies, got no answer either: the target refuses or ignores everyone), per probe location.",
+			[]string{"node", "namespace"}, nil),
 		drift: prometheus.NewDesc(MetricDriftFindings,
 			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
 			[]string{"rule", "namespace"}, nil),
@@ -147,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.checkFailedNodes, m.egressOpen, m.egressUnreachable, m.drift,
+	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.checkFailedNodes, m.egressOpen, m.egressUnreachable, m.egressUnproven, m.drift,
 		m.scanned, m.policyNamespaces, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
 		ch <- d
 	}
@@ -189,6 +193,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, x := range s.egressUnreachable {
 		gauge(m.egressUnreachable, x.value, x.labels...)
+	}
+	for _, x := range s.egressUnproven {
+		gauge(m.egressUnproven, x.value, x.labels...)
 	}
 	for _, x := range s.drift {
 		gauge(m.drift, x.value, x.labels...)
@@ -246,10 +253,10 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 // runSeries is one run rendered as label values and numbers, computed once
 // and swapped in whole.
 type runSeries struct {
-	up, scanned, lastRun, policyNamespaces                            float64
-	driftRan                                                          bool
-	version, policy                                                   string
-	checks, failedNodes, egressOpen, egressUnreachable, drift, phases []labelled
+	up, scanned, lastRun, policyNamespaces                                            float64
+	driftRan                                                                          bool
+	version, policy                                                                   string
+	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, drift, phases []labelled
 }
 
 type labelled struct {
@@ -288,7 +295,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	}
 	checks := map[checkKey]float64{}
 	targets := map[checkNode]map[string]bool{}
-	open, unreachable := map[where]float64{}, map[where]float64{}
+	open, unreachable, unproven := map[where]float64{}, map[where]float64{}, map[where]float64{}
 	drift := map[[2]string]float64{}
 
 	run.Set().Each(func(f *Finding) error {
@@ -305,8 +312,12 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		if Area(f.Check) == "egress" {
 			open[node] += 0
 			unreachable[node] += 0
+			unproven[node] += 0
 			if UnexpectedlyOpen(*f) {
 				open[node]++
+			}
+			if f.Deny == DenyUnproven {
+				unproven[node]++
 			}
 			if f.Check == CheckEgressAllowed && f.Status == Fail {
 				unreachable[node]++
@@ -360,6 +371,9 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	}
 	for w, v := range unreachable {
 		s.egressUnreachable = append(s.egressUnreachable, labelled{[]string{w.node, w.ns}, v})
+	}
+	for w, v := range unproven {
+		s.egressUnproven = append(s.egressUnproven, labelled{[]string{w.node, w.ns}, v})
 	}
 	for k, v := range drift {
 		s.drift = append(s.drift, labelled{[]string{k[0], k[1]}, v})

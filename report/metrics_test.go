@@ -39,8 +39,8 @@ func healthyRun() Run {
 			{Check: "caps.sets", Subject: "CapBnd", Target: "node/worker-1", Status: Pass},
 			{Check: "fs.root-readonly", Subject: "/", Target: "node/worker-1", Status: Pass},
 			{Check: "egress.allowed", Subject: "api.anthropic.com:443", Target: "node/worker-1", Status: Pass, Class: "answered"},
-			{Check: "egress.must-fail", Subject: "example.com:443", Target: "node/worker-1", Status: Pass, Class: "timeout"},
-			{Check: "egress.metadata", Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Pass, Class: "refused"},
+			{Check: "egress.must-fail", Subject: "example.com:443", Target: "node/worker-1", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+			{Check: "egress.metadata", Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Pass, Class: "refused", Control: "answered", Deny: DenyProven},
 			{Check: "tools.run", Subject: "chromium", Target: "node/worker-1", Status: Skip},
 			{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Pass},
 		},
@@ -55,6 +55,7 @@ func brokenRun() Run {
 	run.Findings = append(run.Findings,
 		Finding{Check: "egress.metadata", Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Fail, Class: "answered"},
 		Finding{Check: "egress.dns-exfil", Subject: "random-name", Target: "node/worker-1", Status: Fail},
+		Finding{Check: "egress.must-fail", Subject: "10.99.20.1:443", Target: "node/worker-1", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
 		Finding{Check: "probe.run", Subject: "deadline-exceeded", Target: "node/worker-3", Status: Error},
 		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Fail},
 		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/b", Namespace: "sandboxes", Status: Fail},
@@ -185,6 +186,18 @@ func TestMetricsSeries(t *testing.T) {
 			`sandprobe_check_success{check="egress.must-fail",namespace="sandboxes",node="w1",target="1.1.1.1:443"}`: 0,
 			`sandprobe_check_success{check="egress.must-fail",namespace="team-b",node="w1",target="1.1.1.1:443"}`:    1,
 			cs("probe.run", "unschedulable", "namespace/team-c"):                                                     0,
+		}},
+		{"denies the control could not prove", Run{Findings: []Finding{
+			{Check: "egress.must-fail", Subject: "10.99.20.1:443", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
+			{Check: "egress.must-fail", Subject: "10.99.20.2:443", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Inconclusive, Class: "refused", Deny: DenyUnproven},
+			{Check: "egress.metadata", Subject: "169.254.169.254:80", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+			{Check: "egress.must-fail", Subject: "10.99.20.1:443", Target: "namespace/sb/node/w2", Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+		}}, map[string]float64{
+			`sandprobe_egress_denies_unproven{namespace="sb",node="w1"}`:                                         2,
+			`sandprobe_egress_denies_unproven{namespace="sb",node="w2"}`:                                         0,
+			`sandprobe_egress_unexpected_open{namespace="sb",node="w1"}`:                                         0, // unproven is not open
+			`sandprobe_check_success{check="egress.must-fail",namespace="sb",node="w1",target="10.99.20.1:443"}`: 0,
+			`sandprobe_check_success{check="egress.must-fail",namespace="sb",node="w2",target="10.99.20.1:443"}`: 1,
 		}},
 		{"duplicate subjects: one failure fails the series", Run{Findings: []Finding{
 			{Check: "fs.writable", Subject: "/tmp", Target: "image/alpine:3", Status: Pass},

@@ -35,6 +35,13 @@ const (
 	ProbeResultSchema  = result.ProbeResultSchema
 	TerminationMsgSize = result.TerminationMsgSize
 	GzipPrefix         = result.GzipPrefix
+	CheckTruncated     = result.CheckTruncated
+)
+
+// Values of Finding.Deny: whether a control vantage proved a deny.
+const (
+	DenyProven   = result.DenyProven
+	DenyUnproven = result.DenyUnproven
 )
 
 // Who stopped a network attempt (Attempt.StoppedBy).

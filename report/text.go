@@ -73,6 +73,9 @@ func (t Text) Write(w io.Writer, run Run) error {
 			if f.Class != "" && f.Status != Pass {
 				msg += " [" + f.Class + "]"
 			}
+			if f.Deny == DenyUnproven {
+				msg += " [deny unproven" + controlText(*f) + "]"
+			}
 			fmt.Fprintf(b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
 			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
 				fix := oneLine(f.Fix)

@@ -22,8 +22,9 @@ const maxDecoded = 4 << 20
 // gzip-compressed and base64-encoded behind GzipPrefix (a result of some 60
 // findings with their attempt evidence is ~26 KB of JSON, ~4.6 KB so
 // encoded); the same with the passes' texts dropped (Compact, ~2.7 KB);
-// with their attempt evidence dropped too (~1.2 KB); else the compact JSON
-// form, which keeps only the non-passing findings. In a sandbox namespace
+// with their attempt evidence dropped too (~1.2 KB); every finding without
+// evidence or attempt, texts cut ever shorter, compressed too; else the
+// compact JSON form, which keeps only the non-passing findings. In a sandbox namespace
 // the runner reads nothing else: it may not read the logs of pods there,
 // which would be every sandbox's log too. Every pass stays in the first
 // three, so the metrics keep one series per checked destination.
@@ -51,7 +52,53 @@ func (p ProbeResult) TerminationMessage(limit int) ([]byte, error) {
 			return msg, err
 		}
 	}
+	// Many failures, each with its own evidence (every must-fail target
+	// answering after an allow-all): every finding still, without evidence,
+	// fix and attempt (the runner refills fixes from the catalogue), with
+	// ever shorter texts — compressed, before the compact JSON form drops
+	// the passes and cuts the result.
+	c := p.compactFindings()
+	for _, max := range []int{0, 160, 80, 40} {
+		if max > 0 {
+			clipTexts(c.Findings, max)
+		}
+		msg, ok, err := gzipMessage(c, limit)
+		if err != nil || ok {
+			return msg, err
+		}
+	}
 	return p.CompactJSON(limit)
+}
+
+// compactFindings is the result with every finding stripped to what the
+// runner needs: status, class, and for the others their texts.
+func (p ProbeResult) compactFindings() ProbeResult {
+	c := p
+	c.Compact = true
+	c.Findings = make([]Finding, len(p.Findings))
+	for i, f := range p.Findings {
+		f.Evidence, f.Fix = "", ""
+		f.Attempt = nil // the full result (the pod's log) carries it
+		if f.Status == Pass {
+			f.Expected, f.Actual = "", ""
+		}
+		f.Seconds = 0
+		c.Findings[i] = f
+	}
+	if c.Runtime != nil {
+		r := *c.Runtime
+		r.Markers = nil
+		r.ProcVersion = clip(r.ProcVersion, 80)
+		c.Runtime = &r
+	}
+	return c
+}
+
+func clipTexts(fs []Finding, max int) {
+	for i := range fs {
+		fs[i].Expected = clip(fs[i].Expected, max)
+		fs[i].Actual = clip(fs[i].Actual, max)
+	}
 }
 
 // gzipMessage encodes a result behind GzipPrefix; ok is false when that
@@ -99,29 +146,16 @@ func DecodeTerminationMessage(msg string) (doc []byte, compressed bool, err erro
 	return out, true, nil
 }
 
+// CheckTruncated is the error finding that ends a result cut to fit: the
+// encoder's, not a verdict of the probe (its exit code does not count it).
+const CheckTruncated = "probe.truncated"
+
 // CompactJSON shortens a probe result to fit limit bytes of JSON (a Kubernetes
 // termination message holds 4 KiB). It keeps every non-passing finding,
 // trimming evidence and long texts first, then drops passing findings and
 // counts them in OmittedPasses. The runner refills fixes from the catalogue.
 func (p ProbeResult) CompactJSON(limit int) ([]byte, error) {
-	c := p
-	c.Compact = true
-	c.Findings = make([]Finding, len(p.Findings))
-	for i, f := range p.Findings {
-		f.Evidence, f.Fix = "", ""
-		f.Attempt = nil // the full result (the pod's log) carries it
-		if f.Status == Pass {
-			f.Expected, f.Actual = "", ""
-		}
-		f.Seconds = 0
-		c.Findings[i] = f
-	}
-	if c.Runtime != nil {
-		r := *c.Runtime
-		r.Markers = nil
-		r.ProcVersion = clip(r.ProcVersion, 80)
-		c.Runtime = &r
-	}
+	c := p.compactFindings()
 	for _, max := range []int{160, 80, 40} {
 		out, err := json.Marshal(c)
 		if err != nil {
@@ -130,10 +164,7 @@ func (p ProbeResult) CompactJSON(limit int) ([]byte, error) {
 		if len(out) <= limit {
 			return out, nil
 		}
-		for i := range c.Findings {
-			c.Findings[i].Expected = clip(c.Findings[i].Expected, max)
-			c.Findings[i].Actual = clip(c.Findings[i].Actual, max)
-		}
+		clipTexts(c.Findings, max)
 	}
 	var kept []Finding
 	for _, f := range c.Findings {
@@ -146,7 +177,7 @@ func (p ProbeResult) CompactJSON(limit int) ([]byte, error) {
 	c.Findings = kept
 	// Still too long: keep the first failures and end with an error finding,
 	// so the runner never mistakes a cut result for a clean one.
-	marker := Finding{Check: "probe.truncated", Status: Error, Actual: "result cut to fit the termination message; read the pod log for the rest"}
+	marker := Finding{Check: CheckTruncated, Status: Error, Actual: "result cut to fit the termination message; read the pod log for the rest"}
 	truncated := false
 	for {
 		out, err := json.Marshal(c)

@@ -68,6 +68,35 @@ func TestTerminationMessage(t *testing.T) {
 	if err != nil || !compressed || !back.Compact || len(back.Findings) != len(noisy.Findings) || back.Findings[0].Evidence != "" {
 		t.Errorf("noisy evidence: compressed %v, compact %v, %d of %d findings, err %v: want every finding, without its texts", compressed, back.Compact, len(back.Findings), len(noisy.Findings), err)
 	}
+	// Every must-fail target answering (an allow-all "for a minute"): many
+	// failures, each with evidence of its own, beside as many passes. Every
+	// finding still arrives, failures with their verdicts, nothing cut: a
+	// cut result would be an error (exit 3), not the failure it is.
+	open := noisy
+	open.Findings = append([]Finding(nil), noisy.Findings...)
+	for i := range 36 {
+		h := sha256.Sum256([]byte(fmt.Sprint("open", i)))
+		open.Findings[i] = Finding{Check: "egress.must-fail", Subject: fmt.Sprintf("10.99.%d.%d:443", i, i*7), Status: Fail, Class: "answered",
+			Expected: "no answer (any failure)", Actual: fmt.Sprintf("answered: 10.99.%d.%d:443: connected", i, i*7), Evidence: fmt.Sprintf("%x%x", h, sha256.Sum256(h[:])),
+			Fix: fmt.Sprintf("a rule that blocked 10.99.%d.%d:443 is gone or was widened: restore the deny (NetworkPolicy, firewall) for it", i, i*7), Attempt: &Attempt{Attempted: true, Started: float64(i) / 1000, Waited: 0.004, Timeout: 2, Addresses: []AddressAttempt{{Address: fmt.Sprintf("10.99.%d.%d:443", i, i*7), Class: "answered", Waited: 0.004}}}}
+	}
+	msg, err = open.TerminationMessage(TerminationMsgSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, compressed, err = DecodeTerminationMessage(string(msg))
+	back = ProbeResult{}
+	if err == nil {
+		err = json.Unmarshal(doc, &back)
+	}
+	if err != nil || !compressed || len(back.Findings) != len(open.Findings) || back.OmittedPasses != 0 {
+		t.Fatalf("an allow-all: compressed %v, %d of %d findings (%d passes omitted), err %v: want every finding", compressed, len(back.Findings), len(open.Findings), back.OmittedPasses, err)
+	}
+	for i, f := range back.Findings {
+		if f.Check != open.Findings[i].Check || f.Status != open.Findings[i].Status || f.Subject != open.Findings[i].Subject || (f.Status == Fail && f.Actual == "") {
+			t.Errorf("finding %d: %s %s %s %q, the probe's %s %s %s", i, f.Check, f.Subject, f.Status, f.Actual, open.Findings[i].Check, open.Findings[i].Subject, open.Findings[i].Status)
+		}
+	}
 	big := res
 	for i := range 2000 {
 		big.Findings = append(big.Findings, Finding{Check: "creds.env-secrets", Subject: fmt.Sprintf("K%x_KEY", i*7919), Status: Pass, Evidence: strings.Repeat(fmt.Sprint(i), 9)})

@@ -52,12 +52,29 @@ type Finding struct {
 	// Attempt is the evidence of the network attempt behind an egress
 	// finding: when it ran, how long it waited, what stopped it.
 	Attempt *Attempt `json:"attempt,omitempty"`
+	// Control is the class a control vantage saw for the same destination
+	// (a place no sandbox policy governs: a pod in the runner's namespace,
+	// a network namespace on the lab's side of the link); "" when none
+	// dialled it.
+	Control string `json:"control,omitempty"`
+	// Deny says whether a blocked destination's deny is proven (the control
+	// got an answer, or the proxy refused it itself) or unproven (the
+	// target refuses or ignores everyone, or no control could tell): set
+	// on the deny verdicts of egress.must-fail, egress.metadata and
+	// egress.proxy-bypass. An unproven deny is never a pass.
+	Deny string `json:"deny,omitempty"`
 	// File and Line say where the object (or the field) to fix is written,
 	// for drift findings on objects read from files (`drift -f`): what
 	// SARIF annotates.
 	File string `json:"file,omitempty"`
 	Line int    `json:"line,omitempty"`
 }
+
+// Values of Finding.Deny.
+const (
+	DenyProven   = "proven"
+	DenyUnproven = "unproven"
+)
 
 // Name is the finding's display name: the check and, if any, its subject.
 func (f Finding) Name() string {
@@ -100,6 +117,10 @@ type ProbeResult struct {
 	Seconds   float64          `json:"seconds"`
 	Runtime   *RuntimeEvidence `json:"runtime,omitempty"`
 	Findings  []Finding        `json:"findings"`
+	// Vantage is "control" for the result of a control vantage (what each
+	// destination answered outside every sandbox policy): its findings are
+	// observations merged into the probes' deny verdicts, not verdicts.
+	Vantage string `json:"vantage,omitempty"`
 	// Compact marks the shortened form written to a termination message;
 	// OmittedPasses counts passing findings left out of it.
 	Compact       bool `json:"compact,omitempty"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,15 +18,16 @@ import (
 // kubeFlags are the kube backend's flags, shared by run and serve: the
 // CronJob runs `sandprobe run --backend kube` with them.
 type kubeFlags struct {
-	kubeconfig, context, namespace, probeImage, pullPolicy string
-	perNode, drift                                         bool
-	unschedulableGrace, driftTimeout                       time.Duration
+	kubeconfig, context, namespace, controlNamespace, probeImage, pullPolicy string
+	perNode, drift                                                           bool
+	unschedulableGrace, driftTimeout                                         time.Duration
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kube: the cluster's kubeconfig (default $KUBECONFIG, ~/.kube/config, or the pod's service account inside a cluster)")
 	fs.StringVar(&k.context, "context", "", "kube: the kubeconfig context to use")
 	fs.StringVarP(&k.namespace, "namespace", "n", "", "kube: put every probe pod in this namespace instead of each of the policy's spec.namespaces (it is then governed by this namespace's egress policies, not the sandboxes')")
+	fs.StringVar(&k.controlNamespace, "control-namespace", "", "kube: the namespace of the control pod, which dials every must-fail destination where no sandbox policy applies, so a deny counts only where it answered (default: the runner's own namespace: its pod's in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&k.probeImage, "probe-image", "", "kube: the sandprobe image, with the static binaries at /sandprobe and /sandprobe-probe (default: spec.probe.image)")
 	fs.StringVar(&k.pullPolicy, "image-pull-policy", "", "kube: Always, IfNotPresent or Never for the probe pod's images (default IfNotPresent)")
 	fs.BoolVar(&k.perNode, "per-node", false, "kube: one probe pod on each node that can host sandboxes, in parallel (CNI agents roll out node by node)")
@@ -70,7 +72,8 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	be := &kube.Backend{
 		API: api, Host: cfg.Host, Namespace: k.namespace, ProbeImage: k.probeImage, PullPolicy: corev1.PullPolicy(k.pullPolicy),
 		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, UnschedulableGrace: k.unschedulableGrace, Policies: driftAPI,
-		Progress: pr.show, Logger: logger,
+		ControlNamespace: cmp.Or(k.controlNamespace, kube.OwnNamespace(k.kubeconfig, k.context)),
+		Progress:         pr.show, Logger: logger,
 	}
 	if k.drift {
 		be.Drift = &kube.DriftPhase{API: driftAPI, Timeout: k.driftTimeout}

@@ -53,11 +53,11 @@ func (a *app) cmdRun(fs *pflag.FlagSet) runFunc {
 // cycleFlags say what one cycle checks and where. run and serve share them,
 // so a scheduled cycle is built exactly like a one-shot one.
 type cycleFlags struct {
-	policyPath, backend, netns, sabotage string
-	deadline                             time.Duration
-	noNetwork                            bool
-	docker                               dockerFlags
-	kube                                 kubeFlags
+	policyPath, backend, netns, controlNetns, sabotage string
+	deadline                                           time.Duration
+	noNetwork                                          bool
+	docker                                             dockerFlags
+	kube                                               kubeFlags
 }
 
 func (cf *cycleFlags) register(fs *pflag.FlagSet) {
@@ -67,6 +67,7 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
 	group(fs, groupLocal, func() {
 		fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
+		fs.StringVar(&cf.controlNetns, "control-netns", "", "local backend: the control vantage, a named network namespace no sandbox rule governs (the lab: sp-control); every must-fail destination is dialled from there too, and a deny counts only where it answered (default: none, so no deny is proven)")
 		fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 	})
 	group(fs, groupDocker, func() { cf.docker.register(fs) })
@@ -89,7 +90,7 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 			fmt.Fprintf(a.stderr, "sandprobe %s: --sabotage: %v\n", cmd, err)
 			return nil, false
 		}
-		be = &local.Backend{Sandbox: sb, Logger: logger}
+		be = &local.Backend{Sandbox: sb, ControlNetNS: cf.controlNetns, Logger: logger}
 	case "docker":
 		dbe, closeFn, err := cf.docker.backend(a, p, p.Spec.Docker.Network, logger)
 		if err != nil {

@@ -16,8 +16,9 @@ NS_API=sp-api           # allowed host api.lab.test
 NS_GIT=sp-git           # allowed hosts git.lab.test, objects.git.lab.test
 NS_EXT=sp-ext           # must-fail destinations ("the outside")
 NS_META=sp-meta         # stand-in cloud metadata service
+NS_CONTROL=sp-control   # the control vantage: the lab's side of the link, no sandbox rule
 # order matters for creation: router first.
-LAB_NAMESPACES=("$NS_ROUTER" "$NS_SANDBOX" "$NS_DNS" "$NS_PROXY" "$NS_API" "$NS_GIT" "$NS_EXT" "$NS_META")
+LAB_NAMESPACES=("$NS_ROUTER" "$NS_SANDBOX" "$NS_DNS" "$NS_PROXY" "$NS_API" "$NS_GIT" "$NS_EXT" "$NS_META" "$NS_CONTROL")
 
 # link table: namespace  short  v4-subnet(/24, router=.1)  v6-prefix(/64, router=::1)
 # veth names: "sp-r-<short>" in sp-router, "sp-<short>0" in the namespace.
@@ -29,6 +30,7 @@ LAB_LINKS=(
   "$NS_GIT     git 10.99.11 fd99:0:0:11"
   "$NS_EXT     ext 10.99.20 fd99:0:0:20"
   "$NS_META    meta 10.99.169 fd99:0:0:169"
+  "$NS_CONTROL ctl 10.99.40 fd99:0:0:40"
 )
 IF_ROUTER_SANDBOX=sp-r-sbx      # sandbox-facing interface in sp-router
 IF_SANDBOX=sp-sbx0              # the sandbox's only interface
@@ -48,6 +50,11 @@ ROUTER_SANDBOX_IP4=10.99.1.1
 ROUTER_SANDBOX_IP6=fd99:0:0:1::1
 SANDBOX_IP4=10.99.1.2
 SANDBOX_IP6=fd99:0:0:1::2
+# The control vantage dials every must-fail destination where no sandbox
+# rule applies (the router forwards it like a service namespace's traffic):
+# a deny counts only where the control got an answer.
+CONTROL_IP4=10.99.40.2
+CONTROL_IP6=fd99:0:0:40::2
 
 # ---- services -------------------------------------------------------------
 RESOLVER_IP4=10.99.53.53

@@ -55,6 +55,8 @@ type Flags struct {
 	PodInfo, RuntimeClass, ImageCommand string
 	ImageCommandTimeout                 time.Duration
 	NoNetwork                           bool
+	// Control makes the probe the control vantage (probes.RunControl).
+	Control bool
 	// Output is --output / -o: each binary registers it, spelling the
 	// shorthand its flag package's way, with OutputUsage.
 	Output string
@@ -69,6 +71,7 @@ func (f *Flags) Register(fs FlagSet) {
 	fs.StringVar(&f.Nonce, "nonce", "", "the run's nonce, echoed in the result")
 	fs.StringVar(&f.Only, "only", "", "comma-separated check IDs or areas to run (default: all that the policy asks for)")
 	fs.BoolVar(&f.NoNetwork, "no-network", false, "leave out the checks that send traffic")
+	fs.BoolVar(&f.Control, "control", false, "be the control vantage: dial every must-fail, metadata and proxy-bypass destination directly and report what each answered (run where no sandbox policy applies)")
 	fs.StringVar(&f.TerminationLog, "termination-log", "", "also write a compact result here (default "+DefaultTerminationLog+" when it exists)")
 	fs.StringVar(&f.PodInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
 	fs.StringVar(&f.RuntimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
@@ -103,6 +106,9 @@ func Run(ctx context.Context, std IO, f Flags, o Options) int {
 			fmt.Fprintf(std.Stderr, "%s: --image-command: want a non-empty JSON array of strings, got %q\n", o.Name, f.ImageCommand)
 			return result.ExitBadInput
 		}
+	}
+	if f.Control {
+		return emit(std, o, probes.RunControl(ctx, env), f.TerminationLog, f.Output)
 	}
 	res := probes.Run(ctx, env, probes.Selection{NoNetwork: f.NoNetwork, Only: SplitList(f.Only)})
 	return emit(std, o, res, f.TerminationLog, f.Output)

@@ -246,6 +246,15 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	}
 	runner.CrossCheckKernel(spec.Policy, class, facts.hostKernel, nil, &res)
 	explainWritable(res.Findings, imageModes)
+	if !spec.NoNetwork {
+		// No control vantage on a Docker network yet: a deny there is
+		// unproven. With no network at all, nothing outside can answer.
+		var c *runner.Control
+		if b.Network == "" || b.Network == "none" {
+			c = &runner.Control{Vantage: "docker", Isolated: "the container has no network (--network none): loopback only"}
+		}
+		runner.ApplyControl(&res, c)
+	}
 	return []report.ProbeResult{res}, nil
 }
 

@@ -98,6 +98,26 @@ func RESTConfig(path, kubeContext string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// OwnNamespace is the namespace the runner itself is in: its pod's (the
+// service account's namespace file) inside a cluster, else the kubeconfig
+// context's, else "default", as kubectl would pick.
+func OwnNamespace(path, kubeContext string) string {
+	if path == "" && kubeContext == "" && os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+			return string(b)
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
+}
+
 func (a *restAPI) CreatePod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	out := &corev1.Pod{}
 	err := a.c.Post().Namespace(pod.Namespace).Resource("pods").Body(pod).Do(ctx).Into(out)

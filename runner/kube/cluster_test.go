@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -52,6 +54,9 @@ spec:
   seccomp: RuntimeDefault
   serviceAccountToken: absent
   resources: {limits: {memory: 64Mi, ephemeral-storage: 64Mi}}
+  # The control pod dials the metadata address: the lab's stand-in, never
+  # the real one (the cluster drops it anyway).
+  egress: {metadata: {address: 10.99.169.254, port: 80}}
   probe: {deadline: 60s}
 `
 
@@ -99,6 +104,14 @@ func newClusterEnv(t testing.TB) *clusterEnv {
 		}
 	}
 	clusterImages.mu.Unlock()
+	e.namespace(t, clusterNS)
+	return e
+}
+
+// namespace makes a namespace enforcing Pod Security "restricted": every
+// pod the tests start there proves it passes the standard.
+func (e *clusterEnv) namespace(t testing.TB, name string) {
+	t.Helper()
 	e.apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -106,8 +119,7 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/enforce-version: latest
-`, clusterNS))
-	return e
+`, name))
 }
 
 // importImages builds the probe image (the sandprobe binary, and the lab's
@@ -423,13 +435,22 @@ func (e *clusterEnv) labCluster(t testing.TB) {
 }
 
 // TestClusterHealthy: a conformant sandbox passes end to end — egress
-// through the lab, identity, filesystem, capabilities, no token — under
-// runc (declared as runc) and under gVisor (declared as gvisor, with the
-// runner's host-kernel cross-check passing); and a class called gvisor
-// that really runs runc is caught by the cross-check.
+// through the lab under kube-router, every deny proven by the control pod,
+// identity, filesystem, capabilities, no token — under gVisor (declared as
+// gvisor, with the runner's host-kernel cross-check passing); under runc
+// (declared as runc: no cross-check); and a class called gvisor that really
+// runs runc is caught by the cross-check.
+//
+// The runc cases leave the network out: kube-router programs a new pod's
+// firewall a moment after the pod starts (about a second here), and a probe
+// under runc is dialling by then, so every must-fail destination answers it
+// — as it would a sandbox that dials in its first second. gVisor's start
+// takes longer than kube-router does. (make e2e runs its probes under gVisor
+// for the same reason.)
 func TestClusterHealthy(t *testing.T) {
 	e := newClusterEnv(t)
 	e.labCluster(t)
+	controlNS := e.enforcing(t, labPolicy(t, "{classNames: [gvisor]}"))
 	e.apply(t, `apiVersion: node.k8s.io/v1
 kind: RuntimeClass
 metadata: {name: gvisor-but-runc}
@@ -439,14 +460,15 @@ handler: runc
 		name, runtime string
 		code          int
 		hostKernel    report.Status
+		args          []string
 	}{
-		{"runc", "{classNames: [runc], isolation: {runc: none}}", report.ExitOK, ""},
-		{"gvisor", "{classNames: [gvisor]}", report.ExitOK, report.Pass},
-		{"gvisor class running runc", "{classNames: [gvisor-but-runc], isolation: {gvisor-but-runc: gvisor}}", report.ExitNonConformant, report.Fail},
+		{"runc", "{classNames: [runc], isolation: {runc: none}}", report.ExitOK, "", []string{"--no-network"}},
+		{"gvisor", "{classNames: [gvisor]}", report.ExitOK, report.Pass, nil},
+		{"gvisor class running runc", "{classNames: [gvisor-but-runc], isolation: {gvisor-but-runc: gvisor}}", report.ExitNonConformant, report.Fail, []string{"--no-network"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := e.run(t, labPolicy(t, c.runtime), "--probe-image", labImageRef)
+			r := e.run(t, unpinned(labPolicy(t, c.runtime)), append([]string{"--probe-image", labImageRef, "--control-namespace", controlNS}, c.args...)...)
 			t.Logf("exit %d in %.1fs", r.code, r.seconds)
 			if r.code != c.code {
 				var bad []string
@@ -462,8 +484,11 @@ handler: runc
 				if f.Subject == runner.HostKernelSubject {
 					hk = &r.report.Findings[i]
 				}
-				if !strings.HasPrefix(f.Target, "namespace/"+clusterNS+"/node/") {
+				if !strings.HasPrefix(f.Target, "namespace/"+clusterNS+"/node/") && !strings.HasPrefix(f.Target, "namespace/"+controlNS+"/node/") {
 					t.Errorf("finding %s targets %q, want namespace/%s/node/NAME", f.Name(), f.Target, clusterNS)
+				}
+				if f.Deny != "" && f.Deny != report.DenyProven {
+					t.Errorf("%s: deny %s (the control got %s)", f.Name(), f.Deny, f.Control)
 				}
 			}
 			switch {
@@ -477,6 +502,163 @@ handler: runc
 			}
 		})
 	}
+}
+
+// enforcing makes kube-router, enforcing the NetworkPolicy `sandprobe
+// render` writes for the policy in clusterNS, the only thing between the
+// cluster's pods and the lab (the lab attached in engine mode, as in make
+// e2e), and returns a namespace of its own, under no policy, for the
+// control pod. Afterwards the lab goes back to sandbox mode and the engine
+// away, as the other cluster tests expect them. Pinned failure classes are
+// the lab's, not kube-router's (it rejects every deny alike): use a policy
+// without them.
+func (e *clusterEnv) enforcing(t testing.TB, doc string) string {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	lab, netpol := filepath.Join(root, "hack", "lab", "lab"), filepath.Join(root, "hack", "cluster", "netpol.sh")
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	sh(lab, "attach-cluster", "--engine")
+	t.Cleanup(func() { exec.Command(lab, "attach-cluster").Run() })
+	sh(netpol, "up")
+	t.Cleanup(func() { exec.Command(netpol, "down").Run() })
+	p, err := policy.Load([]byte(unpinned(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var np bytes.Buffer
+	if err := render.WriteYAML(&np, render.NetworkPolicy(p, clusterNS)); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(t, np.String())
+	t.Cleanup(func() {
+		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", clusterNS, "delete", "networkpolicy", render.EgressPolicyName(p), "--ignore-not-found").Run()
+	})
+	for deadline := time.Now().Add(30 * time.Second); exec.Command(netpol, "has-policy", clusterNS, render.EgressPolicyName(p)).Run() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-router never programmed %s", render.EgressPolicyName(p))
+		}
+	}
+	controlNS := clusterNS + "-control"
+	e.namespace(t, controlNS)
+	return controlNS
+}
+
+// unpinned drops the failure classes a policy pins: the lab's flavours
+// (DROP, reset, ICMP) are not kube-router's, which rejects every deny alike,
+// and the node's ICMP rate limit turns part of a burst of rejects into
+// timeouts.
+func unpinned(doc string) string {
+	doc = regexp.MustCompile(`, expect: [a-z-]+`).ReplaceAllString(doc, "")
+	return regexp.MustCompile(`(?m)^ +expect: [a-z-]+\n`).ReplaceAllString(doc, "")
+}
+
+// TestClusterControl: under kube-router, a must-fail destination that
+// answers the control pod (in a namespace no policy restricts) and not the
+// probe is a proven pass; one that answers nobody (the lab router's own
+// address, where nothing listens) is a deny unproven: inconclusive, exit 1,
+// and the report says what the control got.
+func TestClusterControl(t *testing.T) {
+	e := newClusterEnv(t)
+	e.labCluster(t)
+	doc := strings.Replace(labPolicy(t, "{classNames: [gvisor]}"), "        - 10.99.20.20/30\n",
+		"        - 10.99.20.20/30\n        - {target: 10.99.20.1, reason: \"the lab router: nothing listens, it refuses everyone\"}\n", 1)
+	if !strings.Contains(doc, "10.99.20.1,") {
+		t.Fatal("fixtures/lab-policy.yaml changed: no 10.99.20.20/30 to add the dead target after")
+	}
+	doc = unpinned(doc)
+	controlNS := e.enforcing(t, doc)
+	r := e.run(t, doc, "--probe-image", labImageRef, "--control-namespace", controlNS, "-o", "text")
+	t.Logf("exit %d in %.1fs", r.code, r.seconds)
+	byName := map[string]report.Finding{}
+	var summary *report.Finding
+	for i, f := range r.report.Findings {
+		byName[f.Name()] = f
+		if f.Check == CheckControl {
+			summary = &r.report.Findings[i]
+		}
+	}
+	if f := byName["egress.must-fail 10.99.20.1:443"]; f.Status != report.Inconclusive || f.Deny != report.DenyUnproven || f.Control == "" || f.Control == report.ClassAnswered {
+		t.Errorf("the router's address: status %s, deny %s, control %q: want inconclusive, unproven, and what the control got (%s)", f.Status, f.Deny, f.Control, f.Evidence)
+	}
+	for name, want := range map[string][3]string{
+		"egress.must-fail 10.99.20.11:443":            {"pass", "proven", "answered"},
+		"egress.must-fail blocked.lab.test:443":       {"pass", "proven", "answered"},
+		"egress.metadata 10.99.169.254:80":            {"pass", "proven", "answered"},
+		"egress.proxy-bypass api.lab.test:443 direct": {"pass", "proven", "answered"},
+	} {
+		f := byName[name]
+		if got := [3]string{string(f.Status), f.Deny, f.Control}; got != want {
+			t.Errorf("%s: status, deny, control %q, want %q (%s; %s)", name, got, want, f.Actual, f.Evidence)
+		}
+	}
+	if r.code != report.ExitNonConformant {
+		t.Errorf("exit %d, want 1: an unproven deny is never a pass\n%s", r.code, r.stderr)
+	}
+	if summary == nil || !strings.HasPrefix(summary.Target, "namespace/"+controlNS+"/") || !strings.Contains(summary.Actual, "no egress policy selects it") {
+		t.Errorf("control summary %+v", summary)
+	}
+	if !strings.Contains(r.stderr, "deny unproven") {
+		t.Errorf("the text report does not say the deny is unproven:\n%s", r.stderr)
+	}
+	for _, ns := range []string{clusterNS, controlNS} {
+		if out := e.kubectlOut(t, "-n", ns, "get", "pods", "-l", leftoverSelector(), "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("left behind in %s: %s", ns, out)
+		}
+	}
+
+	// The control under the way clusters restrict it: a default-deny of
+	// egress in every namespace, the control's included. Its own line names
+	// the policy. What it proves depends on timing, not on luck in the
+	// verdict: kube-router programs a new pod's firewall about a second
+	// after it starts (hack/cluster/README.md), and a runc control pod dials
+	// before that (every time here), so its answers are real answers from
+	// live targets and prove their denies; whatever it missed is unproven,
+	// never a pass. TestLabControl drops everything leaving the lab's
+	// control vantage and sees every direct deny unproven; TestControl does
+	// the same on a real API server with its namespace's policy.
+	t.Run("control under a default-deny", func(t *testing.T) {
+		e.apply(t, "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: default-deny, namespace: "+controlNS+"}\nspec: {podSelector: {}, policyTypes: [Egress]}\n")
+		t.Cleanup(func() {
+			exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", controlNS, "delete", "networkpolicy", "default-deny", "--ignore-not-found").Run()
+		})
+		r := e.run(t, doc, "--probe-image", labImageRef, "--control-namespace", controlNS, "-o", "text")
+		var summary report.Finding
+		for _, f := range r.report.Findings {
+			if f.Check == CheckControl {
+				summary = f
+			}
+		}
+		t.Logf("exit %d in %.1fs; control: %s: %s", r.code, r.seconds, summary.Status, summary.Actual)
+		if !strings.Contains(summary.Actual, "restricted by networkpolicy/"+controlNS+"/default-deny") {
+			t.Errorf("the control's line does not name the policy that restricts it: %s", summary.Actual)
+		}
+		proven, unproven := 0, 0
+		for _, f := range r.report.Findings {
+			if f.Deny == "" || strings.HasSuffix(f.Subject, " via proxy") {
+				continue
+			}
+			switch {
+			case f.Deny == report.DenyProven && f.Control == report.ClassAnswered && f.Status == report.Pass:
+				proven++
+			case f.Deny == report.DenyUnproven && f.Status != report.Pass:
+				unproven++
+			default:
+				t.Errorf("%s: %s, deny %s, control %q: a deny is proven by the control's answer and nothing else (%s)", f.Name(), f.Status, f.Deny, f.Control, f.Evidence)
+			}
+		}
+		t.Logf("direct denies: %d proven by answers the control got (inside kube-router's start-up window), %d unproven", proven, unproven)
+		if want := map[bool]report.Status{true: report.Inconclusive, false: report.Pass}[unproven > 0]; summary.Status != want {
+			t.Errorf("control line %s, want %s: restricted, and %d destinations did not answer it", summary.Status, want, unproven)
+		}
+		if r.code != report.ExitNonConformant {
+			t.Errorf("exit %d, want 1 (10.99.20.1 answers nobody)\n%s", r.code, r.stderr)
+		}
+	})
 }
 
 // TestClusterSIGKILL kills the runner with SIGKILL at random points of 20

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -84,9 +85,21 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 		return res, err
 	}
 	res.Target = a.target
-	a.kernelCheck(ctx, p, &res)
-	admitted.Spec.NodeName = p.Spec.NodeName
-	a.parity(ctx, admitted, &res)
+	if a.pl.control {
+		if res.Vantage != probes.VantageControl {
+			return res, a.cannot(runner.ReasonGarbled, "the control pod %s/%s reported a probe's result, not a control's", a.ns, a.name)
+		}
+	} else {
+		if res.Vantage != "" {
+			return res, a.cannot(runner.ReasonGarbled, "probe pod %s/%s reported a %s result", a.ns, a.name, res.Vantage)
+		}
+		// A stray's probe checks egress only: its runtime is drift's to judge.
+		if a.stray == nil {
+			a.kernelCheck(ctx, p, &res)
+		}
+		admitted.Spec.NodeName = p.Spec.NodeName
+		a.parity(ctx, admitted, &res)
+	}
 	// The namespace is half of where the probe stood: the same node can
 	// host sandbox namespaces under different policies.
 	for i := range res.Findings {

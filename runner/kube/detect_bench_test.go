@@ -11,14 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
-	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -38,41 +35,17 @@ const detectCycle = 15 * time.Second
 func BenchmarkRegressionToFailingRun(b *testing.B) {
 	e := newClusterEnv(b)
 	e.labCluster(b)
-	root := testenv.ModuleRoot(b)
-	lab, netpol := filepath.Join(root, "hack", "lab", "lab"), filepath.Join(root, "hack", "cluster", "netpol.sh")
-	sh := func(args ...string) {
-		b.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			b.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	netpol := filepath.Join(testenv.ModuleRoot(b), "hack", "cluster", "netpol.sh")
 	// Nothing in the lab stands between the pods and the targets: only
-	// the NetworkPolicy does. Afterwards the lab goes back to sandbox mode
-	// and the engine away, as the other cluster tests expect them.
-	sh(lab, "attach-cluster", "--engine")
-	b.Cleanup(func() { exec.Command(lab, "attach-cluster").Run() })
-	sh(netpol, "up")
-	b.Cleanup(func() { exec.Command(netpol, "down").Run() })
-
-	// The lab policy without its pinned failure classes: kube-router
-	// rejects every deny alike, and the node's ICMP rate limit turns part
-	// of a burst of rejects into timeouts. Under gVisor, as in make e2e:
-	// kube-router programs a new pod's firewall only after it sees the
-	// pod's address, and a runc probe starts dialling before that (its
-	// first attempts answer — true, and a finding on a real cluster, but
-	// not the regression measured here).
-	doc := regexp.MustCompile(`, expect: [a-z-]+`).ReplaceAllString(labPolicy(b, "{classNames: [gvisor]}"), "")
-	p, err := policy.Load([]byte(doc))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var np bytes.Buffer
-	if err := render.WriteYAML(&np, render.NetworkPolicy(p, clusterNS)); err != nil {
-		b.Fatal(err)
-	}
-	e.apply(b, np.String())
+	// the NetworkPolicy does (and the control pod, in a namespace of its
+	// own, under none). Under gVisor, as in make e2e: kube-router programs
+	// a new pod's firewall only after it sees the pod's address, and a runc
+	// probe starts dialling before that (its first attempts answer — true,
+	// and a finding on a real cluster, but not the regression measured here).
+	doc := unpinned(labPolicy(b, "{classNames: [gvisor]}"))
+	controlNS := e.enforcing(b, doc)
 	b.Cleanup(func() {
-		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", clusterNS, "delete", "networkpolicy", render.EgressPolicyName(p), "allow-egress-for-a-minute", "--ignore-not-found").Run()
+		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", clusterNS, "delete", "networkpolicy", "allow-egress-for-a-minute", "--ignore-not-found").Run()
 	})
 	const widened = "allow-egress-for-a-minute"
 	allowAll := fmt.Sprintf(`apiVersion: networking.k8s.io/v1
@@ -107,7 +80,7 @@ spec:
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	serve := exec.CommandContext(ctx, e.bin, "serve", "--backend", "kube", "--kubeconfig", e.kubeconfig, "--namespace", clusterNS,
+	serve := exec.CommandContext(ctx, e.bin, "serve", "--backend", "kube", "--kubeconfig", e.kubeconfig, "--namespace", clusterNS, "--control-namespace", controlNS,
 		"--policy", pol, "--probe-image", labImageRef, "--image-pull-policy", "Never", "--drift=false",
 		"--schedule", "@every "+detectCycle.String(), "--listen", addr)
 	var serveLog bytes.Buffer

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 	corev1 "k8s.io/api/core/v1"
 
@@ -99,6 +100,10 @@ type Backend struct {
 	// the sandbox namespaces, for the parity check; nil leaves parity
 	// unproven (an error finding, and every egress verdict inconclusive).
 	Policies drift.KubeAPI
+	// ControlNamespace holds the run's control pod, which dials every
+	// must-fail destination where no sandbox policy applies ("" is
+	// RunnerNamespace; the CronJob passes its own namespace).
+	ControlNamespace string
 	// MaxStrays bounds the probes for pods without the sandbox labels (0
 	// is DefaultMaxStrays; negative: none).
 	MaxStrays int
@@ -199,6 +204,8 @@ type run struct {
 	// survey is what governs the probe namespaces, for parity.
 	survey *survey
 	nodes  *nodeCache
+	// controlPod is the control pod as admitted, once created.
+	controlPod *corev1.Pod
 }
 
 // Run sweeps leftovers, creates one probe pod in each sandbox namespace
@@ -230,7 +237,12 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	b.progress("sweeping leftover probe pods, reading the sandbox namespaces' egress policies")
 	var sv *survey
 	prep := pool.New().WithErrors().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
-	prep.Go(func() error { sv = b.survey(ctx, spec.Policy, namespaces); return nil })
+	surveyed := namespaces
+	if wantsControl(spec) && !slices.Contains(namespaces, b.controlNamespace()) {
+		// Which egress policies govern the control pod, for its summary.
+		surveyed = append(slices.Clone(namespaces), b.controlNamespace())
+	}
+	prep.Go(func() error { sv = b.survey(ctx, spec.Policy, surveyed); return nil })
 	for _, ns := range namespaces {
 		prep.Go(func() error { return b.Sweep(ctx, ns, me) })
 	}
@@ -275,6 +287,21 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		res report.ProbeResult
 		err error
 	}
+	// The control dials while the probes run. When no probe reports, what
+	// it saw speaks for nothing: it is cut short.
+	var (
+		ctl        outcome
+		ctlRunning conc.WaitGroup
+	)
+	ctlCtx, ctlCancel := context.WithCancel(ctx)
+	defer ctlCancel()
+	ctlPlacement := placement{ns: b.controlNamespace(), control: true}
+	if wantsControl(spec) {
+		ctlRunning.Go(func() {
+			res, err := b.probeOne(ctlCtx, r, ctlPlacement)
+			ctl = outcome{res, err}
+		})
+	}
 	p := pool.NewWithResults[outcome]().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
 	for _, pl := range placements {
 		p.Go(func() outcome {
@@ -292,6 +319,31 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			continue
 		}
 		results = append(results, o.res)
+	}
+	if len(results) == 0 {
+		ctlCancel()
+	}
+	ctlRunning.Wait()
+	var (
+		control *runner.Control
+		summary []report.ProbeResult
+	)
+	if wantsControl(spec) && len(results) > 0 {
+		control = b.control(r, ctlPlacement, ctl.res, ctl.err, &summary)
+		if ctl.err != nil {
+			errs = append(errs, ctl.err)
+		}
+	}
+	// Every deny verdict counts only where the control got an answer.
+	for i := range results {
+		if !spec.NoNetwork {
+			runner.ApplyControl(&results[i], control)
+		}
+	}
+	if len(results) > 0 {
+		// What the control saw, as a result of its own (when there is
+		// anything it speaks for).
+		results = append(results, summary...)
 	}
 	slices.SortFunc(results, func(a, b report.ProbeResult) int { return cmp.Compare(a.Target, b.Target) })
 	// Strays past the bound are named in their namespace's first result.
@@ -335,6 +387,20 @@ func (b *Backend) whoAmI(ctx context.Context) string {
 		return ""
 	}
 	return user
+}
+
+// control turns the control pod's outcome into what the probes' denies are
+// judged against, and adds the control's summary as a result of its own.
+func (b *Backend) control(r *run, pl placement, res report.ProbeResult, err error, results *[]report.ProbeResult) *runner.Control {
+	vantage := "namespace/" + pl.ns
+	if err != nil {
+		return &runner.Control{Vantage: vantage, Err: errors.New(oneLine(err))}
+	}
+	c := runner.NewControl(vantage, res)
+	summary := res
+	summary.Findings = []report.Finding{b.controlSummary(r, res.Target, pl.ns, res, r.controlPod)}
+	*results = append(*results, summary)
+	return c
 }
 
 var _ runner.Backend = (*Backend)(nil)

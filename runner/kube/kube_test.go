@@ -47,6 +47,7 @@ func TestHealthyRun(t *testing.T) {
 	b.Progress = func(msg string) { lines = append(lines, msg) }
 	spec := specFor(t, gvisorPolicy)
 	results, err := b.Run(context.Background(), spec)
+	results = probeResults(results)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -290,6 +291,7 @@ func TestFailClosed(t *testing.T) {
 			spec.Deadline = c.deadline
 			start := time.Now()
 			results, err := b.Run(context.Background(), spec)
+			results = probeResults(results)
 			if len(results) != 0 {
 				t.Errorf("results despite the failure: %+v", results)
 			}
@@ -405,6 +407,7 @@ func TestWholeResultFromTerminationMessage(t *testing.T) {
 		k.exit(ctx, pod, 0, "Completed", string(msg))
 	}))
 	results, err := f.backend().Run(context.Background(), specFor(t, gvisorPolicy))
+	results = probeResults(results)
 	if err != nil || len(results) != 1 {
 		t.Fatalf("run: %v %+v", err, results)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/render"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -96,6 +97,17 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, cfg: cfg, cs: cs, api: api, policies: pol, ns: ns}
 }
 
+// probeResults leaves out the control vantage's summary.
+func probeResults(rs []report.ProbeResult) []report.ProbeResult {
+	var out []report.ProbeResult
+	for _, r := range rs {
+		if r.Vantage == "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // sibling is another namespace of the same test on the same API server.
 func (f *fixture) sibling(suffix string) *fixture {
 	f.t.Helper()
@@ -117,7 +129,7 @@ func withNamespaces(doc string, namespaces ...string) string {
 
 // backend is a Backend on the fixture's namespace with short graces.
 func (f *fixture) backend() *Backend {
-	return &Backend{API: f.api, Policies: f.policies, Namespace: f.ns, ProbeImage: "sandprobe.local/sandprobe:test", PullPolicy: corev1.PullNever,
+	return &Backend{API: f.api, Policies: f.policies, Namespace: f.ns, ControlNamespace: f.ns, ProbeImage: "sandprobe.local/sandprobe:test", PullPolicy: corev1.PullNever,
 		UnschedulableGrace: time.Second, Logger: testLogger(f.t)}
 }
 
@@ -180,6 +192,12 @@ type kubelet struct {
 	mu     sync.Mutex
 	seen   map[string]bool
 	bound  map[string]string // pod → node
+	// control answers the run's control pod: what each destination of its
+	// plan did; nil answers every one (a live listener behind each deny).
+	control func(probes.Attempt) string
+	// crashControl makes the control pod exit 42 instead.
+	crashControl bool
+	controlPod   *corev1.Pod // the last control pod seen
 }
 
 func (f *fixture) kubelet(s script) *kubelet {
@@ -214,10 +232,49 @@ func (k *kubelet) loop(ctx context.Context, w watch.Interface) {
 		isNew := ev.Type == watch.Added && !k.seen[pod.Name]
 		k.seen[pod.Name] = true
 		k.mu.Unlock()
+		if isNew && pod.Labels[render.LabelName] == "sandprobe-control" {
+			k.wg.Go(func() { k.answerControl(ctx, pod) })
+			continue
+		}
 		if isNew && k.script != nil {
 			k.wg.Go(func() { k.script(ctx, k, pod) })
 		}
 	}
+}
+
+// answerControl runs the control pod to its end with what a control would
+// see: the plan of the policy it carries, each destination answering (or
+// whatever k.control says).
+func (k *kubelet) answerControl(ctx context.Context, pod *corev1.Pod) {
+	k.mu.Lock()
+	k.controlPod = pod
+	k.mu.Unlock()
+	if k.crashControl {
+		k.bind(ctx, pod, "node-a")
+		k.exit(ctx, pod, 42, "Error", "")
+		return
+	}
+	p, err := policy.Load([]byte(pod.Annotations[render.AnnotationPolicy]))
+	if err != nil {
+		k.t.Errorf("control pod %s: its policy annotation: %v", pod.Name, err)
+		return
+	}
+	res := report.ProbeResult{Schema: report.ProbeResultSchema, Nonce: pod.Labels[LabelNonce], Policy: p.Metadata.Name,
+		StartedAt: time.Now().UTC(), Vantage: probes.VantageControl}
+	for _, a := range probes.ControlPlan(p.Spec.Egress) {
+		class := policy.VerdictAnswered
+		if k.control != nil {
+			class = k.control(a)
+		}
+		res.Findings = append(res.Findings, report.Finding{Check: a.Check, Subject: a.Subject, Status: report.Pass, Class: class, Evidence: "the test's control: " + class})
+	}
+	k.bind(ctx, pod, "node-a")
+	k.running(ctx, pod)
+	msg, err := res.TerminationMessage(report.TerminationMsgSize)
+	if err != nil {
+		k.t.Error(err)
+	}
+	k.exit(ctx, pod, 0, "Completed", string(msg))
 }
 
 // bind schedules the pod: to the node its affinity names, else to node.
@@ -229,7 +286,9 @@ func (k *kubelet) bind(ctx context.Context, pod *corev1.Pod, node string) string
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}, metav1.CreateOptions{})
-	if err != nil && ctx.Err() == nil {
+	// A pod deleted before it is bound (a run cut short) is not bound, as
+	// with a real scheduler.
+	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !strings.Contains(err.Error(), "is being deleted") {
 		k.t.Errorf("bind %s to %s: %v", pod.Name, node, err)
 	}
 	k.mu.Lock()

@@ -80,6 +80,7 @@ func TestWatchResumes(t *testing.T) {
 	b := f.backend()
 	b.API = flaky
 	results, err := b.Run(context.Background(), specFor(t, gvisorPolicy))
+	results = probeResults(results)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -141,6 +142,7 @@ func TestPerNode(t *testing.T) {
 	var lmu sync.Mutex
 	b.Progress = func(msg string) { lmu.Lock(); lines = append(lines, msg); lmu.Unlock() }
 	results, err := b.Run(context.Background(), specFor(t, gvisorPolicy))
+	results = probeResults(results)
 	var targets []string
 	for _, r := range results {
 		targets = append(targets, r.Target)
@@ -208,6 +210,7 @@ func TestSandboxNamespaces(t *testing.T) {
 	be.PerNode = true
 	spec := specFor(t, withNamespaces(gvisorPolicy, b.ns, a.ns))
 	results, err := be.Run(context.Background(), spec)
+	results = probeResults(results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +325,7 @@ func TestSweep(t *testing.T) {
 	// An hour later they are leftovers; a run sweeps them and then works.
 	b.Now = func() time.Time { return time.Now().Add(time.Hour) }
 	results, err := b.Run(ctx, spec)
+	results = probeResults(results)
 	if err != nil || len(results) != 1 {
 		t.Fatalf("run after the sweep: %v %+v", err, results)
 	}

@@ -3,6 +3,7 @@ package kube
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -159,7 +161,9 @@ func (s *survey) runtimeClassFor(ns string, declared []string) string {
 }
 
 // nodeCache fetches each node once per run (the kernel cross-check and
-// the node-pool parity read the same ones).
+// the node-pool parity read the same ones). The read of a probe's node
+// starts as soon as the pod is bound (attempt.prefetchNode), while the
+// probe runs, so the result does not wait on it.
 type nodeCache struct {
 	api   API
 	mu    sync.Mutex
@@ -167,7 +171,8 @@ type nodeCache struct {
 }
 
 type nodeEntry struct {
-	once sync.Once
+	mu   sync.Mutex
+	done bool // an answer: the node, or the API server's refusal
 	node *corev1.Node
 	err  error
 }
@@ -182,11 +187,30 @@ func (c *nodeCache) get(ctx context.Context, name string) (*corev1.Node, error) 
 		c.nodes[name] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		e.node, e.err = c.api.GetNode(ctx, name)
-	})
+	// Callers wait for one another; an answer is kept, a read that got
+	// none (the connection died, the context ended) is tried again by the
+	// next caller. A connection that died under the request (seen under
+	// kube-router's resyncs: "http2: client connection lost", then "dial
+	// tcp: i/o timeout") hangs it until its deadline; bounded attempts
+	// leave time for another on a fresh connection.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return e.node, e.err
+	}
+	for range 3 {
+		actx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		e.node, e.err = c.api.GetNode(actx, name)
+		cancel()
+		var status apierrors.APIStatus
+		if e.err == nil || errors.As(e.err, &status) {
+			e.done = true
+			return e.node, e.err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	return e.node, e.err
 }
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -11,15 +12,18 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
 )
 
-// egressResult is what a probe reports: a must-fail target blocked and an
-// allowed host reached, both passing.
+// egressResult is what a probe reports: the metadata address blocked (the
+// test kubelet's control answers it, so the deny is proven) and an allowed
+// host reached, both passing.
 func egressResult(pod *corev1.Pod) report.ProbeResult {
 	res := probeResult(pod, "4.4.0")
 	res.Findings = append(res.Findings,
-		report.Finding{Check: "egress.must-fail", Subject: "blocked.lab.test:443", Status: report.Pass, Class: "timeout", Expected: "no answer", Actual: "timeout"},
+		report.Finding{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout", Expected: "no answer", Actual: "timeout"},
 		report.Finding{Check: "egress.allowed", Subject: "api.lab.test:443", Status: report.Pass, Class: "answered", Expected: "answered", Actual: "answered"},
 	)
 	return res
@@ -137,6 +141,7 @@ func TestParity(t *testing.T) {
 			b := f.backend()
 			b.RuntimeClass = c.class
 			results, err := b.Run(context.Background(), specFor(t, strings.Replace(gvisorPolicy, "[gvisor]", "[gvisor, kata]", 1)))
+			results = probeResults(results)
 			if err != nil || len(results) != 1 {
 				t.Fatalf("run: %v %+v", err, results)
 			}
@@ -197,6 +202,7 @@ func TestStrayProbe(t *testing.T) {
 	var probes []*corev1.Pod
 	f.kubelet(probesOnly(t, func(p *corev1.Pod) { mu.Lock(); probes = append(probes, p); mu.Unlock() }))
 	results, err := f.backend().Run(context.Background(), specFor(t, gvisorPolicy))
+	results = probeResults(results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,5 +253,136 @@ func TestStrayProbe(t *testing.T) {
 		if len(ps) != 1 || ps[0].Status != report.Pass {
 			t.Errorf("%s: parity %+v, want the stray's probe governed like the stray", r.Target, ps)
 		}
+	}
+}
+
+// TestControl: the control pod stands in its own namespace with none of
+// the sandbox labels (and so under none of their policies), runs the probe
+// image as `probe --control`, and each deny of the probes counts only where
+// it got an answer: a destination that answers the control and not the
+// sandbox is a proven pass, one that refuses the control too is unproven and
+// inconclusive. A control that cannot run proves nothing, and says why.
+func TestControl(t *testing.T) {
+	doc := strings.Replace(gvisorPolicy, "  egress: {timeout: 1s}", `  egress:
+    timeout: 1s
+    mustFail: {ips: [10.0.0.1, 10.0.0.2]}`, 1)
+	denies := func(pod *corev1.Pod) report.ProbeResult {
+		res := probeResult(pod, "4.4.0")
+		res.Findings = append(res.Findings,
+			report.Finding{Check: "egress.must-fail", Subject: "10.0.0.1:443", Status: report.Pass, Class: "timeout", Actual: "timeout"},
+			report.Finding{Check: "egress.must-fail", Subject: "10.0.0.2:443", Status: report.Pass, Class: "refused", Actual: "refused"},
+			report.Finding{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout", Actual: "timeout"})
+		return res
+	}
+	cases := []struct {
+		name    string
+		control func(probes.Attempt) string // nil: the control pod crashes
+		want    map[string][2]string        // status, deny
+		failed  bool
+		// restrict puts a default-deny egress policy in the control's
+		// namespace; summary is then the control line's status.
+		restrict bool
+		summary  report.Status
+	}{
+		{"a control that answers and one that is refused", func(a probes.Attempt) string {
+			if a.Host == "10.0.0.2" {
+				return "refused" // nothing listens there: it refuses everyone
+			}
+			return "answered"
+		}, map[string][2]string{
+			"egress.must-fail 10.0.0.1:443":      {"pass", "proven"},
+			"egress.must-fail 10.0.0.2:443":      {"inconclusive", "unproven"},
+			"egress.metadata 169.254.169.254:80": {"pass", "proven"},
+		}, false, false, report.Pass},
+		// How a control breaks in the real world: the cluster denies egress
+		// in every namespace, the control's included, so it is refused
+		// exactly like the sandbox. Nothing is proven, nothing passes, and
+		// the control's own line names the policy that stops it.
+		{"a control under a default-deny of its namespace", func(probes.Attempt) string { return "refused" }, map[string][2]string{
+			"egress.must-fail 10.0.0.1:443":      {"inconclusive", "unproven"},
+			"egress.must-fail 10.0.0.2:443":      {"inconclusive", "unproven"},
+			"egress.metadata 169.254.169.254:80": {"inconclusive", "unproven"},
+		}, false, true, report.Inconclusive},
+		{"a control that crashes", nil, map[string][2]string{
+			"egress.must-fail 10.0.0.1:443":      {"inconclusive", "unproven"},
+			"egress.metadata 169.254.169.254:80": {"inconclusive", "unproven"},
+		}, true, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctl := f.sibling("ctl")
+			f.node("node-a", "6.1.0", nil)
+			f.kubelet(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+				k.bind(ctx, pod, "node-a")
+				k.running(ctx, pod)
+				k.exit(ctx, pod, 0, "Completed", message(t, denies(pod)))
+			})
+			if c.restrict {
+				ctl.egressPolicy("default-deny", metav1.LabelSelector{})
+			}
+			ck := ctl.kubelet(nil)
+			ck.control, ck.crashControl = c.control, c.control == nil
+			b := f.backend()
+			b.ControlNamespace = ctl.ns
+			results, err := b.Run(context.Background(), specFor(t, doc))
+			if c.failed != (err != nil) {
+				t.Fatalf("err = %v", err)
+			}
+			var probe report.ProbeResult
+			var summary *report.ProbeResult
+			for i, r := range results {
+				if r.Vantage == probes.VantageControl {
+					summary = &results[i]
+				} else {
+					probe = r
+				}
+			}
+			got := map[string][2]string{}
+			for _, fd := range probe.Findings {
+				if fd.Deny != "" {
+					got[fd.Name()] = [2]string{string(fd.Status), fd.Deny}
+				}
+			}
+			for name, want := range c.want {
+				if got[name] != want {
+					t.Errorf("%s: %v, want %v", name, got[name], want)
+				}
+			}
+			if c.failed {
+				var cnr *runner.CouldNotRun
+				if !errors.As(err, &cnr) || !strings.HasPrefix(cnr.Target, "namespace/"+ctl.ns) {
+					t.Errorf("err = %v, want the control's could-not-run", err)
+				}
+				return
+			}
+			for _, fd := range probe.Findings {
+				if fd.Deny != "" && fd.Status == report.Pass && fd.Deny != report.DenyProven {
+					t.Errorf("%s passes with deny %s", fd.Name(), fd.Deny)
+				}
+			}
+			says := "no egress policy selects it"
+			if c.restrict {
+				says = "restricted by networkpolicy/" + ctl.ns + "/default-deny"
+			}
+			if summary == nil || len(summary.Findings) != 1 || summary.Findings[0].Check != CheckControl || summary.Findings[0].Status != c.summary || !strings.Contains(summary.Findings[0].Actual, says) {
+				t.Errorf("control summary %+v, want %s saying %q", summary, c.summary, says)
+			} else if c.restrict && !strings.Contains(summary.Findings[0].Fix, "--control-namespace") {
+				t.Errorf("control summary fix %q", summary.Findings[0].Fix)
+			}
+			ck.mu.Lock()
+			pod := ck.controlPod
+			ck.mu.Unlock()
+			if pod == nil {
+				t.Fatal("no control pod")
+			}
+			if _, ok := pod.Labels["sandbox"]; ok || pod.Spec.RuntimeClassName != nil || *pod.Spec.AutomountServiceAccountToken ||
+				!strings.Contains(strings.Join(pod.Spec.Containers[0].Args, " "), "probe --control") || pod.Spec.Containers[0].Image != b.ProbeImage {
+				t.Errorf("control pod: labels %v, class %v, token %v, %s %v", pod.Labels, pod.Spec.RuntimeClassName, *pod.Spec.AutomountServiceAccountToken, pod.Spec.Containers[0].Image, pod.Spec.Containers[0].Args)
+			}
+			for _, left := range append(f.leftovers(), ctl.leftovers()...) {
+				t.Errorf("left behind: %s", left)
+			}
+		})
 	}
 }

@@ -20,13 +20,18 @@ type placement struct {
 	// stray, when set, makes this the probe that stands in for pods of the
 	// namespace without the sandbox labels: their labels, class and node.
 	stray *stray
+	// control makes this the run's control vantage (controlPod).
+	control bool
 }
 
 // target names where the pod reports from once it runs on node.
 func (pl placement) target(node string) string {
 	t := Target(pl.ns, node)
-	if pl.stray != nil {
+	switch {
+	case pl.stray != nil:
 		t += "/as/" + pl.stray.pod.name
+	case pl.control:
+		t += "/control"
 	}
 	return t
 }
@@ -41,6 +46,9 @@ func (pl placement) target(node string) string {
 // stray's probe carries that pod's labels instead of the sandbox's, and
 // checks egress only.
 func (b *Backend) probePod(r *run, pl placement) *corev1.Pod {
+	if pl.control {
+		return b.controlPod(r, pl)
+	}
 	p := r.spec.Policy
 	var args []string
 	if pl.runtimeClass != "" && pl.stray == nil {

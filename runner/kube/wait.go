@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/sourcegraph/conc"
+
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -39,6 +41,23 @@ type attempt struct {
 	// When the pod was first seen unschedulable or unable to create its
 	// container; zero while it is not.
 	unschedulableSince, stuckSince time.Time
+	// prefetch reads the probe's node while the probe runs.
+	prefetch   *conc.WaitGroup
+	prefetched bool
+}
+
+// prefetchNode starts reading the node a probe pod was bound to, for the
+// kernel cross-check and the node-pool parity after it ends: the read
+// overlaps the probe instead of following it (and a connection to the API
+// server lost at the probe's end, seen under kube-router's resyncs, no
+// longer costs the run its cross-check).
+func (a *attempt) prefetchNode(node string) {
+	if a.prefetched || a.pl.control || a.prefetch == nil || node == "" {
+		return
+	}
+	a.prefetched = true
+	ctx := a.runCtx
+	a.prefetch.Go(func() { a.r.nodes.get(ctx, node) })
 }
 
 func (a *attempt) cannot(reason, format string, args ...any) error {
@@ -51,14 +70,22 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	runCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
 	pod := b.probePod(r, pl)
-	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: pl.node, pl: pl, stray: pl.stray}
+	var prefetch conc.WaitGroup
+	defer prefetch.Wait()
+	a := &attempt{b: b, r: r, ctx: ctx, runCtx: runCtx, ns: pod.Namespace, name: pod.Name, node: pl.node, pl: pl, stray: pl.stray, prefetch: &prefetch}
 	// Until the pod has a node, the run is named by its namespace, not the
 	// pod: a pod name is new every run and would make a new metric series
 	// each time (the details name the pod).
 	a.target = pl.target(pl.node)
 	defer r.track.set(a.ns+"/"+a.name, "")
 	r.track.set(a.ns+"/"+a.name, "creating")
-	created, err := b.API.CreatePod(runCtx, pod)
+	// The create itself is not cut short by a cancellation: a request
+	// cancelled in flight may still have made the pod, which nobody would
+	// then delete. Once created, a cancelled run ends at once (wait sees
+	// it) and the pod is deleted below.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(runCtx), min(r.deadline, 30*time.Second))
+	created, err := b.API.CreatePod(cctx, pod)
+	ccancel()
 	if err != nil {
 		return report.ProbeResult{}, a.createError(err)
 	}
@@ -67,6 +94,9 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	// Parity judges the pod as admitted: a mutating webhook may have
 	// changed its labels.
 	admitted := created.DeepCopy()
+	if pl.control {
+		r.controlPod = admitted
+	}
 	// Deletion must happen even when ctx is cancelled or the deadline
 	// passed, so it gets a fresh context of its own.
 	defer func() {
@@ -99,6 +129,8 @@ func (a *attempt) createError(err error) error {
 		return a.cannot(runner.ReasonDeadline, "create pod %s/%s: not done within %s", a.ns, a.name, a.r.deadline)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"):
 		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (grant the runner's service account create on pods in %s: sandprobe render --format rbac)", a.ns, a.name, err, a.ns)
+	case apierrors.IsNotFound(err) && a.pl.control:
+		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (does namespace %s exist? it holds the control pod: --control-namespace)", a.ns, a.name, err, a.ns)
 	case apierrors.IsNotFound(err):
 		return a.cannot(runner.ReasonLaunch, "create pod %s/%s: %v (does namespace %s exist? it is one of the policy's spec.namespaces)", a.ns, a.name, err, a.ns)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
@@ -279,6 +311,7 @@ func (a *attempt) judge() (bool, error) {
 	if a.node == "" && p.Spec.NodeName != "" {
 		a.target = a.pl.target(p.Spec.NodeName)
 	}
+	a.prefetchNode(p.Spec.NodeName)
 	key := a.ns + "/" + a.name
 	if terminal(p) {
 		a.r.track.set(key, "ended: "+string(p.Status.Phase))

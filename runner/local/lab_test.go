@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -17,14 +19,21 @@ import (
 	"github.com/sandprobe/sandprobe/runner/local"
 )
 
-// labRun runs the egress checks of a policy in the lab's sandbox namespace.
+// labRun runs the egress checks of a policy in the lab's sandbox namespace,
+// with the lab's control vantage (sp-control) proving each deny.
 func labRun(t *testing.T, doc []byte) report.Run {
+	t.Helper()
+	return labRunControl(t, doc, "sp-control")
+}
+
+// labRunControl is labRun with the control vantage of choice ("": none).
+func labRunControl(t *testing.T, doc []byte, control string) report.Run {
 	t.Helper()
 	p, err := policy.Load(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := &local.Backend{Sandbox: local.SandboxFor(p, "sp-sandbox"), Binary: testenv.Binary(t)}
+	be := &local.Backend{Sandbox: local.SandboxFor(p, "sp-sandbox"), ControlNetNS: control, Binary: testenv.Binary(t)}
 	spec := runner.ProbeSpec{Policy: p, PolicyBytes: doc, Nonce: runner.NewNonce(), Deadline: time.Minute}
 	results, err := be.Run(context.Background(), spec)
 	if err != nil {
@@ -86,6 +95,9 @@ func TestLabHealthy(t *testing.T) {
 			if f.Status != report.Pass {
 				falseAlarms++
 				t.Errorf("run %d: %s: %s — %s", i, f.Name(), f.Status, report.ExpectedActual(f))
+			}
+			if f.Deny != "" && f.Deny != report.DenyProven {
+				t.Errorf("run %d: %s: deny %s (the control got %s)", i, f.Name(), f.Deny, f.Control)
 			}
 		}
 		// Each blocking flavour was seen with the class the policy pins, and
@@ -197,6 +209,152 @@ func newRandomQueries(before, after []string) []string {
 	return out
 }
 
+// TestLabControl: a deny counts only where the control vantage (sp-control,
+// the lab's side of the link, under no sandbox rule) got an answer. A
+// target that answers the control and not the sandbox is a proven pass; a
+// port nothing listens on (a TCP reset from the host itself, exactly what a
+// REJECT rule looks like from inside) and the router (which refuses
+// everyone) are unproven: inconclusive, never a pass, counted in
+// sandprobe_egress_denies_unproven. A control under a default-deny of its
+// own (every packet leaving it dropped) proves nothing, and nothing passes
+// on it. Without a control, no direct deny is proven; the proxy's own
+// refusal still is.
+func TestLabControl(t *testing.T) {
+	testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-control}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  filesystem: {readOnlyRoot: true, writable: [/tmp]}
+  capabilities: []
+  serviceAccountToken: absent
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    allow:
+      - {host: api.lab.test, port: 443, reason: "a live allowance, so the network is not dead"}
+    mustFail:
+      hosts: [blocked.lab.test]
+      ips:
+        - {target: 10.99.20.11, reason: "REJECT tcp reset in front of a live listener"}
+        - {target: 10.99.20.11, port: 8081, reason: "the same REJECT, in front of a port nothing listens on"}
+        - {target: 10.99.20.1, reason: "the router's own address: it refuses everyone"}
+    metadata: {address: 10.99.169.254, port: 80}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`)
+	cases := []struct {
+		name, control string
+		// blocked gives the control vantage a default-deny of its own.
+		blocked bool
+		want    map[string][3]string // finding → status, deny, control class
+	}{
+		{"sp-control", "sp-control", false, map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"pass", "proven", "answered"},
+			"egress.must-fail 10.99.20.11:443":                {"pass", "proven", "answered"},
+			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "refused"},
+			"egress.must-fail 10.99.20.1:443":                 {"inconclusive", "unproven", "refused"},
+			"egress.metadata 10.99.169.254:80":                {"pass", "proven", "answered"},
+			"egress.proxy-bypass api.lab.test:443 direct":     {"pass", "proven", "answered"},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+		// The control broken the way the real world breaks it: a firewall
+		// on the control's side that drops everything leaving it (a
+		// default-deny). The control gets no answer from anything, so
+		// nothing it missed proves a deny: every direct deny is unproven,
+		// never a pass; the proxy's own refusals stay proven.
+		{"sp-control under a default-deny", "sp-control", true, map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail 10.99.20.11:443":                {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "timeout"},
+			"egress.metadata 10.99.169.254:80":                {"inconclusive", "unproven", "timeout"},
+			"egress.proxy-bypass api.lab.test:443 direct":     {"inconclusive", "unproven", "timeout"},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+		{"none", "", false, map[string][3]string{
+			"egress.must-fail blocked.lab.test:443":           {"inconclusive", "unproven", ""},
+			"egress.must-fail 10.99.20.11:443":                {"inconclusive", "unproven", ""},
+			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+		}},
+	}
+	for _, c := range cases {
+		t.Run("control="+c.name, func(t *testing.T) {
+			if c.blocked {
+				blockControl(t)
+			}
+			run := labRunControl(t, doc, c.control)
+			fs := egressOnly(run)
+			for name, want := range c.want {
+				f, ok := fs[name]
+				got := [3]string{string(f.Status), f.Deny, f.Control}
+				if !ok || got != want {
+					t.Errorf("%s: status, deny, control %q, want %q (%s; %s)", name, got, want, f.Actual, f.Evidence)
+				}
+			}
+			for _, f := range fs {
+				if f.Status == report.Pass && f.Deny != "" && f.Deny != report.DenyProven {
+					t.Errorf("%s passes with deny %q", f.Name(), f.Deny)
+				}
+			}
+			if run.ExitCode() != report.ExitNonConformant {
+				t.Errorf("exit %d, want 1: an unproven deny is never a pass", run.ExitCode())
+			}
+			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 2, "sp-control under a default-deny": 6, "none": 6}[c.name]); got != want {
+				t.Errorf("%s = %v, want %v", report.MetricEgressDeniesUnproven, got, want)
+			}
+		})
+	}
+}
+
+// blockControl drops every packet leaving the lab's control namespace but
+// loopback, for the rest of the test (which holds the lab's lock).
+func blockControl(t *testing.T) {
+	t.Helper()
+	nft := func(rules string) error {
+		cmd := exec.Command("ip", "netns", "exec", "sp-control", "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rules)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nft in sp-control: %w\n%s", err, out)
+		}
+		return nil
+	}
+	if err := nft("table inet sp_test_default_deny {\n chain out { type filter hook output priority 0; policy drop; oifname \"lo\" accept; }\n}\n"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nft("delete table inet sp_test_default_deny\n"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// gaugeSum is the sum of a gauge's series once the run is observed.
+func gaugeSum(t *testing.T, run report.Run, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(run, time.Now())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, s := range mf.GetMetric() {
+				sum += s.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // TestLabBrokenStates switches the lab into each regression and expects the
 // check meant for it to fail with the right verdict class, naming the
 // destination that now answers.
@@ -211,6 +369,8 @@ func TestLabBrokenStates(t *testing.T) {
 		pass   []string // findings that must still pass
 		// other findings that must fail, with their own class
 		failAs map[string]string
+		// extra must-fail targets for this state alone
+		extra string
 		// the probe's random names reach the lab's DNS authority
 		leaks bool
 	}{
@@ -232,10 +392,12 @@ func TestLabBrokenStates(t *testing.T) {
 			fail: []string{"egress.must-fail [fd99:0:0:20::10]:443", "egress.must-fail [fd99:0:0:20::13]:443", "egress.must-fail blocked.lab.test:443", "egress.dns-bypass [fd99:0:0:20::10]:53/udp"},
 			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.13:443"}, leaks: true},
 		{state: []string{"proxy-open"}, status: report.Fail, class: policy.VerdictAnswered,
-			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy"},
+			fail: []string{"egress.must-fail blocked.lab.test:443 via proxy", "egress.must-fail 10.99.20.10:443 via proxy", "egress.metadata 10.99.169.254:80 via proxy",
+				"egress.must-fail 10.99.20.21:443 via proxy"}, // the CIDR's first host
 			pass: []string{"egress.must-fail blocked.lab.test:443"},
-			// nothing listens at the CIDR's first address: tinyproxy says 500, which
-			// means its allow-list let the destination through
+			// nothing listens there: tinyproxy says 500, which means its
+			// allow-list let the destination through
+			extra:  "{target: 10.99.20.1, reason: \"the router, where nothing listens\"}",
 			failAs: map[string]string{"egress.must-fail 10.99.20.1:443 via proxy": policy.VerdictProxyForwarded}},
 		{state: []string{"proxy-bypass"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.proxy-bypass api.lab.test:443 direct", "egress.proxy-bypass git.lab.test:443 direct"},
@@ -256,8 +418,16 @@ func TestLabBrokenStates(t *testing.T) {
 		t.Run(strings.Join(c.state, " "), func(t *testing.T) {
 			labCmd(t, script, append([]string{"break"}, c.state...)...)
 			defer labCmd(t, script, "heal")
+			d := doc
+			if c.extra != "" {
+				const last = "        - 10.99.20.20/30\n"
+				if !strings.Contains(string(doc), last) {
+					t.Fatalf("fixtures/lab-policy.yaml has no %q", last)
+				}
+				d = []byte(strings.Replace(string(doc), last, last+"        - "+c.extra+"\n", 1))
+			}
 			before := authorityQueries(t)
-			run := labRun(t, doc)
+			run := labRun(t, d)
 			if leaked := newRandomQueries(before, authorityQueries(t)); (len(leaked) > 0) != c.leaks {
 				t.Errorf("random names at the authority: %v, want some: %v", leaked, c.leaks)
 			}
@@ -386,8 +556,11 @@ spec:
 	for name, f := range fs {
 		if f.Check == "egress.must-fail" {
 			drops++
-			if f.Status != report.Pass || f.Class != policy.VerdictTimeout || f.Attempt.Waited < 0.9 {
-				t.Errorf("%s: %s/%s after %.3fs", name, f.Status, f.Class, f.Attempt.Waited)
+			// Nothing listens on those ports: the control vantage is refused
+			// there too, so each deny is unproven — but each was attempted
+			// with its whole timeout.
+			if f.Status != report.Inconclusive || f.Deny != report.DenyUnproven || f.Class != policy.VerdictTimeout || f.Attempt.Waited < 0.9 {
+				t.Errorf("%s: %s/%s (deny %s) after %.3fs", name, f.Status, f.Class, f.Deny, f.Attempt.Waited)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandprobe/sandprobe/policy"
@@ -139,7 +140,13 @@ type Backend struct {
 	// Command replaces `sandprobe probe …` inside the sandbox (tests use it
 	// for probes that crash, hang or lie). The policy arrives on stdin.
 	Command []string
-	Logger  *slog.Logger
+	// ControlNetNS is the named network namespace of the control vantage:
+	// the lab's side of the link, where no sandbox rule applies. A second,
+	// identical sandbox joins it and dials every must-fail destination, so
+	// a deny counts only where the control got an answer. "" means no
+	// control: no deny is proven (but a proxy's own refusal).
+	ControlNetNS string
+	Logger       *slog.Logger
 }
 
 // Target names the local sandbox in reports.
@@ -152,27 +159,98 @@ func (b *Backend) Target() string {
 
 const maxOutput = 4 << 20
 
-// Run launches the sandbox, waits for the probe, and parses its result.
+// Run launches the sandbox (and, with ControlNetNS, the control beside
+// it), waits for the probe, parses its result and judges its denies
+// against what the control saw.
 func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
 	target := b.Target()
 	if os.Geteuid() != 0 {
 		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "the local backend builds its sandbox with namespaces and needs root"}
 	}
+	if b.ControlNetNS == "" || spec.NoNetwork || len(b.Command) > 0 {
+		res, err := b.launch(ctx, spec, b.Sandbox, nil, target)
+		if err != nil {
+			return nil, err
+		}
+		if !spec.NoNetwork {
+			var c *runner.Control
+			if b.Sandbox.NetNS == "" {
+				// A fresh network namespace with loopback only: no route
+				// leaves it, so nothing outside can answer by construction.
+				c = &runner.Control{Vantage: target, Isolated: "the sandbox has a network namespace of its own with only loopback in it: no route leaves it"}
+			}
+			runner.ApplyControl(&res, c)
+		}
+		return []report.ProbeResult{res}, nil
+	}
+	if err := checkControlNetNS(b.ControlNetNS, b.Sandbox.NetNS); err != nil {
+		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: err.Error()}
+	}
+	var (
+		res, ctl       report.ProbeResult
+		probeErr, cErr error
+	)
+	control := b.Sandbox
+	control.NetNS = b.ControlNetNS
+	control.Hostname = "control"
+	var wg conc.WaitGroup
+	wg.Go(func() { res, probeErr = b.launch(ctx, spec, b.Sandbox, nil, target) })
+	wg.Go(func() {
+		ctl, cErr = b.launch(ctx, spec, control, []string{ProbePath, "probe", "--control", "--policy", "-", "--nonce", spec.Nonce}, "local/"+b.ControlNetNS)
+	})
+	wg.Wait()
+	if probeErr != nil {
+		return nil, probeErr
+	}
+	c := runner.NewControl("local/"+b.ControlNetNS, ctl)
+	if cErr != nil {
+		c.Err = cErr
+	}
+	runner.ApplyControl(&res, c)
+	return []report.ProbeResult{res}, nil
+}
+
+// checkControlNetNS refuses a control that would prove nothing: the
+// sandbox's own namespace (its rules govern it), or the host's (never
+// dialled from: its metadata address is real).
+func checkControlNetNS(name, sandbox string) error {
+	if name == sandbox {
+		return fmt.Errorf("--control-netns %s is the sandbox's own network namespace: its rules govern the control too", name)
+	}
+	var ctl, host syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+name, &ctl); err != nil {
+		return fmt.Errorf("control network namespace %s: %w (is the lab up?)", name, err)
+	}
+	if err := syscall.Stat("/proc/self/ns/net", &host); err != nil {
+		return fmt.Errorf("this process's network namespace: %w", err)
+	}
+	if ctl.Dev == host.Dev && ctl.Ino == host.Ino {
+		return fmt.Errorf("--control-netns %s is the host's own network namespace: the control never dials from there", name)
+	}
+	return nil
+}
+
+// launch runs one sandbox to its end (argv nil: the probe) and parses and
+// checks its result.
+func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox, argv []string, target string) (report.ProbeResult, error) {
+	var none report.ProbeResult
 	bin := b.Binary
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("find own executable: %w", err)
+			return none, fmt.Errorf("find own executable: %w", err)
 		}
 		bin = exe
 	}
 	root, err := os.MkdirTemp("", "sandprobe-root-")
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox root: %w", err)
+		return none, fmt.Errorf("create sandbox root: %w", err)
 	}
 	defer os.Remove(root) // the mounts lived in the sandbox's namespace; the directory is empty here
 
-	argv := b.Command
+	if len(argv) == 0 {
+		argv = b.Command
+	}
 	if len(argv) == 0 {
 		argv = []string{ProbePath, "probe", "--policy", "-", "--nonce", spec.Nonce}
 		if spec.NoNetwork {
@@ -183,13 +261,13 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if probe == "" {
 		probe = runner.ProbeBeside(bin)
 	}
-	is, err := json.Marshal(initSpec{Sandbox: b.Sandbox, Root: root, Binary: bin, Probe: probe, Argv: argv})
+	is, err := json.Marshal(initSpec{Sandbox: sb, Root: root, Binary: bin, Probe: probe, Argv: argv})
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	defer specR.Close()
 	go func() { // a pipe holds 64 KiB; the spec is far smaller, but never block on it
@@ -212,10 +290,10 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	cmd.ExtraFiles = []*os.File{specR}
 	cmd.Env = []string{} // the probe's environment comes from the Sandbox only
 	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
-	if !b.Sandbox.HostPID {
+	if !sb.HostPID {
 		flags |= syscall.CLONE_NEWPID
 	}
-	if b.Sandbox.NetNS == "" {
+	if sb.NetNS == "" {
 		flags |= syscall.CLONE_NEWNET
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), Pdeathsig: syscall.SIGKILL}
@@ -224,51 +302,53 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	runErr := cmd.Run()
 	took := time.Since(start)
 	if b.Logger != nil {
-		b.Logger.Debug("local probe finished", "target", target, "took", took, "err", runErr, "stderr", stderr.String())
+		b.Logger.Debug("local sandbox finished", "target", target, "took", took, "err", runErr, "stderr", stderr.String())
 	}
 
 	errTail := runner.StderrTail(stderr.String())
 	if runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, errTail)}
+		return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, errTail)}
 	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("local probe: %w", ctx.Err())
+		return none, fmt.Errorf("local probe: %w", ctx.Err())
 	}
 	code := 0
 	if runErr != nil {
 		var ee *exec.ExitError
 		if !errors.As(runErr, &ee) {
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
+			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
 		}
 		ws, _ := ee.Sys().(syscall.WaitStatus)
 		if ws.Signaled() {
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
+			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
 		}
 		if ee.ExitCode() == 125 { // sandbox-init's own failure code
-			return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
+			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
 		}
 		if err := runner.ExitProblem(target, ee.ExitCode(), stderr.String()); err != nil {
-			return nil, err
+			return none, err
 		}
 		code = ee.ExitCode()
 	}
 	if stdout.Overflow {
-		return nil, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxOutput)}
+		return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxOutput)}
 	}
 	res, err := runner.ParseResult(target, stdout.Bytes(), spec.Nonce)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if err := runner.CheckExit(target, code, res); err != nil {
-		return nil, err
+		return none, err
 	}
 	res.Target = target
-	// The same half of runtime.isolation as the other backends: this
-	// sandbox is namespaces on this machine's kernel, and a hypervisor the
-	// probe sees is this machine's, never a VM of its own.
-	kernel, kerr := hostKernel()
-	runner.CrossCheckKernel(spec.Policy, "", kernel, kerr, &res)
-	return []report.ProbeResult{res}, nil
+	if res.Vantage == "" {
+		// The same half of runtime.isolation as the other backends: this
+		// sandbox is namespaces on this machine's kernel, and a hypervisor
+		// the probe sees is this machine's, never a VM of its own.
+		kernel, kerr := hostKernel()
+		runner.CrossCheckKernel(spec.Policy, "", kernel, kerr, &res)
+	}
+	return res, nil
 }
 
 // hostKernel is this machine's kernel release (uname -r).

@@ -1,0 +1,76 @@
+package probes
+
+import (
+	"context"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/result"
+)
+
+// A must-fail verdict is proof only if the destination would have answered:
+// a TCP reset from a port nothing listens on looks exactly like a REJECT
+// rule from inside the sandbox, and a dead host like a DROP. So the runner
+// also dials every such destination from a control vantage that no sandbox
+// policy governs (a pod in the runner's namespace, a network namespace on
+// the lab's side of the link) with `sandprobe probe --control`, and a deny
+// counts only where the control got an answer.
+
+// VantageControl marks a control vantage's result (ProbeResult.Vantage).
+const VantageControl = "control"
+
+// ControlPlan is what a control vantage dials: the direct attempts of
+// egress.must-fail, egress.metadata and egress.proxy-bypass, exactly as the
+// probe plans them (same subjects, same addresses, same timeout). Attempts
+// through the proxy are left out (the proxy's own refusal proves those),
+// and so are names only resolved (the resolver's answer is the verdict).
+func ControlPlan(e policy.Egress) []Attempt {
+	plan, _ := PlanEgress(e)
+	var out []Attempt
+	for _, a := range plan {
+		if a.ViaProxy || a.Op != OpDial {
+			continue
+		}
+		switch a.Check {
+		case checkMustFail, checkMetadata, checkProxyBypass:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// RunControl dials the control plan from wherever it runs and reports what
+// each destination did: one finding per attempt, under the attempt's check
+// and subject, its class what the control saw. These are observations, not
+// verdicts: pass means the attempt was made (whatever it got), error that
+// it could not be.
+func RunControl(ctx context.Context, env *Env) result.ProbeResult {
+	res, start := newResult(env)
+	res.Vantage = VantageControl
+	e := env.Policy.Spec.Egress
+	plan := ControlPlan(e)
+	if len(plan) == 0 {
+		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Skip, Actual: "no destination to dial: the policy's denies are all through the proxy or DNS"}}
+		res.Seconds = env.Now().Sub(start).Seconds()
+		return res
+	}
+	// Direct TCP dials only: no proxy to go through, no TLS to verify.
+	direct := policy.Egress{}
+	client, err := NewNetClient(direct)
+	if err != nil {
+		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Error, Actual: err.Error()}}
+		return res
+	}
+	results := client.RunAttempts(ctx, plan, OptionsFor(e))
+	for i, a := range plan {
+		r := results[i]
+		f := result.Finding{Check: a.Check, Subject: a.Subject, Status: result.Pass, Class: r.Class, Evidence: r.Detail, Seconds: r.Took().Seconds()}
+		ev := r.Evidence
+		f.Attempt = &ev
+		if !ev.Attempted || r.Interrupted {
+			f.Status, f.Actual = result.Error, r.Detail
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	res.Seconds = env.Now().Sub(start).Seconds()
+	return res
+}

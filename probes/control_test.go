@@ -1,0 +1,101 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// TestControlPlan: the control dials exactly the probe's direct deny
+// attempts (same subjects), never an allowance, an attempt through the
+// proxy (the proxy's refusal is its own proof) or a name only resolved.
+func TestControlPlan(t *testing.T) {
+	p, err := policy.Load([]byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: plan}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  egress:
+    proxy: http://127.0.0.1:3128
+    allow: [{host: api.example, port: 443, reason: r}]
+    mustFail: {hosts: [blocked.example], ips: [10.0.0.1]}
+    metadata: {address: 127.0.0.2, port: 80}
+    dns: {arbitraryNames: deny, domains: [example]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range ControlPlan(p.Spec.Egress) {
+		got = append(got, a.Check+" "+a.Subject)
+	}
+	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("control plan %q, want %q", got, want)
+	}
+}
+
+// TestRunControl: from loopback, a listener answers the control and a
+// closed port refuses it — what the runner then tells apart: a deny that
+// would otherwise have been reached, and one that proves nothing.
+func TestRunControl(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	live := ln.Addr().(*net.TCPAddr).Port
+	p, err := policy.Load([]byte(fmt.Sprintf(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: control}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  egress:
+    mustFail: {ips: ["127.0.0.1:%d", "127.0.0.1:%d"]}
+    metadata: {address: 127.0.0.1, port: %d}
+    timeout: 2s
+`, live, closedPort, live)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := RunControl(context.Background(), &Env{Policy: p, Nonce: "n"})
+	if res.Vantage != VantageControl || res.Nonce != "n" {
+		t.Fatalf("vantage %q nonce %q", res.Vantage, res.Nonce)
+	}
+	got := map[string]string{}
+	for _, f := range res.Findings {
+		if f.Status != report.Pass || f.Attempt == nil || !f.Attempt.Attempted {
+			t.Errorf("%s: %s, attempt %+v: every destination is dialled", f.Name(), f.Status, f.Attempt)
+		}
+		got[f.Name()] = f.Class
+	}
+	for name, class := range map[string]string{
+		fmt.Sprintf("egress.must-fail 127.0.0.1:%d", live):       policy.VerdictAnswered,
+		fmt.Sprintf("egress.must-fail 127.0.0.1:%d", closedPort): policy.VerdictRefused,
+		fmt.Sprintf("egress.metadata 127.0.0.1:%d", live):        policy.VerdictAnswered,
+	} {
+		if got[name] != class {
+			t.Errorf("%s: %q, want %q (all: %v)", name, got[name], class, got)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Deny checks: their blocked verdicts need a control to count.
+var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true}
+
+// Control is what a control vantage saw: for each destination (check and
+// subject), the control's finding. Err, when set, is why there is none.
+type Control struct {
+	// Vantage names where it dialled from: "namespace/sandprobe-system",
+	// "local/sp-control".
+	Vantage string
+	Seen    map[string]report.Finding
+	Err     error
+	// Isolated, when set, says why no direct destination is reachable from
+	// the sandbox by construction (a network namespace of its own holding
+	// only loopback): every direct deny is proven by it, and nothing needs
+	// to be dialled from elsewhere.
+	Isolated string
+}
+
+func controlKey(check, subject string) string { return check + " " + subject }
+
+// NewControl indexes a control vantage's result.
+func NewControl(vantage string, res report.ProbeResult) *Control {
+	c := &Control{Vantage: vantage, Seen: map[string]report.Finding{}}
+	for _, f := range res.Findings {
+		if denyChecks[f.Check] {
+			c.Seen[controlKey(f.Check, f.Subject)] = f
+		}
+	}
+	return c
+}
+
+// ApplyControl judges every deny verdict of a probe result against the
+// control: a destination the sandbox could not reach is a proven deny only
+// if the control got an answer from it (or, through the proxy, if the proxy
+// refused it itself: its answer is the enforcement). Otherwise the deny is
+// unproven — the target refuses or ignores everyone, or nothing could tell
+// — and a pass becomes inconclusive. c may be nil: no control vantage at
+// all, and no deny is proven but the proxy's.
+func ApplyControl(res *report.ProbeResult, c *Control) {
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		// A verdict of a destination the sandbox could not reach: a pass,
+		// an inconclusive one (a dead network), or a failure in another
+		// way than pinned. Answers and could-not-checks are no denies.
+		blocked := f.Status == report.Pass || f.Status == report.Inconclusive || f.Status == report.Fail
+		if !denyChecks[f.Check] || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
+			continue
+		}
+		if strings.HasSuffix(f.Subject, " via proxy") {
+			if f.Class == policy.VerdictProxyDenied {
+				f.Deny = report.DenyProven
+			} else {
+				unproven(f, "the proxy did not refuse it itself, so nothing shows it would have been reached")
+			}
+			continue
+		}
+		if c != nil && c.Isolated != "" {
+			f.Deny = report.DenyProven
+			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
+			continue
+		}
+		var why string
+		switch {
+		case c == nil:
+			why = "no control vantage dialled it (local: --control-netns; kube: the control pod)"
+		case c.Err != nil:
+			why = fmt.Sprintf("the control vantage %s could not run: %v", c.Vantage, c.Err)
+		default:
+			seen, ok := c.Seen[controlKey(f.Check, f.Subject)]
+			switch {
+			case !ok:
+				why = fmt.Sprintf("the control vantage %s did not dial it", c.Vantage)
+			case seen.Status != report.Pass:
+				f.Control = seen.Class
+				why = fmt.Sprintf("the control vantage %s could not dial it: %s", c.Vantage, seen.Actual)
+			case seen.Class == report.ClassAnswered:
+				f.Control, f.Deny = seen.Class, report.DenyProven
+				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
+				continue
+			default:
+				f.Control = seen.Class
+				why = fmt.Sprintf("the control vantage %s, where no sandbox policy applies, got %s too (%s): the target refuses or ignores everyone", c.Vantage, seen.Class, seen.Evidence)
+			}
+		}
+		unproven(f, why)
+	}
+}
+
+// unproven marks a deny that proves nothing; a pass becomes inconclusive.
+func unproven(f *report.Finding, why string) {
+	f.Deny = report.DenyUnproven
+	f.Evidence = joinEvidence(f.Evidence, "deny unproven: "+why)
+	const fix = "point the check at a destination that answers when nothing blocks it (a live listener), and give the runner a control vantage, so that its failure proves the rule; a target that refuses or ignores everyone proves nothing"
+	switch f.Status {
+	case report.Pass:
+		f.Status = report.Inconclusive
+		f.Actual += " — deny unproven: " + why
+		f.Fix = fix
+	case report.Inconclusive:
+		if f.Fix == "" {
+			f.Fix = fix
+		}
+	}
+}
+
+func joinEvidence(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

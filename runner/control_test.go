@@ -1,0 +1,90 @@
+package runner
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// TestApplyControl: the rule as a table. A blocked destination is a proven
+// deny only when the control got an answer (or the proxy refused it
+// itself); else the deny is unproven and a pass becomes inconclusive, with
+// the reason in its evidence. Answers, and verdicts that could not be
+// checked, are no denies.
+func TestApplyControl(t *testing.T) {
+	probe := func() report.ProbeResult {
+		return report.ProbeResult{Findings: []report.Finding{
+			{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused"},
+			{Check: "egress.must-fail", Subject: "unseen:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Subject: "open:443", Status: report.Fail, Class: "answered"},
+			{Check: "egress.must-fail", Subject: "changed:443", Status: report.Fail, Class: "refused"},
+			{Check: "egress.must-fail", Subject: "live:443 via proxy", Status: report.Pass, Class: "proxy-denied"},
+			{Check: "egress.must-fail", Subject: "dead:443 via proxy", Status: report.Inconclusive, Class: "error"},
+			{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.proxy-bypass", Subject: "api:443 direct", Status: report.Error, Class: "error"},
+			{Check: "egress.allowed", Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
+			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-nxdomain"},
+		}}
+	}
+	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
+		{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
+		{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
+		{Check: "egress.must-fail", Subject: "changed:443", Status: report.Pass, Class: "answered"},
+		{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
+	}})
+	type want struct {
+		status        report.Status
+		deny, control string
+	}
+	cases := []struct {
+		name    string
+		control *Control
+		want    map[string]want
+	}{
+		{"with a control", control, map[string]want{
+			"egress.must-fail live:443":           {report.Pass, report.DenyProven, "answered"},
+			"egress.must-fail dead:443":           {report.Inconclusive, report.DenyUnproven, "refused"},
+			"egress.must-fail unseen:443":         {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.must-fail open:443":           {report.Fail, "", ""},
+			"egress.must-fail changed:443":        {report.Fail, report.DenyProven, "answered"},
+			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+			"egress.must-fail dead:443 via proxy": {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.metadata 169.254.169.254:80":  {report.Inconclusive, report.DenyUnproven, "error"},
+			"egress.proxy-bypass api:443 direct":  {report.Error, "", ""},
+			"egress.allowed api:443 via proxy":    {report.Pass, "", ""},
+			"egress.dns-exfil *.lab.test":         {report.Pass, "", ""},
+		}},
+		{"no control at all", nil, map[string]want{
+			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+		}},
+		{"a sandbox isolated by construction", &Control{Vantage: "local/sandbox", Isolated: "loopback only"}, map[string]want{
+			"egress.must-fail live:443":           {report.Pass, report.DenyProven, ""},
+			"egress.must-fail open:443":           {report.Fail, "", ""},
+			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+		}},
+		{"a control that could not run", &Control{Vantage: "namespace/x", Err: errors.New("image-pull-failed")}, map[string]want{
+			"egress.must-fail live:443": {report.Inconclusive, report.DenyUnproven, ""},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := probe()
+			ApplyControl(&res, c.control)
+			for _, f := range res.Findings {
+				w, ok := c.want[f.Name()]
+				if !ok {
+					continue
+				}
+				if got := (want{f.Status, f.Deny, f.Control}); got != w {
+					t.Errorf("%s: %+v, want %+v (%s)", f.Name(), got, w, f.Evidence)
+				}
+				if f.Deny == report.DenyUnproven && f.Status == report.Inconclusive && f.Fix == "" {
+					t.Errorf("%s: an unproven deny without a fix", f.Name())
+				}
+			}
+		})
+	}
+}
