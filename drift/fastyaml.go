@@ -469,6 +469,11 @@ func dashString(v []byte) bool {
 	if len(v) < 2 || v[0] != '-' {
 		return false
 	}
+	if bytes.IndexByte(v, '_') >= 0 {
+		// go-yaml drops every underscore before it tries a number
+		// ("-_0" is 0): a string only with a byte no number can hold.
+		return !numberish(v[1:])
+	}
 	switch c := v[1]; {
 	case c == ' ', c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
 		return false
@@ -503,6 +508,22 @@ func digitString(v []byte) bool {
 	}
 	for _, c := range v {
 		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// numberish reports whether every byte of v could be part of something
+// go-yaml v2 resolves as a number or timestamp (digits, hex digits, the
+// 0x/0o/0b prefixes, signs, dots, exponents, underscores, and a
+// timestamp's separators).
+func numberish(v []byte) bool {
+	for _, c := range v {
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+		case bytes.IndexByte([]byte("xXoO_+-.:tTzZ "), c) >= 0:
+		default:
 			return false
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
 )
@@ -282,4 +286,69 @@ func TestCompletionNetns(t *testing.T) {
 	if code != 0 || !slices.Equal(got, want) {
 		t.Errorf("exit %d, completions %q, want %q", code, got, want)
 	}
+}
+
+// TestManifestCommandLines: every container in manifests/ that runs
+// /sandprobe (the CronJob) has args the binary parses: a flag renamed or
+// dropped in the CLI cannot silently break the deployed runner.
+func TestManifestCommandLines(t *testing.T) {
+	bin := testenv.Binary(t)
+	var files []string
+	err := filepath.WalkDir("../../manifests", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// containers finds every map with a command that runs /sandprobe.
+	var containers func(v any, found *[][]string)
+	containers = func(v any, found *[][]string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if cmd, ok := v["command"].([]any); ok && len(cmd) > 0 && cmd[0] == "/sandprobe" {
+				var args []string
+				for _, a := range append(cmd[1:], asList(v["args"])...) {
+					args = append(args, regexp.MustCompile(`\$\([A-Z_]+\)`).ReplaceAllString(fmt.Sprint(a), "x"))
+				}
+				*found = append(*found, args)
+			}
+			for _, x := range v {
+				containers(x, found)
+			}
+		case []any:
+			for _, x := range v {
+				containers(x, found)
+			}
+		}
+	}
+	var found [][]string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+			var v any
+			if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+				continue // not every file is a manifest (kustomize components)
+			}
+			containers(v, &found)
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("no container in manifests/ runs /sandprobe")
+	}
+	for _, args := range found {
+		if code, _, stderr := testenv.Exec(t, bin, append(args, "-h")...); code != 0 {
+			t.Errorf("sandprobe %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
