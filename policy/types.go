@@ -440,6 +440,13 @@ type ProbeSettings struct {
 	Image string `json:"image,omitempty"`
 	// Deadline bounds one probe run from launch to result.
 	Deadline Duration `json:"deadline,omitzero"`
+	// Parallel caps the probe pods in flight on a cluster (0: scaled with
+	// their count, docs/fleet.md).
+	Parallel int `json:"parallel,omitempty" validate:"min=0,max=1000"`
+	// RunDeadline bounds the whole fan-out of probe pods on a cluster; the
+	// nodes not probed by then are could-not-run findings naming them (0:
+	// scaled with the count, docs/fleet.md).
+	RunDeadline Duration `json:"runDeadline,omitzero"`
 }
 
 // Duration is a time.Duration written as "3s" in YAML.

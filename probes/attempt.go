@@ -172,13 +172,23 @@ func notAttempted(why string, at, timeout time.Duration) Result {
 	}
 }
 
+// EgressBound is the longest the probe's egress run can take for this
+// policy: every attempt using its whole timeout, in waves of Concurrency,
+// plus the grace RunAttempts allows. The kube runner's per-run deadline is
+// built from it.
+func EgressBound(e policy.Egress) time.Duration {
+	plan, _ := PlanEgress(e)
+	o := OptionsFor(e)
+	bound := o.Bound(len(plan))
+	return bound + boundGrace(bound, o.Timeout)
+}
+
 // EgressWarnings are what `validate` says about the egress run: a probe
 // deadline too short for the run's bound leaves attempts unmade.
 func EgressWarnings(p *policy.Policy) []string {
 	plan, _ := PlanEgress(p.Spec.Egress)
 	o := OptionsFor(p.Spec.Egress)
-	bound := o.Bound(len(plan))
-	need := bound + boundGrace(bound, o.Timeout)
+	need := EgressBound(p.Spec.Egress)
 	if d := p.Spec.Probe.Deadline.Duration; d > 0 && need > d {
 		return []string{fmt.Sprintf("spec.probe.deadline: %s is shorter than the egress run can take (%d attempts, %d at a time, %s each: up to %s), so the probe would be killed before its verdicts: raise it, or spec.egress.concurrency",
 			d, len(plan), o.width(), o.Timeout, need)}

@@ -56,6 +56,9 @@ const (
 	ReasonOOM              = "oom-killed"
 	ReasonLogsUnavailable  = "logs-unavailable"
 	ReasonInconsistentExit = "inconsistent-exit"
+	// A node of the sandbox pool that could take no probe pod this cycle.
+	ReasonNodeCordoned = "node-cordoned"
+	ReasonNodeNotReady = "node-not-ready"
 )
 
 // CouldNotRun is a probe that did not produce a trustworthy result.
@@ -85,7 +88,11 @@ func (e *CouldNotRun) Finding() report.Finding {
 func fixFor(reason string) string {
 	switch reason {
 	case ReasonDeadline:
-		return "find what blocks the probe (a hanging check, a pod stuck pending) or raise spec.probe.deadline"
+		return "find what blocks the probe (a hanging check, a pod stuck pending) or raise spec.probe.deadline (on a cluster's node pool: spec.probe.runDeadline, or spec.probe.parallel)"
+	case ReasonNodeCordoned:
+		return "uncordon the node once its maintenance is done, or take it out of the sandbox pool (its labels) while it is drained"
+	case ReasonNodeNotReady:
+		return "bring the node's kubelet back to Ready, or drain it and take it out of the sandbox pool"
 	case ReasonWrongNonce:
 		return "the result is stale or replayed: make sure nothing caches or rewrites probe output"
 	case ReasonGarbled, ReasonTruncated:

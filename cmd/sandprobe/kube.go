@@ -20,7 +20,8 @@ import (
 type kubeFlags struct {
 	kubeconfig, context, namespace, controlNamespace, probeImage, pullPolicy string
 	perNode, drift                                                           bool
-	unschedulableGrace, driftTimeout                                         time.Duration
+	parallel                                                                 int
+	unschedulableGrace, driftTimeout, runDeadline                            time.Duration
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -31,6 +32,8 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.probeImage, "probe-image", "", "kube: the sandprobe image, with the static binaries at /sandprobe and /sandprobe-probe (default: spec.probe.image)")
 	fs.StringVar(&k.pullPolicy, "image-pull-policy", "", "kube: Always, IfNotPresent or Never for the probe pod's images (default IfNotPresent)")
 	fs.BoolVar(&k.perNode, "per-node", false, "kube: one probe pod on each node that can host sandboxes, in parallel (CNI agents roll out node by node)")
+	fs.IntVar(&k.parallel, "parallel", 0, fmt.Sprintf("kube: most probe pods in flight (default: spec.probe.parallel, else ceil(pods/16) between %d and %d; docs/fleet.md)", kube.DefaultParallel, kube.MaxParallel))
+	fs.DurationVar(&k.runDeadline, "run-deadline", 0, "kube: bound on the whole fan-out of probe pods; nodes not probed by then are could-not-run findings (default: spec.probe.runDeadline, else ceil(pods/parallel) x (pod start + probe bound) + 1m; docs/fleet.md)")
 	fs.BoolVar(&k.drift, "drift", true, "kube: also compare the live sandboxes and their egress policies with the policy, in the same cycle")
 	fs.DurationVar(&k.unschedulableGrace, "unschedulable-grace", kube.DefaultUnschedulableGrace, "kube: how long a probe pod may stay unschedulable (or unable to create its container) before the run fails closed")
 	fs.DurationVar(&k.driftTimeout, "drift-timeout", 5*time.Minute, "kube: bound on the drift phase")
@@ -52,6 +55,12 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	if k.unschedulableGrace <= 0 {
 		return nil, nil, fmt.Errorf("--unschedulable-grace: want a positive duration, got %s", k.unschedulableGrace)
 	}
+	if k.parallel < 0 {
+		return nil, nil, fmt.Errorf("--parallel: want a positive count (0: scaled with the node count), got %d", k.parallel)
+	}
+	if k.runDeadline < 0 {
+		return nil, nil, fmt.Errorf("--run-deadline: want a positive duration (0: scaled with the node count), got %s", k.runDeadline)
+	}
 	cfg, err := kube.RESTConfig(k.kubeconfig, k.context)
 	if err != nil {
 		return nil, nil, err
@@ -71,7 +80,7 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	pr := newProgress(a.stderr, isTerminal(a.stderr), logger)
 	be := &kube.Backend{
 		API: api, Host: cfg.Host, Namespace: k.namespace, ProbeImage: k.probeImage, PullPolicy: corev1.PullPolicy(k.pullPolicy),
-		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, UnschedulableGrace: k.unschedulableGrace, Policies: driftAPI,
+		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, Parallel: k.parallel, RunDeadline: k.runDeadline, UnschedulableGrace: k.unschedulableGrace, Policies: driftAPI,
 		ControlNamespace: cmp.Or(k.controlNamespace, kube.OwnNamespace(k.kubeconfig, k.context)),
 		Progress:         pr.show, Logger: logger,
 	}

@@ -107,11 +107,17 @@ type Backend struct {
 	// MaxStrays bounds the probes for pods without the sandbox labels (0
 	// is DefaultMaxStrays; negative: none).
 	MaxStrays int
-	// PerNode runs one pod on each node that can host sandboxes (it matches
-	// spec.placement.nodeSelector and every taint is tolerated), in
-	// parallel, at most Parallel at a time (0 is DefaultParallel).
-	PerNode  bool
+	// PerNode runs one pod on each node of the sandbox pool (it matches
+	// spec.placement.nodeSelector and every taint is tolerated); a pool
+	// node that is cordoned or not Ready is a could-not-run naming it.
+	PerNode bool
+	// Parallel caps the probe pods in flight (0: spec.probe.parallel,
+	// then AutoParallel of their count).
 	Parallel int
+	// RunDeadline bounds the fan-out as a whole (0: spec.probe.runDeadline,
+	// then AutoRunDeadline): a pod not started by then, or cut short by
+	// it, is a could-not-run naming its node.
+	RunDeadline time.Duration
 	// UnschedulableGrace is how long a pod may stay unschedulable, or fail
 	// to create its container, before the run fails closed (0 is the default).
 	UnschedulableGrace time.Duration
@@ -256,9 +262,10 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
 	}
 	nodes := []string{""}
+	var down []downNode
 	if b.PerNode {
 		var err error
-		if nodes, err = b.sandboxNodes(ctx, spec); err != nil {
+		if nodes, down, err = b.sandboxNodes(ctx, spec); err != nil {
 			return nil, err
 		}
 	}
@@ -267,8 +274,12 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 
 	var placements []placement
 	unprobed := map[string]report.Finding{}
+	var downErrs []error
 	maxStrays := cmp.Or(b.MaxStrays, DefaultMaxStrays)
 	for _, ns := range namespaces {
+		for _, d := range down {
+			downErrs = append(downErrs, &runner.CouldNotRun{Target: Target(ns, d.name), Reason: d.reason, Detail: d.detail})
+		}
 		class := b.runtimeClass(r, ns)
 		for _, node := range nodes {
 			placements = append(placements, placement{ns: ns, node: node, runtimeClass: class})
@@ -305,16 +316,31 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 			ctl = outcome{res, err}
 		})
 	}
-	p := pool.NewWithResults[outcome]().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
+	// The fan-out as a whole has a deadline scaled with its size: a pod
+	// whose turn comes after it, or that it cuts short, is a could-not-run
+	// naming its node, never an omission.
+	parallel := b.parallel(spec, len(placements))
+	runDeadline := b.runDeadline(spec, len(placements), parallel, deadline)
+	b.log().Info("probe fan-out", "pods", len(placements), "parallel", parallel, "runDeadline", runDeadline.String(), "nodesDown", len(down))
+	fanCtx, fanCancel := context.WithTimeoutCause(ctx, runDeadline, errRunDeadline)
+	defer fanCancel()
+	p := pool.NewWithResults[outcome]().WithMaxGoroutines(parallel)
 	for _, pl := range placements {
 		p.Go(func() outcome {
-			res, err := b.probeOne(ctx, r, pl)
+			if fanCtx.Err() != nil && ctx.Err() == nil {
+				return outcome{err: &runner.CouldNotRun{Target: pl.target(pl.node), Reason: runner.ReasonDeadline,
+					Detail: fmt.Sprintf("not probed: the run's deadline of %s (%d probe pods, %d at a time) passed before its turn", runDeadline, len(placements), parallel)}}
+			}
+			res, err := b.probeOne(fanCtx, r, pl)
+			if err != nil && ctx.Err() == nil && context.Cause(fanCtx) == errRunDeadline {
+				err = cutShort(err, pl, runDeadline, len(placements), parallel)
+			}
 			return outcome{res, err}
 		})
 	}
 	var (
 		results []report.ProbeResult
-		errs    []error
+		errs    = downErrs
 	)
 	for _, o := range p.Wait() {
 		if o.err != nil {
@@ -356,6 +382,27 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// errRunDeadline is the cause of the fan-out's context when its run
+// deadline passed (rather than the caller cancelling).
+var errRunDeadline = errors.New("the run's deadline passed")
+
+// cutShort names a probe the run deadline ended: what the pod itself said
+// stays when it already was a could-not-run of another kind (a pod that
+// never scheduled is still unschedulable), else it becomes a deadline
+// could-not-run naming the pod's node.
+func cutShort(err error, pl placement, runDeadline time.Duration, pods, parallel int) error {
+	var cnr *runner.CouldNotRun
+	target := pl.target(pl.node)
+	if errors.As(err, &cnr) {
+		if cnr.Reason != runner.ReasonDeadline {
+			return err
+		}
+		target = cnr.Target // it may know the node the scheduler picked
+	}
+	return &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline,
+		Detail: fmt.Sprintf("cut short by the run's deadline of %s (%d probe pods, %d at a time): %s", runDeadline, pods, parallel, oneLine(err))}
 }
 
 // checkRuntimeClass refuses a --runtime-class the policy does not declare:

@@ -156,6 +156,28 @@ func (f *fixture) node(name, kernel string, labels map[string]string, taints ...
 	}
 }
 
+// setNode changes a node's spec (spec) and then its status (status).
+func (f *fixture) setNode(name string, spec, status func(*corev1.Node)) {
+	f.t.Helper()
+	ctx := context.Background()
+	n, err := f.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if spec != nil {
+		spec(n)
+		if n, err = f.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if status != nil {
+		status(n)
+		if _, err = f.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // leftovers lists what the runner left in the namespace.
 func (f *fixture) leftovers() []string {
 	f.t.Helper()

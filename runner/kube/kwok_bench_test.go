@@ -58,7 +58,7 @@ func TestBenchKwokFleetSimulated(t *testing.T) {
 	const start = time.Second // the simulated pod start-up
 	f := newFleet(t, nodes, start, time.Second, "", nil)
 	T := f.policy.Spec.Egress.Timeout.Duration // the simulated probe waits it out once
-	capacity := DefaultParallel
+	capacity := AutoParallel(nodes)            // what the runner picks for this many pods (no --parallel)
 	waves := (nodes + capacity - 1) / capacity
 	ideal := time.Duration(waves) * (start + T)
 	goal := 2 * ideal

@@ -233,12 +233,13 @@ type fleetRun struct {
 // this is the probe path), metrics to a file. With jsonReport the JSON
 // report is written too and read back; without, the run writes what the
 // shipped CronJob does (the text report and the metrics).
-func (f *fleet) run(t testing.TB, wrapper string, jsonReport bool) fleetRun {
+func (f *fleet) run(t testing.TB, wrapper string, jsonReport bool, extra ...string) fleetRun {
 	t.Helper()
 	dir := t.TempDir()
 	jsonPath, metricsPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "metrics.prom")
 	args := []string{"run", "--backend", "kube", "--per-node", "--drift=false",
 		"--kubeconfig", f.RunnerKubeconfig, "--policy", f.policyPath, "--metrics-file", metricsPath}
+	args = append(args, extra...)
 	if jsonReport {
 		args = append(args, "--json", jsonPath)
 	}

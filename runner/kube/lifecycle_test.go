@@ -115,6 +115,13 @@ func TestPerNode(t *testing.T) {
 	f.node("pn-d", "6.1.0-d", pool, corev1.Taint{Key: "dedicated", Value: "sandbox", Effect: corev1.TaintEffectNoSchedule})
 	f.node("pn-e", "6.1.0-e", pool, corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule})
 	f.node("pn-f", "6.1.0-f", pool, corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule})
+	// Pool nodes that cannot take a pod now: named, never skipped.
+	f.node("pn-g", "6.1.0-g", pool, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	f.setNode("pn-g", func(n *corev1.Node) { n.Spec.Unschedulable = true }, nil)
+	f.node("pn-h", "6.1.0-h", pool)
+	f.setNode("pn-h", nil, func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}}
+	})
 	var mu sync.Mutex
 	pinned := map[string]string{}
 	k := f.kubelet(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
@@ -150,9 +157,14 @@ func TestPerNode(t *testing.T) {
 	if want := []string{Target(f.ns, "pn-a"), Target(f.ns, "pn-d"), Target(f.ns, "pn-f")}; !slices.Equal(targets, want) {
 		t.Errorf("results for %v, want %v", targets, want)
 	}
-	probs := runner.Problems("kube", err)
-	if len(probs) != 1 || probs[0].Target != Target(f.ns, "pn-b") || probs[0].Reason != runner.ReasonImagePull {
-		t.Errorf("problems %+v, want one image-pull-failed on node/pn-b", probs)
+	var probs []string
+	for _, p := range runner.Problems("kube", err) {
+		probs = append(probs, p.Target+" "+p.Reason)
+	}
+	slices.Sort(probs)
+	if want := []string{Target(f.ns, "pn-b") + " " + runner.ReasonImagePull, Target(f.ns, "pn-g") + " " + runner.ReasonNodeCordoned,
+		Target(f.ns, "pn-h") + " " + runner.ReasonNodeNotReady}; !slices.Equal(probs, want) {
+		t.Errorf("problems %q, want %q", probs, want)
 	}
 	mu.Lock()
 	for node, target := range pinned {
