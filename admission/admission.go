@@ -8,9 +8,9 @@
 // Each rule is one entry of one table (rules) that carries both its CEL, as
 // the API server evaluates it, and the same requirement in Go, as drift
 // evaluates it. The binary does not evaluate CEL itself: the API server's CEL
-// libraries grow the static binary, which is copied into every sandbox, by
-// 9 MB (k8s.io/apiserver/pkg/admission/plugin/cel) to 24 MB (its
-// ValidatingAdmissionPolicy validator), past its 30 MB budget. Instead the
+// libraries grow the static runner binary by 9 MB
+// (k8s.io/apiserver/pkg/admission/plugin/cel) to 24 MB (its
+// ValidatingAdmissionPolicy validator), past its 35 MB goal. Instead the
 // tests hold the two halves of every rule together: on thousands of
 // generated pods the rendered CEL, evaluated by those very libraries, and
 // the Go half agree on every verdict and every message, and on a real API

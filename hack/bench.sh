@@ -43,7 +43,7 @@ SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hac
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
-echo "== binary sizes (static, stripped; goals: sandprobe ≤ 30 MB, sandprobe-probe ≤ 12 MB), the probe against the full binary it was split from =="
+echo "== binary sizes (static, stripped; goals: sandprobe-probe ≤ 12 MB, what every sandbox receives; sandprobe ≤ 35 MB, the runner, no longer copied into sandboxes), the probe against the full binary it was split from =="
 # MB here is 2^20 bytes, as before. sandprobe-probe is what every sandbox
 # receives (docs/probe.md); an empty static Go program is the floor.
 floor_dir=$(mktemp -d)
@@ -56,7 +56,7 @@ full=$(stat -c %s bin/sandprobe)
 probe=$(stat -c %s bin/sandprobe-probe)
 awk -v f="$full" -v p="$probe" -v z="$floor" 'BEGIN {
 	mb = 1048576
-	printf "bin/sandprobe:        %5.1f MB  (goal ≤ 30 MB: %s)\n", f / mb, (f <= 30 * mb ? "ok" : "OVER")
+	printf "bin/sandprobe:        %5.1f MB  (goal ≤ 35 MB: %s)\n", f / mb, (f <= 35 * mb ? "ok" : "OVER")
 	printf "bin/sandprobe-probe:  %5.1f MB  (goal ≤ 12 MB: %s)  = %.2f × bin/sandprobe\n", p / mb, (p <= 12 * mb ? "ok" : "OVER"), p / f
 	printf "empty Go program:     %5.1f MB  (the floor)\n", z / mb
 }'
