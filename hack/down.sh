@@ -27,7 +27,7 @@ if ! kept cluster; then
   # make e2e's Pushgateway on the node address (hack/e2e.sh), left running
   # with the cluster by SANDPROBE_E2E_KEEP: found by its exact command line.
   for f in /proc/[0-9]*/cmdline; do
-    if [[ "$(tr '\0' ' ' <"$f" 2>/dev/null)" == *"prometheus-pushgateway --web.listen-address=10.250.0.1:19091 "* ]]; then
+    if [[ "$(tr '\0' ' ' 2>/dev/null <"$f")" == *"prometheus-pushgateway --web.listen-address=10.250.0.1:19091 "* ]]; then
       pid=${f#/proc/}; pid=${pid%/cmdline}
       echo "down: e2e's Pushgateway (pid $pid)"
       kill "$pid" 2>/dev/null || true

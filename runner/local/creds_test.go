@@ -156,7 +156,7 @@ spec:
 		}
 		outputs[name] = buf.String()
 	}
-	if !strings.Contains(logs.String(), "local probe finished") {
+	if !strings.Contains(logs.String(), "local sandbox finished") {
 		t.Errorf("the debug log did not record the run: %s", logs.String())
 	}
 	for name, out := range outputs {
