@@ -16,6 +16,9 @@ const (
 	// MaxParallel is the most probe pods the automatic cap keeps in
 	// flight: each is a create, a watch and a delete on the API server.
 	MaxParallel = 128
+	// maxRequestsPerPod is what one probe pod costs the API server: create,
+	// watch, get its node, delete, a list to see it gone (TestKwok*).
+	maxRequestsPerPod = 5
 	// podsPerWorker is how many probe pods the automatic cap gives each
 	// worker: ceil(pods/16) workers, so the run is about 16 waves long
 	// between DefaultParallel and MaxParallel.
