@@ -76,6 +76,8 @@ func TestRunKubeBadInput(t *testing.T) {
 		{"pull policy", []string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
 		{"missing kubeconfig", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
 		{"grace", []string{"--unschedulable-grace", "0s"}, "--unschedulable-grace"},
+		{"parallel", []string{"--parallel", "-2"}, "--parallel"},
+		{"run deadline", []string{"--run-deadline", "-1s"}, "--run-deadline"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"run", "--backend", "kube", "--policy", "../../fixtures/policy.yaml"}, c.args...)
