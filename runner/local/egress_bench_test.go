@@ -112,7 +112,10 @@ func benchEgress(b *testing.B, conc int) {
 
 // egressWall is the egress run's wall time (from its start to the end of
 // its last attempt) and how many attempts were made, from the evidence
-// every finding carries; every egress finding must have passed.
+// every finding carries; every egress finding must have passed, or be
+// inconclusive only for want of a control: the bench runs no control
+// vantage (its drop targets' ports have no listener a control could
+// reach), so it times the sandbox's attempts, not the proof of each deny.
 func egressWall(b *testing.B, res report.ProbeResult) (time.Duration, int) {
 	var end float64
 	made := 0
@@ -120,7 +123,7 @@ func egressWall(b *testing.B, res report.ProbeResult) (time.Duration, int) {
 		if !strings.HasPrefix(f.Check, "egress.") {
 			continue
 		}
-		if f.Status != report.Pass {
+		if f.Status != report.Pass && !(f.Status == report.Inconclusive && f.Deny == report.DenyUnproven) {
 			b.Fatalf("%s: %s %s", f.Name(), f.Status, f.Actual)
 		}
 		if f.Attempt != nil && f.Attempt.Attempted {
