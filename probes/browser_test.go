@@ -220,7 +220,7 @@ func BenchmarkBrowserScreenshot(b *testing.B) {
 
 func testPolicyB(b *testing.B) *policy.Policy {
 	b.Helper()
-	p, err := policy.Load([]byte("apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: bench}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  identity: {uid: 0, gid: 0}\n  browser: {screenshot: true}\n"))
+	p, err := policy.Load([]byte("apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: bench}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  identity: {uid: 0, gid: 0, allowRoot: true}\n  filesystem: {writable: [/tmp]}\n  browser: {screenshot: true}\n"))
 	if err != nil {
 		b.Fatal(err)
 	}
