@@ -19,8 +19,8 @@
 #            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)
-#   tests    what tests start and must stop themselves: Prometheus and
-#            Pushgateway servers, headless Chromium (chromedp), sandprobe
+#   tests    what tests start and must stop themselves: Prometheus,
+#            Alertmanager and Pushgateway servers, headless Chromium (chromedp), sandprobe
 #            binaries (serve, probe) from bin/ or a test build
 #
 # SANDPROBE_KEEP="docker lab" (or cluster, or all; spaces or commas) names what
@@ -188,7 +188,7 @@ for c in "${components[@]}"; do
       procs_exe envtest "$CACHE/kwok/*" "$CACHE/k8s/*"
       ;;
     tests)
-      procs_with tests "--storage.tsdb.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner
+      procs_with tests "--storage.tsdb.path=/tmp/" "--storage.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner
       procs_exe tests "$PWD/bin/sandprobe" "$PWD/bin/sandprobe-probe" "/tmp/sandprobe-test-bin-*/sandprobe" "/tmp/sandprobe-test-bin-*/sandprobe-probe"
       ;;
   esac
