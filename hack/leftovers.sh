@@ -12,7 +12,7 @@
 #            shims, runsc — whatever runs from /run/sandprobe-docker
 #   cluster  the test cluster (hack/cluster): its processes (pid files, and
 #            anything running from its state or data directory), kube-router
-#            (hack/cluster/netpol.sh) and its rules, e2e's Pushgateway, its
+#            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
 #            squid, labtool servers), its network namespaces and what
@@ -149,6 +149,8 @@ for c in "${components[@]}"; do
     cluster)
       pidfiles cluster "$CLUSTER_DIR/pids"
       procs_with cluster "$CLUSTER_DIR/" "$CLUSTER_DATA_DIR/" "--web.listen-address=10.250.0.1:"
+      # kube-router's DaemonSet containers (netpol.sh up --daemonset), either template.
+      procs_with cluster "/kube-router --run-firewall" "/kube-router-rules.sh"
       netns_named cluster 'sp-iso-*'
       for l in sp-node sp-cni0 sp-iso-meta-h; do
         ip link show "$l" &>/dev/null && found cluster "link $l"
