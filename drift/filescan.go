@@ -255,9 +255,11 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 	if cheap {
 		// A plain Pod document: straight into a Pod, as add would, without
 		// reading the document once more for its kind.
-		if js, lines, err := blockYAMLWithLines(d.data); err == nil {
+		// Straight from the document's tree into the Pod (decodeNode);
+		// the tree is also where Locate finds the lines.
+		if lines, err := parseBlockYAML(d.data); err == nil {
 			var p corev1.Pod
-			if err := strictish(js, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
+			if err := decodePodTree(lines, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)

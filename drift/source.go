@@ -297,9 +297,9 @@ func walkLines(n *lnode, path string) int {
 }
 
 func (n *lnode) entry(key string) (int, *lnode) {
-	for i, k := range n.keys {
-		if k == key {
-			return n.keyLines[i], n.vals[i]
+	for _, k := range n.kids {
+		if k.key == key {
+			return k.line, k.val
 		}
 	}
 	return 0, nil
@@ -307,15 +307,15 @@ func (n *lnode) entry(key string) (int, *lnode) {
 
 func (n *lnode) item(index string) *lnode {
 	if i, err := strconv.Atoi(index); err == nil {
-		if i >= 0 && i < len(n.items) {
-			return n.items[i]
+		if i >= 0 && i < len(n.kids) {
+			return n.kids[i].val
 		}
 		return nil
 	}
-	for _, it := range n.items {
-		if it != nil && it.kind == 'm' {
-			if _, v := it.entry("name"); v != nil && v.value == index {
-				return it
+	for _, it := range n.kids {
+		if it.val != nil && it.val.kind == 'm' {
+			if _, v := it.val.entry("name"); v != nil && v.value == index {
+				return it.val
 			}
 		}
 	}

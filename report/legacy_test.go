@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"io"
 	"strings"
 )
@@ -198,4 +199,69 @@ type junitProblem struct {
 
 type junitSkipped struct {
 	Message string `xml:"message,attr"`
+}
+
+// legacySARIF is SARIF.Write as it was before it streamed: the whole
+// report as go-sarif's tree, one group per result in memory.
+func legacySARIF(s SARIF, w io.Writer, run Run) error {
+	rep := sarif.NewReport()
+	r := sarif.NewRunWithInformationURI("sandprobe", "https://github.com/sandprobe/sandprobe")
+	r.Tool.Driver.WithVersion(orDash(run.Version))
+	known := map[string]bool{}
+	for _, rule := range s.Rules {
+		s.addRule(r, rule)
+		known[rule.ID] = true
+	}
+
+	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
+	var groups []*sarifGroup
+	byKey := map[string]*sarifGroup{}
+	// Read through the FindingSet: a drift over 100,000 pods spools its
+	// findings; the groups (one per result) are what stays in memory.
+	err := run.Set().Each(func(fp *Finding) error {
+		f := *fp
+		switch f.Status {
+		case Fail, Inconclusive:
+		case Pass, Skip:
+			return nil
+		default:
+			// Could not check: about the run, not about a line of code.
+			inv.AddToolExecutionNotification(sarif.NewNotification().
+				WithLevel(sarif.LevelError).
+				WithMessage(sarif.NewTextMessage(fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))))
+			return nil
+		}
+		key := strings.Join([]string{f.Check, string(f.Status), f.File, fmt.Sprint(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")
+		g := byKey[key]
+		if g == nil {
+			g = &sarifGroup{f: f, seen: map[string]bool{}}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		if f.Target != "" && !g.seen[f.Target] {
+			g.seen[f.Target] = true
+			g.targets = append(g.targets, f.Target)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if !known[g.f.Check] {
+			s.addRule(r, SARIFRule{ID: g.f.Check})
+			known[g.f.Check] = true
+		}
+		r.AddResult(s.result(r, g))
+	}
+	r.AddInvocation(inv)
+	for _, n := range run.Notes {
+		inv.AddToolExecutionNotification(sarif.NewNotification().WithLevel(sarif.LevelNote).WithMessage(sarif.NewTextMessage(n)))
+	}
+	rep.AddRun(r)
+	if err := rep.PrettyWrite(w); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
 }
