@@ -3,6 +3,7 @@ package drift
 import (
 	"bytes"
 	"errors"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -67,7 +68,8 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 		i += n
 	}
 	raw = raw[:len(raw):len(raw)]
-	p := &yparser{raw: raw, src: string(raw), lines: make([]yline, 0, bytes.Count(raw, []byte("\n"))+1)}
+	lines := bytes.Count(raw, []byte("\n")) + 1
+	p := &yparser{raw: raw, src: string(raw), lines: make([]yline, 0, lines), chunk: lines + lines/4 + 4}
 	no := 0
 	for len(raw) > 0 {
 		l := raw
@@ -127,13 +129,14 @@ type yparser struct {
 	nodes []lnode
 	kids  []lkid
 	stack []lkid
+	chunk int // nodes (and kids) per chunk: about one per line, plus items
 }
 
 // lnode is a node of a document's tree: what Locate needs of a yaml.v3
 // node (its line, a mapping's keys and their lines, a sequence's items, a
 // scalar's value), and for a scalar the JSON value it stands for.
 type lnode struct {
-	line int
+	line int32
 	kind byte // 'm' mapping, 's' sequence, 'v' scalar
 	tok  ytok // a scalar's JSON kind
 	// value is a scalar's text: a string's value (unquoted), a number's
@@ -148,7 +151,7 @@ type lnode struct {
 // or an item of a sequence (val only).
 type lkid struct {
 	key  string
-	line int
+	line int32
 	val  *lnode
 }
 
@@ -169,11 +172,11 @@ func isSeqItem(t []byte) bool { return t[0] == '-' && (len(t) == 1 || t[1] == ' 
 
 func (p *yparser) newNode(line int, kind byte) *lnode {
 	if len(p.nodes) == cap(p.nodes) {
-		p.nodes = make([]lnode, 0, 128)
+		p.nodes = make([]lnode, 0, p.chunk)
 	}
 	p.nodes = p.nodes[:len(p.nodes)+1]
 	n := &p.nodes[len(p.nodes)-1]
-	n.line, n.kind = line, kind
+	n.line, n.kind = int32(line), kind
 	return n
 }
 
@@ -182,7 +185,7 @@ func (p *yparser) finish(n *lnode, base int) {
 	k := len(p.stack) - base
 	if k > 0 {
 		if len(p.kids)+k > cap(p.kids) {
-			p.kids = make([]lkid, 0, max(256, k))
+			p.kids = make([]lkid, 0, max(p.chunk, k))
 		}
 		start := len(p.kids)
 		p.kids = append(p.kids, p.stack[base:]...)
@@ -268,7 +271,7 @@ func (p *yparser) mapping(ind int) (*lnode, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.stack = append(p.stack, lkid{key: ks, line: l.no, val: val})
+		p.stack = append(p.stack, lkid{key: ks, line: int32(l.no), val: val})
 	}
 	p.finish(mn, base)
 	return mn, nil
@@ -316,36 +319,48 @@ func (p *yparser) sequence(ind int) (*lnode, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.stack = append(p.stack, lkid{line: l.no, val: item})
+		p.stack = append(p.stack, lkid{line: int32(l.no), val: item})
 	}
 	p.finish(sn, base)
 	return sn, nil
 }
 
-// appendNodeJSON writes a tree as JSON, keys in the document's order.
+// appendNodeJSON writes a tree as the JSON sigs.k8s.io/yaml writes for
+// it, byte for byte: keys sorted, strings escaped as encoding/json escapes
+// them (<, >, &, U+2028 and U+2029 too). Decoders that keep a value's raw
+// JSON (metav1.FieldsV1, runtime.RawExtension) must get the same bytes as
+// from the slow path, not merely the same value.
 func appendNodeJSON(out []byte, n *lnode) []byte {
 	switch n.kind {
-	case 'm', 's':
-		open, end := byte('{'), byte('}')
-		if n.kind == 's' {
-			open, end = '[', ']'
+	case 'm':
+		order := make([]int, len(n.kids))
+		for i := range order {
+			order[i] = i
 		}
-		out = append(out, open)
-		for i, k := range n.kids {
+		sort.Slice(order, func(a, b int) bool { return n.kids[order[a]].key < n.kids[order[b]].key })
+		out = append(out, '{')
+		for i, k := range order {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			if n.kind == 'm' {
-				out = appendJSONKey(out, k.key)
-				out = append(out, ':')
-			}
-			out = appendNodeJSON(out, k.val)
+			out = appendJSONString(out, n.kids[k].key)
+			out = append(out, ':')
+			out = appendNodeJSON(out, n.kids[k].val)
 		}
-		return append(out, end)
+		return append(out, '}')
+	case 's':
+		out = append(out, '[')
+		for i, it := range n.kids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendNodeJSON(out, it.val)
+		}
+		return append(out, ']')
 	}
 	switch n.tok {
 	case tokString:
-		return appendJSONKey(out, n.value)
+		return appendJSONString(out, n.value)
 	case tokNull:
 		return append(out, "null"...)
 	}
@@ -612,23 +627,46 @@ func isDecimal(v []byte) bool {
 	return true
 }
 
-// appendJSONKey writes s as a JSON string (valid UTF-8 already checked).
-func appendJSONKey(out []byte, s string) []byte {
+// appendJSONString writes s (valid UTF-8, no control characters: the
+// reader refuses them) as encoding/json does.
+func appendJSONString(out []byte, s string) []byte {
 	out = append(out, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			out = append(out, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				out = append(out, '\\', c)
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hexDigit(c>>4), hexDigit(c&0xF))
+			}
+			i++
+			start = i
 			continue
 		}
-		out = append(out, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			out = append(out, '\\', c)
-		default:
-			out = append(out, '\\', 'u', '0', '0', hexDigit(c>>4), hexDigit(c&0xF))
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, s[start:i]...)
+			out = append(out, '\\', 'u', '2', '0', '2', hexDigit(byte(r&0xF)))
+			start = i + size
 		}
-		start = i + 1
+		i += size
 	}
 	out = append(out, s[start:]...)
 	return append(out, '"')

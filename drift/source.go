@@ -54,6 +54,9 @@ type docStream struct {
 	start int    // first line of the document being read
 	count int    // documents returned
 	done  bool
+	// borrow returns each document's data without a copy: it is valid
+	// until the next call.
+	borrow bool
 }
 
 func newDocStream(r io.Reader) *docStream {
@@ -97,7 +100,10 @@ func (s *docStream) next() (document, error) {
 }
 
 func (s *docStream) emit(start int) document {
-	d := document{data: bytes.Clone(s.buf.Bytes()), line: start}
+	d := document{data: s.buf.Bytes(), line: start}
+	if !s.borrow {
+		d.data = bytes.Clone(d.data)
+	}
 	s.buf.Reset()
 	s.count++
 	return d
@@ -272,8 +278,16 @@ func walk(n *yaml.Node, path string) *yaml.Node {
 // walkLines is walk over a block-YAML line tree: the line walk's node
 // would be on (TestWalkLinesMatchesWalk).
 func walkLines(n *lnode, path string) int {
-	at := n.line
-	for _, seg := range pathSegments(path) {
+	at := int(n.line)
+	for path != "" {
+		seg, rest, step, ok := nextSegment(path)
+		if !ok {
+			break
+		}
+		path = rest
+		if !step {
+			continue
+		}
 		var next *lnode
 		show := 0
 		switch {
@@ -283,7 +297,7 @@ func walkLines(n *lnode, path string) int {
 			return at
 		case n.kind == 's':
 			if next = n.item(seg.index); next != nil {
-				show = next.line
+				show = int(next.line)
 			}
 		case n.kind == 'm':
 			show, next = n.entry(seg.index)
@@ -299,7 +313,7 @@ func walkLines(n *lnode, path string) int {
 func (n *lnode) entry(key string) (int, *lnode) {
 	for _, k := range n.kids {
 		if k.key == key {
-			return k.line, k.val
+			return int(k.line), k.val
 		}
 	}
 	return 0, nil
@@ -329,26 +343,36 @@ type segment struct{ key, index string }
 func pathSegments(path string) []segment {
 	var out []segment
 	for path != "" {
-		switch path[0] {
-		case '.':
-			path = path[1:]
-		case '[':
-			end := strings.IndexByte(path, ']')
-			if end < 0 {
-				return out
-			}
-			out = append(out, segment{index: path[1:end]})
-			path = path[end+1:]
-		default:
-			end := strings.IndexAny(path, ".[")
-			if end < 0 {
-				end = len(path)
-			}
-			out = append(out, segment{key: path[:end]})
-			path = path[end:]
+		seg, rest, step, ok := nextSegment(path)
+		if !ok {
+			break
 		}
+		if step {
+			out = append(out, seg)
+		}
+		path = rest
 	}
 	return out
+}
+
+// nextSegment splits the first step off path: step is false for a dot
+// (no step), ok false for an unclosed bracket (the path ends there).
+func nextSegment(path string) (seg segment, rest string, step, ok bool) {
+	switch path[0] {
+	case '.':
+		return segment{}, path[1:], false, true
+	case '[':
+		end := strings.IndexByte(path, ']')
+		if end < 0 {
+			return segment{}, "", false, false
+		}
+		return segment{index: path[1:end]}, path[end+1:], true, true
+	}
+	end := strings.IndexAny(path, ".[")
+	if end < 0 {
+		end = len(path)
+	}
+	return segment{key: path[:end]}, path[end:], true, true
 }
 
 func mapEntry(n *yaml.Node, key string) (k, v *yaml.Node) {

@@ -81,7 +81,7 @@ func legacyText(t Text, w io.Writer, run Run) error {
 }
 
 func legacyJUnit(w io.Writer, run Run) error {
-	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: secs(run.Seconds)}
+	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: fmt.Sprintf("%.3f", run.Seconds)}
 	for _, target := range Targets(run.Findings) {
 		suite := junitSuite{Name: target, Timestamp: run.StartedAt.UTC().Format("2006-01-02T15:04:05")}
 		if suite.Name == "" {
@@ -93,13 +93,16 @@ func legacyJUnit(w io.Writer, run Run) error {
 			if f.Target != target {
 				continue
 			}
-			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
+			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: fmt.Sprintf("%.3f", f.Seconds), File: f.File, Line: f.Line}
 			total += f.Seconds
 			switch f.Status {
 			case Pass:
-				tc.SystemOut = passBody(f)
+				tc.SystemOut = f.Evidence
+				if f.Attempt != nil {
+					tc.SystemOut = legacyEvidenceBody(f)
+				}
 			case Fail:
-				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: problemBody(f)}
+				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: legacyProblemBody(f)}
 				suite.Failures++
 			case Skip, Inconclusive:
 				msg := string(f.Status)
@@ -107,16 +110,16 @@ func legacyJUnit(w io.Writer, run Run) error {
 					msg += ": " + f.Actual
 				}
 				tc.Skipped = &junitSkipped{Message: msg}
-				tc.SystemOut = evidenceBody(f)
+				tc.SystemOut = legacyEvidenceBody(f)
 				suite.Skipped++
 			default:
-				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: problemBody(f)}
+				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: legacyProblemBody(f)}
 				suite.Errors++
 			}
 			suite.Cases = append(suite.Cases, tc)
 			suite.Tests++
 		}
-		suite.Time = secs(total)
+		suite.Time = fmt.Sprintf("%.3f", total)
 		doc.Tests += suite.Tests
 		doc.Failures += suite.Failures
 		doc.Errors += suite.Errors
@@ -264,4 +267,38 @@ func legacySARIF(s SARIF, w io.Writer, run Run) error {
 	}
 	_, err = io.WriteString(w, "\n")
 	return err
+}
+
+// legacyProblemBody and legacyEvidenceBody are the JUnit bodies as they
+// were written with fmt.
+func legacyProblemBody(f Finding) string {
+	var b strings.Builder
+	if f.Expected != "" {
+		fmt.Fprintf(&b, "expected: %s\n", f.Expected)
+	}
+	if f.Actual != "" {
+		fmt.Fprintf(&b, "actual:   %s\n", f.Actual)
+	}
+	b.WriteString(legacyEvidenceBody(f))
+	if f.Fix != "" {
+		fmt.Fprintf(&b, "fix:      %s\n", f.Fix)
+	}
+	return b.String()
+}
+
+func legacyEvidenceBody(f Finding) string {
+	var b strings.Builder
+	if f.Class != "" {
+		fmt.Fprintf(&b, "verdict:  %s\n", f.Class)
+	}
+	if f.Evidence != "" {
+		fmt.Fprintf(&b, "evidence: %s\n", f.Evidence)
+	}
+	for _, l := range f.Attempt.Lines() {
+		fmt.Fprintf(&b, "%s\n", l)
+	}
+	if f.Deny != "" {
+		fmt.Fprintf(&b, "deny:     %s%s\n", f.Deny, controlText(f))
+	}
+	return b.String()
 }
