@@ -59,13 +59,18 @@ type docStream struct {
 	borrow bool
 }
 
-func newDocStream(r io.Reader) *docStream {
-	return &docStream{br: bufio.NewReaderSize(r, 64<<10), start: 1}
+func newDocStream(r io.Reader) *docStream { return newDocStreamSize(r, 64<<10) }
+
+func newDocStreamSize(r io.Reader, size int) *docStream {
+	return &docStream{br: bufio.NewReaderSize(r, size), start: 1}
 }
 
 // next returns the next document, or io.EOF after the last.
 func (s *docStream) next() (document, error) {
 	for !s.done {
+		if s.bulk() {
+			continue
+		}
 		s.n++
 		line, err := s.readLine()
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -97,6 +102,33 @@ func (s *docStream) next() (document, error) {
 		s.buf.Write(line)
 	}
 	return document{}, io.EOF
+}
+
+// bulk takes, straight from the reader's buffer, the complete lines at
+// its start that the line-by-line reading would only append: up to the
+// next line that starts with "---", with no '\r' (ReadLine drops a
+// "\r\n" ending: those lines go one by one). It reports whether it took
+// any. A document is copied once, not a line at a time.
+func (s *docStream) bulk() bool {
+	n := s.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	data, _ := s.br.Peek(n)
+	if bytes.HasPrefix(data, []byte("---")) {
+		return false
+	}
+	end := bytes.Index(data, []byte("\n---")) + 1
+	if end == 0 {
+		end = bytes.LastIndexByte(data, '\n') + 1
+	}
+	if end == 0 || bytes.IndexByte(data[:end], '\r') >= 0 {
+		return false
+	}
+	s.buf.Write(data[:end])
+	s.n += bytes.Count(data[:end], []byte("\n"))
+	s.br.Discard(end)
+	return true
 }
 
 func (s *docStream) emit(start int) document {
