@@ -296,8 +296,12 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	maxStrays := cmp.Or(b.MaxStrays, DefaultMaxStrays)
 	for _, ns := range namespaces {
 		nsNodes, nsDown := nodes, down
-		if narrow && !scope.Namespaces[ns] {
+		switch {
+		case narrow && !scope.Namespaces[ns]:
 			nsNodes, nsDown = scopeNodes, scopeDown
+		case narrow && !b.PerNode:
+			// One pod where the scheduler puts it, and the scope's nodes.
+			nsNodes, nsDown = append(slices.Clone(nodes), scopeNodes...), scopeDown
 		}
 		for _, d := range nsDown {
 			downErrs = append(downErrs, &runner.CouldNotRun{Target: Target(ns, d.name), Reason: d.reason, Detail: d.detail})
