@@ -514,6 +514,13 @@ handler: runc
 // without them.
 func (e *clusterEnv) enforcing(t testing.TB, doc string) string {
 	t.Helper()
+	return e.enforcingWith(t, doc)
+}
+
+// enforcingWith is enforcing with kube-router started by `netpol.sh up
+// upArgs...` (--daemonset: as the DaemonSet kube-system/kube-router).
+func (e *clusterEnv) enforcingWith(t testing.TB, doc string, upArgs ...string) string {
+	t.Helper()
 	root := testenv.ModuleRoot(t)
 	lab, netpol := filepath.Join(root, "hack", "lab", "lab"), filepath.Join(root, "hack", "cluster", "netpol.sh")
 	sh := func(args ...string) {
@@ -524,7 +531,7 @@ func (e *clusterEnv) enforcing(t testing.TB, doc string) string {
 	}
 	sh(lab, "attach-cluster", "--engine")
 	t.Cleanup(func() { exec.Command(lab, "attach-cluster").Run() })
-	sh(netpol, "up")
+	sh(append([]string{netpol, "up"}, upArgs...)...)
 	t.Cleanup(func() { exec.Command(netpol, "down").Run() })
 	p, err := policy.Load([]byte(unpinned(doc)))
 	if err != nil {
