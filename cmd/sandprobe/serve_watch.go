@@ -80,8 +80,7 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 	if err != nil {
 		return nil, err
 	}
-	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn), Debounce: wf.debounce, MinInterval: wf.minInterval,
-		Started: func(s runner.Scope) { m.Cycle(s.Kinds()) }, Coalesced: m.Coalesced}
+	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
 	srv.sched.Watch = w
 	cfg := rest.CopyConfig(cyc.kube.config)
 	cfg.UserAgent = "sandprobe-watch"

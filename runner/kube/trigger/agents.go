@@ -76,6 +76,7 @@ func (w *Watcher) agents(ctx context.Context) ([]string, []cache.SharedIndexInfo
 		informers []cache.SharedIndexInformer
 	)
 	st := &agentState{w: w, pods: map[types.UID]agentPod{}, timers: map[string]*time.Timer{}}
+	context.AfterFunc(ctx, st.stopTimers) // no request after the watch stopped
 	for _, ns := range slices.Sorted(func(yield func(string) bool) {
 		for ns := range byNS {
 			if !yield(ns) {
@@ -176,6 +177,8 @@ type agentState struct {
 	mu     sync.Mutex
 	pods   map[types.UID]agentPod
 	timers map[string]*time.Timer // agent and node → its grace timer
+	// stopped: the watch is over, no timer starts.
+	stopped bool
 }
 
 type agentPod struct {
@@ -230,7 +233,7 @@ func (st *agentState) observe(a Agent, obj any, deleted, initial bool) {
 		}
 		st.w.event("cni-agent")
 		st.w.Request(runner.NodeScope(cur.node), fmt.Sprintf("%s pod %s on node %s is Ready (restarts %d)", a, pod.Name, cur.node, cur.restarts))
-	case known && prev.ready && !cur.ready && !st.readyOn(a, cur.node) && st.timers[key] == nil:
+	case known && prev.ready && !cur.ready && !st.readyOn(a, cur.node) && st.timers[key] == nil && !st.stopped:
 		st.w.event("cni-agent")
 		grace := st.w.grace()
 		st.w.log().Info("watch: a CNI agent is not Ready: its node is probed when one is, or after the grace", "agent", a.String(), "pod", pod.Name, "node", cur.node, "grace", grace.String())
@@ -244,6 +247,16 @@ func (st *agentState) observe(a Agent, obj any, deleted, initial bool) {
 			}
 		})
 	}
+}
+
+func (st *agentState) stopTimers() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for key, t := range st.timers {
+		t.Stop()
+		delete(st.timers, key)
+	}
+	st.stopped = true
 }
 
 // readyOn reports whether a Ready pod of the agent runs on node; mu held.

@@ -40,8 +40,8 @@ func TestCRDPolicyKinds(t *testing.T) {
 				t.Errorf("the log does not say %s is not watched:\n%s", k, logs)
 			}
 		}
-		if !strings.Contains(logs, "kinds=[networkpolicy]") {
-			t.Errorf("the log does not say only networkpolicy is watched:\n%s", logs)
+		if !strings.Contains(logs, `kinds="[networkpolicy namespace]"`) {
+			t.Errorf("the log does not say only networkpolicy (and namespaces) are watched:\n%s", logs)
 		}
 	})
 	crds := filepath.Join(testenv.ModuleRoot(t), "drift", "testdata", "crds")
@@ -53,8 +53,7 @@ func TestCRDPolicyKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, cfg, cfg, []string{"crd-sbx"}, []trigger.Agent{}, 0)
-	if logs := r.logs.String(); !strings.Contains(logs, "kinds=\"[networkpolicy ciliumnetworkpolicy ciliumclusterwidenetworkpolicy adminnetworkpolicy baselineadminnetworkpolicy clusternetworkpolicy]\"") &&
-		!strings.Contains(logs, "kinds=[networkpolicy ciliumnetworkpolicy") {
+	if logs := r.logs.String(); !strings.Contains(logs, `kinds="[networkpolicy ciliumnetworkpolicy ciliumclusterwidenetworkpolicy adminnetworkpolicy baselineadminnetworkpolicy clusternetworkpolicy namespace]"`) {
 		t.Errorf("the log does not name every kind watched:\n%s", logs)
 	}
 	for _, c := range []struct {
