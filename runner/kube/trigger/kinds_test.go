@@ -130,8 +130,10 @@ func setReady(t *testing.T, cs kubernetes.Interface, p *corev1.Pod, ready bool, 
 
 // TestAgentRestart: the CNI agent's pod on one node is replaced (a rolling
 // upgrade): nothing while the new one is not Ready, then exactly one cycle
-// for that node as soon as it is; a container restart of a Ready agent is
-// one too; an agent that stays not Ready is probed after the grace anyway.
+// for that node as soon as it is, and one more when it has been Ready for
+// the grace (Ready is not always enforcing yet); a container restart of a
+// Ready agent is the same; an agent that stays not Ready is probed after
+// the grace anyway.
 // The agent is auto-detected (kube-system/kube-router, as issue-15-detect's
 // cluster runs it), and other DaemonSets' pods start nothing.
 func TestAgentRestart(t *testing.T) {
@@ -177,10 +179,12 @@ func TestAgentRestart(t *testing.T) {
 	}
 	new1 = setReady(t, cs, new1, true, 0)
 	r.expect("node-1's new agent Ready", "nodes=node-1")
+	r.expect("node-1's new agent settled (the grace after Ready)", "nodes=node-1")
 
 	// The agent's container restarts between two status reports.
 	new1 = setReady(t, cs, new1, true, 1)
 	r.expect("a restart of node-1's agent", "nodes=node-1")
+	r.expect("node-1's restarted agent settled", "nodes=node-1")
 
 	// Another DaemonSet's pod on the same node: nothing.
 	setReady(t, cs, exporter, false, 3)
@@ -190,7 +194,7 @@ func TestAgentRestart(t *testing.T) {
 	// grace (the agent being down is itself the window of exposure).
 	setReady(t, cs, new1, false, 2)
 	time.Sleep(grace - time.Second)
-	if got := r.seen(); len(got) != 2 {
+	if got := r.seen(); len(got) != 4 {
 		t.Fatalf("cycles %v before the grace ended, want none new", got)
 	}
 	r.expect("node-1's agent not Ready for the grace", "nodes=node-1")
