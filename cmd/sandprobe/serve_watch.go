@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -82,6 +83,9 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 	}
 	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
 	srv.sched.Watch = w
+	// client-go's informers log through klog (a watch that failed, a
+	// re-list): into serve's log, in its format.
+	klog.SetSlogLogger(logger.With("component", "client-go"))
 	cfg := rest.CopyConfig(cyc.kube.config)
 	cfg.UserAgent = "sandprobe-watch"
 	md, err := metadata.NewForConfig(cfg)

@@ -48,6 +48,7 @@ type rig struct {
 	cs     kubernetes.Interface
 	mu     sync.Mutex
 	cycles []runner.Scope
+	starts []time.Time
 	events map[string]int
 	logs   *syncBuffer
 }
@@ -81,6 +82,7 @@ func start(t *testing.T, cfg, watchCfg *rest.Config, namespaces []string, agents
 	w := &runner.Watch{Debounce: testDebounce, MinInterval: testMinInterval, Cycle: func(_ context.Context, s runner.Scope) report.Run {
 		r.mu.Lock()
 		r.cycles = append(r.cycles, s)
+		r.starts = append(r.starts, time.Now())
 		r.mu.Unlock()
 		return report.Run{}
 	}}
@@ -186,10 +188,14 @@ func TestNetworkPolicyChanges(t *testing.T) {
 	r := start(t, cfg, cfg, []string{"np-a", "np-b"}, []trigger.Agent{}, 0)
 	r.expect("the initial list")
 
+	created := time.Now()
 	if _, err := nps.Create(ctx, netpol("np-a", "allow-all"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r.expect("create in np-a", "namespaces=np-a")
+	r.mu.Lock()
+	t.Logf("create → targeted cycle started: %s (of which the debounce: %s)", r.starts[len(r.starts)-1].Sub(created), testDebounce)
+	r.mu.Unlock()
 
 	patch := func(name, body string) {
 		t.Helper()
