@@ -1,8 +1,12 @@
 package runner_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -78,9 +82,38 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 			if want := min(1, len(c.targeted)); controls != want {
 				t.Errorf("%d control findings, want %d (the targeted cycle's own)", controls, want)
 			}
-			// The metrics see the merged run: b's series keeps its value.
-			reg := report.Run{Findings: got.Findings, Phases: got.Phases}
-			if _, ok := reg.Phases["drift"]; !ok {
+			// The metrics see the merged run: every open location keeps
+			// its sandprobe_egress_unexpected_open series at 1.
+			reg := prometheus.NewRegistry()
+			m, err := report.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Observe(got, time.Now())
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var openSeries []string
+			for _, mf := range mfs {
+				if mf.GetName() != report.MetricEgressUnexpectedOpen {
+					continue
+				}
+				for _, s := range mf.GetMetric() {
+					if s.GetGauge().GetValue() > 0 {
+						l := map[string]string{}
+						for _, lp := range s.GetLabel() {
+							l[lp.GetName()] = lp.GetValue()
+						}
+						openSeries = append(openSeries, "namespace/"+l["namespace"]+"/node/"+l["node"])
+					}
+				}
+			}
+			slices.Sort(openSeries)
+			if strings.Join(openSeries, " ") != strings.Join(c.wantOpen, " ") {
+				t.Errorf("sandprobe_egress_unexpected_open > 0 at %v, want %v", openSeries, c.wantOpen)
+			}
+			if _, ok := got.Phases["drift"]; !ok {
 				t.Error("the merged run lost its drift phase: sandprobe_sandboxes_scanned would vanish")
 			}
 			if !c.drift && got.Scanned != 7 {
