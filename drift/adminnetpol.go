@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +74,9 @@ type adminIndex struct {
 	// byNS caches, per namespace and tier, the policies whose namespace
 	// selector matches it: namespaces' labels do not change during a scan.
 	byNS map[string]*[2]adminLookup
+	// mu guards sorted and byNS, filled on first use by pods checked in
+	// parallel (FileScan).
+	mu sync.Mutex
 }
 
 // adminLookup finds the policies that may select a pod by one of its labels.
@@ -398,6 +402,33 @@ func (m *egressModel) adminPeerIsProxy(nsSel *metav1.LabelSelector, ports []port
 // selecting returns the policies of a tier that select a pod in namespace
 // ns, in the order the tier evaluates them (priority, then name).
 func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels map[string]string) []*adminPolicy {
+	l := idx.lookup(tier, ns, nsLabels)
+	var out []*adminPolicy
+	podSet := labels.Set(podLabels)
+	match := func(ap *adminPolicy) {
+		if ap.podSel == nil || ap.podSel.Matches(podSet) {
+			out = append(out, ap)
+		}
+	}
+	for _, ap := range l.scan {
+		match(ap)
+	}
+	if len(l.byLabel) > 0 {
+		for k, v := range podLabels {
+			for _, ap := range l.byLabel[k][v] {
+				match(ap)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].pos < out[j].pos })
+	}
+	return out
+}
+
+// lookup is the tier's policies whose namespace selector matches ns,
+// sorted and indexed on first use.
+func (idx *adminIndex) lookup(tier adminTier, ns string, nsLabels map[string]string) *adminLookup {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
 	if !idx.sorted {
 		sort.SliceStable(idx.policies, func(i, j int) bool {
 			a, b := idx.policies[i], idx.policies[j]
@@ -440,26 +471,7 @@ func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels 
 		}
 		idx.byNS[ns] = inNS
 	}
-	l := &inNS[tier]
-	var out []*adminPolicy
-	podSet := labels.Set(podLabels)
-	match := func(ap *adminPolicy) {
-		if ap.podSel == nil || ap.podSel.Matches(podSet) {
-			out = append(out, ap)
-		}
-	}
-	for _, ap := range l.scan {
-		match(ap)
-	}
-	if len(l.byLabel) > 0 {
-		for k, v := range podLabels {
-			for _, ap := range l.byLabel[k][v] {
-				match(ap)
-			}
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].pos < out[j].pos })
-	}
-	return out
+	return &inNS[tier]
 }
 
 // tierVerdict walks a tier's selecting policies in order: the findings of

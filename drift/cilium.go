@@ -106,7 +106,8 @@ type ciliumIndex struct {
 	seq           int
 	count         int
 	// missingSeen holds the selections whose missing names were reported:
-	// one info finding per distinct set of policies, not one per pod.
+	// one info finding per distinct set of policies, not one per pod
+	// (Engine.settle keeps it).
 	missingSeen map[string]bool
 	// clusterSelectors counts rules selecting on the cluster label, whose
 	// verdict depends on the cluster's Cilium name.
@@ -543,11 +544,13 @@ func (idx *ciliumIndex) missing(c *podCheck, sel []*compiledCiliumRule) {
 		}
 	}
 	sort.Strings(ids)
-	key := strings.Join(ids, "+")
-	if idx.missingSeen[key] {
-		return
-	}
-	idx.missingSeen[key] = true
+	// Whether an earlier pod carried them is settle's to say: pods are
+	// checked in parallel, and settled in order.
+	span := onceSpan{key: strings.Join(ids, "+"), start: len(c.out)}
+	defer func() {
+		span.end = len(c.out)
+		c.once = append(c.once, span)
+	}()
 	for _, h := range m.hosts {
 		covered := false
 		for _, r := range sel {

@@ -267,6 +267,14 @@ func (c *Collector) Add(fs []report.Finding) {
 	c.emit(fs...)
 }
 
+// addLocated is Add for findings already located (FileScan's pods).
+func (c *Collector) addLocated(fs []report.Finding) {
+	locate := c.locate
+	c.locate = nil
+	c.Add(fs)
+	c.locate = locate
+}
+
 // Checked marks a kind of rules as applied in this run ("pod", "netpol", …).
 func (c *Collector) Checked(kind string) { c.checked[kind] = true }
 

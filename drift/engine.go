@@ -18,7 +18,8 @@ import (
 // Engine applies the rules to one object at a time. Build it with
 // NewEngine, add every NetworkPolicy and Cilium policy first (the egress
 // rules need the union), then stream pods, Sandbox objects and containers
-// through it. An Engine is not safe for concurrent use.
+// through it. An Engine is not safe for concurrent use, except checkPod
+// (FileScan's workers), once every policy and namespace is added.
 type Engine struct {
 	p        *policy.Policy
 	selector labels.Selector
@@ -152,6 +153,14 @@ func (e *Engine) IsSandbox(ns string, podLabels map[string]string) bool {
 // CheckPod applies every pod rule and, when the cluster's network policies
 // are known, the egress rules. It returns nil for a conformant pod.
 func (e *Engine) CheckPod(pod *corev1.Pod) []report.Finding {
+	return e.settle(e.checkPod(pod))
+}
+
+// checkPod is CheckPod for many goroutines at once: it only reads the
+// engine, and leaves the findings reported once per run (onceSpan) to
+// settle, which the caller runs in the pods' order, one at a time, so the
+// first pod in file order carries them, as CheckPod would give them.
+func (e *Engine) checkPod(pod *corev1.Pod) ([]report.Finding, []onceSpan) {
 	c := podCheck{
 		e:    e,
 		kind: "pod",
@@ -167,7 +176,39 @@ func (e *Engine) CheckPod(pod *corev1.Pod) []report.Finding {
 	if e.egressKnown {
 		e.checkEgress(&c, pod)
 	}
-	return c.out
+	return c.out, c.once
+}
+
+// onceSpan marks findings out[start:end] that the run reports once, for
+// the first object that has key.
+type onceSpan struct {
+	key        string
+	start, end int
+}
+
+// settle drops the once-per-run findings whose key an earlier object
+// already carried, and marks the others' keys as carried. Not safe for
+// concurrent use.
+func (e *Engine) settle(out []report.Finding, once []onceSpan) []report.Finding {
+	if len(once) == 0 {
+		return out
+	}
+	kept := make([]report.Finding, 0, len(out))
+	at := 0
+	for _, sp := range once {
+		kept = append(kept, out[at:sp.start]...)
+		at = sp.end
+		if e.cil.missingSeen[sp.key] {
+			continue
+		}
+		e.cil.missingSeen[sp.key] = true
+		kept = append(kept, out[sp.start:sp.end]...)
+	}
+	kept = append(kept, out[at:]...)
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
 }
 
 func podName(name, generateName string) string {
@@ -199,6 +240,8 @@ type podCheck struct {
 	// notes are evidence for one rule's findings (a default the verdict
 	// depends on), by rule ID.
 	notes map[string]string
+	// once are the findings of out reported once per run (settle).
+	once []onceSpan
 }
 
 // ensureTarget builds the target name on first use.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/sourcegraph/conc/stream"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sandprobe/sandprobe/report"
 )
 
 // FileScan checks the manifests of drift -f without holding them: memory
@@ -165,6 +167,13 @@ pass1:
 			}
 			st.Go(func() stream.Callback {
 				pods, err := decodePods(d, src.name, s.Namespace, cheap)
+				if err == nil && judge {
+					// The rules and Locate only read the engine and the
+					// origins of pass 1: they run here, in parallel.
+					for i := range pods {
+						pods[i].judge(s.Engine, m.origins)
+					}
+				}
 				return func() {
 					if stop.Load() {
 						return
@@ -175,15 +184,11 @@ pass1:
 						return
 					}
 					if judge {
+						// In file order: what is reported once per run,
+						// and what a template explains.
 						for _, p := range pods {
-							// The pod's origin is kept while its findings
-							// are located, then let go with its document.
-							key := "pod/" + p.pod.Namespace + "/" + podName(p.pod.Name, p.pod.GenerateName)
-							_, had := m.origins[key]
-							m.origins.add(key, p.at)
-							checkFilePod(s.Engine, ts, col, p.pod)
-							if !had {
-								delete(m.origins, key)
+							if p.sandbox {
+								col.addLocated(ts.Pod(p.pod, s.Engine.settle(p.findings, p.once)))
 							}
 						}
 					}
@@ -210,10 +215,38 @@ pass1:
 	return nil
 }
 
-// podAt is a pod read in pass 2 and where it was written.
+// podAt is a pod read in pass 2 and where it was written, then judged.
 type podAt struct {
 	pod *corev1.Pod
 	at  *origin
+
+	sandbox  bool // the policy governs it (checkFilePod)
+	findings []report.Finding
+	once     []onceSpan
+}
+
+// judge applies the rules to the pod, as checkFilePod does, and locates
+// its findings: in the pod's own document, or in the policy of pass 1 that
+// they name. Safe for concurrent use.
+func (p *podAt) judge(e *Engine, others origins) {
+	pod := p.pod
+	if !e.IsSandbox(pod.Namespace, pod.Labels) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return
+	}
+	p.sandbox = true
+	p.findings, p.once = e.checkPod(pod)
+	self := "pod/" + pod.Namespace + "/" + podName(pod.Name, pod.GenerateName)
+	for i := range p.findings {
+		f := &p.findings[i]
+		key, path := findingObject(f)
+		src := others[key]
+		if src == nil && key == self && p.at != nil && p.at.file != "" {
+			src = p.at
+		}
+		if src != nil {
+			f.File, f.Line = src.file, src.line(path)
+		}
+	}
 }
 
 // decodePods decodes a document read in pass 2 and returns its pods. A
@@ -228,12 +261,12 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
-				return []podAt{{&p, &origin{file: source, doc: d, lite: lines}}}, nil
+				return []podAt{{pod: &p, at: &origin{file: source, doc: d, lite: lines}}}, nil
 			}
 		}
 	}
 	var pods []podAt
-	m := &Manifests{Namespace: namespace, Skipped: map[string]int{}, onPod: func(p *corev1.Pod, at *origin) { pods = append(pods, podAt{p, at}) }}
+	m := &Manifests{Namespace: namespace, Skipped: map[string]int{}, onPod: func(p *corev1.Pod, at *origin) { pods = append(pods, podAt{pod: p, at: at}) }}
 	if err := m.addDocument(d, source); err != nil {
 		return nil, err
 	}

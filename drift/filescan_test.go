@@ -235,3 +235,69 @@ func firstDiff(got, want []report.Finding) string {
 	}
 	return "one is a prefix of the other"
 }
+
+// TestFileScanSettlesOnceFindings: pods are judged in parallel, but what
+// the run reports once (a Cilium selection's missing names) still lands
+// on the first pod of that selection in file order, as reading whole does,
+// whichever worker finished first.
+func TestFileScanSettlesOnceFindings(t *testing.T) {
+	p := loadPolicy(t, "direct-policy.yaml")
+	ns := p.Spec.Namespaces[0]
+	var b bytes.Buffer
+	emit := func(obj any) {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(out)
+	}
+	const selections = 7
+	for i := 0; i < 400; i++ {
+		pod := hardenedPod(p, ns, fmt.Sprintf("sel-%d", i%selections))
+		pod.Name = fmt.Sprintf("agent-%d", i)
+		if i%13 == 0 {
+			pod.Spec.Containers[0].SecurityContext.Privileged = ptr(true)
+		}
+		emit(pod)
+	}
+	for s := 0; s < selections; s++ {
+		emit(cnp(ns, fmt.Sprintf("model-only-%d", s), fmt.Sprintf("sel-%d", s), map[string]any{
+			"toFQDNs": []any{map[string]any{"matchName": "api.anthropic.com"}}, "toPorts": ciliumPorts("443")}).Object)
+	}
+	emit(admin(drift.AdminNetworkPolicyKind, "world", map[string]any{
+		"priority": int64(10),
+		"subject":  map[string]any{"namespaces": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}},
+		"egress":   []any{map[string]any{"name": "world", "action": "Allow", "to": []any{networks("0.0.0.0/0")}}},
+	}).Object)
+	path := filepath.Join(t.TempDir(), "once.yaml")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := readOnce(p, []string{path}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := map[string]bool{}
+	for _, f := range want.Findings {
+		if f.Check == drift.CiliumFQDNMissing {
+			missing[f.Target] = true
+		}
+	}
+	if len(missing) != selections {
+		t.Fatalf("reading whole: fqdn-missing on %d pods, want one per selection (%d)", len(missing), selections)
+	}
+	for _, workers := range []int{1, 2, 8} {
+		_, sp, err := streamed(t, p, []string{path}, nil, "", workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := sp.Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fs, want.Findings) {
+			t.Errorf("workers %d: findings differ: got %d, want %d\n%s", workers, len(fs), len(want.Findings), firstDiff(fs, want.Findings))
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (e *Engine) CheckTemplate(t *Template) ([]report.Finding, bool) {
 		pod.Spec.ServiceAccountName = t.Spec.ServiceAccountName
 		e.checkEgress(&c, &pod)
 	}
-	return c.out, true
+	return e.settle(c.out, c.once), true
 }
 
 // templateEntry is a checked template, waiting for its pods to be counted

@@ -14,6 +14,7 @@ declare -A want=(
   [python3]=/usr/bin/python3
   [prometheus]=/usr/bin/promtool
   [prometheus-pushgateway]=/usr/bin/prometheus-pushgateway
+  [prometheus-alertmanager]=/usr/bin/prometheus-alertmanager
   [docker.io]=/usr/sbin/dockerd
   [runsc]=/usr/bin/runsc
   [chromium]=/usr/bin/chromium
@@ -42,7 +43,8 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # policy-rc.d 101: packages must not start their services (no systemd here,
-# and the tests start their own tinyproxy, squid, dnsmasq, pushgateway, dockerd).
+# and the tests start their own tinyproxy, squid, dnsmasq, pushgateway, alertmanager,
+# dockerd).
 printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
 chmod +x /usr/sbin/policy-rc.d
 trap 'rm -f /usr/sbin/policy-rc.d' EXIT

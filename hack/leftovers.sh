@@ -12,7 +12,7 @@
 #            shims, runsc — whatever runs from /run/sandprobe-docker
 #   cluster  the test cluster (hack/cluster): its processes (pid files, and
 #            anything running from its state or data directory), kube-router
-#            (hack/cluster/netpol.sh) and its rules, e2e's Pushgateway, its
+#            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns,
 #            the node-local fault rule of the node-by-node regression test
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
@@ -20,8 +20,8 @@
 #            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)
-#   tests    what tests start and must stop themselves: Prometheus and
-#            Pushgateway servers, headless Chromium (chromedp), sandprobe
+#   tests    what tests start and must stop themselves: Prometheus,
+#            Alertmanager and Pushgateway servers, headless Chromium (chromedp), sandprobe
 #            binaries (serve, probe) from bin/ or a test build
 #
 # SANDPROBE_KEEP="docker lab" (or cluster, or all; spaces or commas) names what
@@ -150,6 +150,8 @@ for c in "${components[@]}"; do
     cluster)
       pidfiles cluster "$CLUSTER_DIR/pids"
       procs_with cluster "$CLUSTER_DIR/" "$CLUSTER_DATA_DIR/" "--web.listen-address=10.250.0.1:"
+      # kube-router's DaemonSet containers (netpol.sh up --daemonset), either template.
+      procs_with cluster "/kube-router --run-firewall" "/kube-router-rules.sh"
       netns_named cluster 'sp-iso-*'
       for l in sp-node sp-cni0 sp-iso-meta-h; do
         ip link show "$l" &>/dev/null && found cluster "link $l"
@@ -194,7 +196,7 @@ for c in "${components[@]}"; do
       procs_exe envtest "$CACHE/kwok/*" "$CACHE/k8s/*"
       ;;
     tests)
-      procs_with tests "--storage.tsdb.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner
+      procs_with tests "--storage.tsdb.path=/tmp/" "--storage.path=/tmp/" "--web.listen-address=127.0.0.1:" chromedp-runner
       procs_exe tests "$PWD/bin/sandprobe" "$PWD/bin/sandprobe-probe" "/tmp/sandprobe-test-bin-*/sandprobe" "/tmp/sandprobe-test-bin-*/sandprobe-probe"
       ;;
   esac

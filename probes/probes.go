@@ -183,7 +183,7 @@ func Catalogue() []Check {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSExfil })
 			}},
 		{ID: checkDNSBypass, Run: checkEgressDNSBypass, Network: true, Late: true,
-			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53: DNS cannot go around the sandbox's resolver",
+			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53 while the control vantage gets an answer from it (else inconclusive: a deny unproven): DNS cannot go around the sandbox's resolver",
 			Fix:    "deny UDP and TCP 53 to everything but the sandbox's own resolver",
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })

@@ -9,7 +9,7 @@ import (
 )
 
 // Deny checks: their blocked verdicts need a control to count.
-var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true}
+var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true, "egress.dns-bypass": true}
 
 // Control is what a control vantage saw: for each destination (check and
 // subject), the control's finding. Err, when set, is why there is none.

@@ -26,6 +26,9 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.proxy-bypass", Subject: "api:443 direct", Status: report.Error, Class: "error"},
 			{Check: "egress.allowed", Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
 			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-nxdomain"},
+			{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.dns-bypass", Subject: "10.9.9.9:53/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.dns-bypass", Subject: "1.1.1.1:53/tcp", Status: report.Fail, Class: "answered"},
 		}}
 	}
 	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
@@ -33,6 +36,10 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
 		{Check: "egress.must-fail", Subject: "changed:443", Status: report.Pass, Class: "answered"},
 		{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
+		{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "answered", Evidence: "8.8.8.8:53 answered NXDOMAIN over udp"},
+		// An outside resolver the policy names where no DNS server runs:
+		// it ignores everyone, so the sandbox's timeout proves no rule.
+		{Check: "egress.dns-bypass", Subject: "10.9.9.9:53/udp", Status: report.Pass, Class: "timeout"},
 	}})
 	type want struct {
 		status        report.Status
@@ -55,6 +62,9 @@ func TestApplyControl(t *testing.T) {
 			"egress.proxy-bypass api:443 direct":  {report.Error, "", ""},
 			"egress.allowed api:443 via proxy":    {report.Pass, "", ""},
 			"egress.dns-exfil *.lab.test":         {report.Pass, "", ""},
+			"egress.dns-bypass 8.8.8.8:53/udp":    {report.Pass, report.DenyProven, "answered"},
+			"egress.dns-bypass 10.9.9.9:53/udp":   {report.Inconclusive, report.DenyUnproven, "timeout"},
+			"egress.dns-bypass 1.1.1.1:53/tcp":    {report.Fail, "", ""},
 		}},
 		{"no control at all", nil, map[string]want{
 			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, ""},

@@ -74,6 +74,10 @@ for root in "${cg_roots[@]}"; do
   kill_cgroup "$root/kubepods"
   kill_cgroup "$root/$CGROUP_NAME"
 done
+# A kube-router DaemonSet pod the API could not delete (netpol.sh up
+# --daemonset with the API server already gone) died with kubepods just
+# now; its rules outlive it. (Harmless and quiet when there are none.)
+"$cluster_lib_dir/netpol.sh" down >/dev/null 2>&1 || "$cluster_lib_dir/netpol.sh" leftovers >&2 || true
 
 # ---- 3. mounts ----------------------------------------------------------------------------
 # Pod volumes (kubelet root), container rootfs and shm mounts (containerd

@@ -4,8 +4,12 @@
 #
 #   hack/cluster/netpol.sh build       build kube-router into the cache (stamped; ~2 min cold, instant warm)
 #   hack/cluster/netpol.sh up          start it for the running cluster; returns once it enforces
-#   hack/cluster/netpol.sh down        stop it and remove every chain, jump rule and ipset it made
-#   hack/cluster/netpol.sh status      running or not, its chains and ipsets
+#   hack/cluster/netpol.sh up --daemonset   the same binary as a DaemonSet (kube-system/kube-router,
+#                                      hostNetwork, privileged), the way clusters run their CNI agent
+#   hack/cluster/netpol.sh manifest [--firewall-off]   the DaemonSet's YAML (--firewall-off: the
+#                                      template of a broken upgrade: Ready, its rules gone, enforcing nothing)
+#   hack/cluster/netpol.sh down        stop it (either mode) and remove every chain, jump rule and ipset it made
+#   hack/cluster/netpol.sh status      running or not (which mode), its chains and ipsets
 #   hack/cluster/netpol.sh leftovers   print what of it is on the machine; exit 1 if anything is
 #   hack/cluster/netpol.sh enforced NS POD   exit 0 if a NetworkPolicy restricts the pod's egress
 #   hack/cluster/netpol.sh policies NS POD   the NetworkPolicies kube-router applies to its egress
@@ -33,9 +37,13 @@ KR_MODULE=github.com/cloudnativelabs/kube-router/v2
 KR_DIR="$CACHE/kube-router/$KR_VERSION"
 KR_BIN="$KR_DIR/bin/kube-router"
 KR_STAMP="$KR_DIR/bin/.stamp"
-# What kube-router's network-policy controller creates (filter table, IPv4).
-KR_CHAIN_RE='^(KUBE-ROUTER-(INPUT|FORWARD|OUTPUT)|KUBE-NWPLCY-|KUBE-POD-FW-)'
-KR_IPSET_RE='^(inet6:)?KUBE-(SRC|DST)-'
+# kr_chains, kr_jumps, kr_ipsets, remove_rules: what kube-router programs
+# and how to remove exactly that (shared with the DaemonSet's image).
+KR_RULES="$cluster_lib_dir/kube-router-rules.sh"
+source "$KR_RULES"
+# The DaemonSet mode (up --daemonset): its objects, all named kube-router.
+KR_DS_NS=kube-system
+KR_DS=kube-router
 
 log() { printf '[netpol %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -63,17 +71,37 @@ build() {
   log "built kube-router $KR_VERSION in $((SECONDS - start))s: $KR_BIN"
 }
 
-# kr_chains: kube-router's chains in the filter table, one a line.
-kr_chains() { iptables -w -t filter -S 2>/dev/null | awk '$1 == "-N" { print $2 }' | grep -E "$KR_CHAIN_RE" || true; }
-# kr_jumps: the rules in the built-in chains that jump into kube-router's.
-kr_jumps() { iptables -w -t filter -S 2>/dev/null | grep -E '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-ROUTER-' || true; }
-kr_ipsets() { ipset list -n 2>/dev/null | grep -E "$KR_IPSET_RE" || true; }
+# kube-router's flags in both modes (host process and DaemonSet), beside
+# --kubeconfig / the in-cluster config and --hostname-override.
+KR_FLAGS=(
+  --run-firewall=true --run-router=false --run-service-proxy=false --run-loadbalancer=false
+  --enable-cni=false --enable-ipv4=true --enable-ipv6=false
+  --service-cluster-ip-range="$SERVICE_CIDR"
+  --health-port=0 --metrics-port=0
+  --v=1
+)
+
+# api_up: the cluster's API server answers (down must work without it).
+api_up() { [[ -s $KUBECONFIG_ADMIN ]] && kc get --raw /readyz --request-timeout=3s >/dev/null 2>&1; }
+
+# ds_exists / ds_ready: the DaemonSet is there / rolled out, every pod of
+# its current template Ready.
+ds_exists() { api_up && kc -n "$KR_DS_NS" get daemonset "$KR_DS" >/dev/null 2>&1; }
+ds_ready() {
+  local st gen obs want updated ready avail
+  st=$(kc -n "$KR_DS_NS" get daemonset "$KR_DS" -o jsonpath='{.metadata.generation} {.status.observedGeneration} {.status.desiredNumberScheduled} {.status.updatedNumberScheduled} {.status.numberReady} {.status.numberAvailable}' 2>/dev/null) || return 1
+  read -r gen obs want updated ready avail <<<"$st"
+  [[ -n $avail && $gen == "$obs" && $want -gt 0 && $updated == "$want" && $ready == "$want" && $avail == "$want" ]]
+}
+
+# agent_running: kube-router runs, as a host process or as a DaemonSet.
+agent_running() { pid_alive kube-router || ds_ready; }
 
 # enforcing: the first full sync is done (it ends by appending the explicit
 # ACCEPT of policy-compliant traffic to KUBE-ROUTER-FORWARD) and FORWARD
 # jumps there.
 enforcing() {
-  pid_alive kube-router || return 1
+  agent_running || return 1
   # (grep without -q: an early exit would SIGPIPE iptables and, under
   # pipefail, fail the pipeline.)
   iptables -w -t filter -S KUBE-ROUTER-FORWARD 2>/dev/null | grep 'explicitly ACCEPT traffic that comply' >/dev/null || return 1
@@ -86,6 +114,10 @@ up() {
   command -v iptables >/dev/null || die "iptables is missing (make deps: hack/install-deps.sh)"
   [[ -s $KUBECONFIG_ADMIN ]] || die "the cluster is not up ($KUBECONFIG_ADMIN missing): run hack/cluster/up.sh"
   build
+  if ds_exists; then
+    log "switching from the DaemonSet to the host process"
+    down_daemonset
+  fi
   if pid_alive kube-router; then
     log "kube-router already running (pid $(cat "$PIDS/kube-router.pid"))"
   else
@@ -95,11 +127,7 @@ up() {
     start_bg kube-router "$KR_BIN" \
       --kubeconfig="$KUBECONFIG_ADMIN" \
       --hostname-override="$NODE_NAME" \
-      --run-firewall=true --run-router=false --run-service-proxy=false --run-loadbalancer=false \
-      --enable-cni=false --enable-ipv4=true --enable-ipv6=false \
-      --service-cluster-ip-range="$SERVICE_CIDR" \
-      --health-port=0 --metrics-port=0 \
-      --v=1
+      "${KR_FLAGS[@]}"
     if ! wait_for "kube-router to enforce" 60 enforcing; then
       tail -n 30 "$LOGS/kube-router.log" >&2 || true
       die "kube-router did not start enforcing; see $LOGS/kube-router.log"
@@ -108,31 +136,171 @@ up() {
   fi
 }
 
-# remove_rules: delete exactly kube-router's jump rules, chains and ipsets,
-# nothing else of the filter table (the kubelet's and the Docker test
-# engine's chains live there too).
-remove_rules() {
-  local rule chain set
-  while IFS= read -r rule; do
-    [[ -n $rule ]] || continue
-    # "-A FORWARD -m comment ... -j KUBE-ROUTER-FORWARD" -> "-D FORWARD ..."
-    eval "iptables -w -t filter -D ${rule#-A }" || log "warning: could not delete: $rule"
-  done < <(kr_jumps)
-  mapfile -t chains < <(kr_chains)
-  for chain in "${chains[@]}"; do iptables -w -t filter -F "$chain" || true; done
-  for chain in "${chains[@]}"; do iptables -w -t filter -X "$chain" || log "warning: could not delete chain $chain"; done
-  while IFS= read -r set; do
-    [[ -n $set ]] && { ipset destroy "$set" || log "warning: could not destroy ipset $set"; }
-  done < <(kr_ipsets)
+# image_ref: the DaemonSet's image, named by its content (the cached binary
+# and the rules script): a rebuilt binary is a new image.
+image_ref() { echo "sandprobe.local/kube-router:$KR_VERSION-$(cat "$KR_BIN" "$KR_RULES" | sha256sum | cut -c1-12)"; }
+
+# ensure_image: import the DaemonSet's image unless containerd has it. It
+# holds the cached kube-router binary and kube-router-rules.sh; iptables,
+# ipset and the shell come from the host's /usr, mounted read-only (the
+# same userland the host mode runs: one nf_tables backend, one xtables
+# lock), so the image carries no second copy of them.
+ensure_image() {
+  local ref root
+  ref=$(image_ref)
+  if ctrc images ls -q 2>/dev/null | grep -Fx "$ref" >/dev/null; then return 0; fi
+  root=$(mktemp -d)
+  mkdir -p "$root"/{usr,etc/alternatives,dev,proc,sys,tmp,run,var/run}
+  ln -s usr/bin "$root/bin"; ln -s usr/sbin "$root/sbin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
+  touch "$root/etc/hosts" "$root/etc/resolv.conf" "$root/etc/hostname"
+  chmod 1777 "$root/tmp"
+  install -m 0755 "$KR_BIN" "$root/kube-router"
+  install -m 0644 "$KR_RULES" "$root/kube-router-rules.sh"
+  "$cluster_lib_dir/import-image.sh" "$ref" "$root" /kube-router >/dev/null || { rm -rf "$root"; die "import-image.sh $ref failed"; }
+  rm -rf "$root"
+  log "imported $ref"
+}
+
+# manifest [--firewall-off]: the DaemonSet (and its ServiceAccount and
+# RBAC). The healthy template runs kube-router exactly as the host mode
+# does, with the in-cluster config: its ServiceAccount's token, the API
+# server at the node address (no kube-proxy here, so not the Service IP).
+# --firewall-off is the template of a CNI upgrade gone wrong: the agent pod
+# comes up Running and Ready, its rules are gone and nothing programs new
+# ones. (kube-router itself, with its firewall off and no other controller,
+# exits at once, a crash loop the watcher would also see; the silent case
+# is an agent that stays up. So this container removes exactly
+# kube-router's chains, jumps and ipsets, with kube-router-rules.sh, and
+# then waits, as an agent whose other controllers run would.)
+manifest() {
+  local mode=healthy cmd args=""
+  [[ ${1:-} == --firewall-off ]] && mode=firewall-off
+  if [[ $mode == healthy ]]; then
+    cmd='[/kube-router]'
+    args=$(printf '"%s", ' "${KR_FLAGS[@]}" '--hostname-override=$(NODE_NAME)')
+    args="args: [${args%, }]"
+  else
+    cmd='[/bin/bash, -c, ". /kube-router-rules.sh; remove_rules; echo \"firewall off: kube-router rules removed, enforcing nothing\"; trap \"exit 0\" TERM; while :; do sleep 1 & wait $!; done"]'
+  fi
+  cat <<YAML
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: $KR_DS, namespace: $KR_DS_NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "sandprobe-test:$KR_DS"}
+rules:
+  # What its network-policy controller watches (its informers), nothing more.
+  - {apiGroups: [""], resources: [namespaces, pods, nodes, services, endpoints], verbs: [get, list, watch]}
+  - {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+  - {apiGroups: ["", events.k8s.io], resources: [events], verbs: [create, patch, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "sandprobe-test:$KR_DS"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "sandprobe-test:$KR_DS"}
+subjects: [{kind: ServiceAccount, name: $KR_DS, namespace: $KR_DS_NS}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: $KR_DS
+  namespace: $KR_DS_NS
+  labels: {app.kubernetes.io/name: kube-router, app.kubernetes.io/part-of: sandprobe-test}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: kube-router}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: kube-router}
+      annotations: {sandprobe.dev/kube-router-template: $mode}
+    spec:
+      serviceAccountName: $KR_DS
+      hostNetwork: true
+      priorityClassName: system-node-critical
+      tolerations: [{operator: Exists}]
+      terminationGracePeriodSeconds: 10
+      containers:
+        - name: kube-router
+          image: $(image_ref)
+          imagePullPolicy: Never
+          command: $cmd
+          $args
+          env:
+            - {name: KUBERNETES_SERVICE_HOST, value: "$NODE_IP"}
+            - {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
+            - name: NODE_NAME
+              valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+          securityContext: {privileged: true}
+          volumeMounts:
+            - {name: host-usr, mountPath: /usr, readOnly: true}
+            - {name: host-alternatives, mountPath: /etc/alternatives, readOnly: true}
+            - {name: xtables-lock, mountPath: /run/xtables.lock}
+      volumes:
+        - {name: host-usr, hostPath: {path: /usr, type: Directory}}
+        - {name: host-alternatives, hostPath: {path: /etc/alternatives, type: Directory}}
+        - {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}
+YAML
+}
+
+up_daemonset() {
+  require_root
+  command -v ipset >/dev/null || die "ipset is missing (make deps: hack/install-deps.sh)"
+  command -v iptables >/dev/null || die "iptables is missing (make deps: hack/install-deps.sh)"
+  api_up || die "the cluster is not up (no API server at $KUBECONFIG_ADMIN): run hack/cluster/up.sh"
+  build
+  if pid_alive kube-router; then
+    log "switching from the host process to the DaemonSet"
+    stop_pid kube-router 10
+  fi
+  local t; t=$(now_ns)
+  # A first start must not mistake a killed kube-router's rules for its
+  # work; under a running DaemonSet, the rules are its own.
+  ds_exists || remove_rules
+  ensure_image
+  manifest | kc apply -f - >/dev/null
+  if ! kc -n "$KR_DS_NS" rollout status "daemonset/$KR_DS" --timeout=90s >/dev/null || ! wait_for "kube-router to enforce" 60 enforcing; then
+    kc -n "$KR_DS_NS" get pods -l app.kubernetes.io/name=kube-router -o wide >&2 || true
+    kc -n "$KR_DS_NS" logs -l app.kubernetes.io/name=kube-router --tail=30 >&2 || true
+    die "the kube-router DaemonSet did not start enforcing"
+  fi
+  log "kube-router $KR_VERSION enforcing as DaemonSet $KR_DS_NS/$KR_DS in $(ms_since "$t") ms (pod $(ds_pods | tr '\n' ' '))"
+}
+
+# ds_pods: the DaemonSet's pods, one a line (name and phase).
+ds_pods() { kc -n "$KR_DS_NS" get pods -l app.kubernetes.io/name=kube-router -o jsonpath='{range .items[*]}{.metadata.name}:{.status.phase}{"\n"}{end}' 2>/dev/null || true; }
+
+# down_daemonset: delete the DaemonSet and its RBAC, and wait until its
+# pods are gone (their kube-router has exited).
+down_daemonset() {
+  api_up || return 0
+  # (One request when there is nothing to delete: the host mode's down and
+  # up pass here too.)
+  if ! ds_exists; then
+    kc -n "$KR_DS_NS" get serviceaccount "$KR_DS" >/dev/null 2>&1 || return 0
+  else
+    log "deleting the kube-router DaemonSet"
+  fi
+  kc -n "$KR_DS_NS" delete daemonset "$KR_DS" --ignore-not-found --wait=true --timeout=60s >/dev/null || log "warning: deleting daemonset $KR_DS_NS/$KR_DS timed out"
+  kc -n "$KR_DS_NS" delete pods -l app.kubernetes.io/name=kube-router --ignore-not-found --wait=true --timeout=60s >/dev/null || true
+  kc -n "$KR_DS_NS" delete serviceaccount "$KR_DS" --ignore-not-found >/dev/null || true
+  kc delete clusterrolebinding,clusterrole "sandprobe-test:$KR_DS" --ignore-not-found >/dev/null || true
 }
 
 down() {
   require_root
   if [[ -d $PIDS ]] && pid_alive kube-router; then log "stopping kube-router"; fi
   [[ -d $PIDS ]] && stop_pid kube-router 10
+  down_daemonset
   remove_rules
   leftovers >/dev/null || { leftovers >&2 || true; die "kube-router's rules are still there after down"; }
 }
+
+# ds_procs: processes of the DaemonSet's containers (either template), as
+# "PID ARGV" lines.
+ds_procs() { pgrep -a -f '^/kube-router( |$)|/kube-router-rules\.sh' 2>/dev/null || true; }
 
 leftovers() {
   local left=0 x
@@ -140,13 +308,20 @@ leftovers() {
   while IFS= read -r x; do [[ -n $x ]] && { echo "jump $x"; left=1; }; done < <(kr_jumps)
   for x in $(kr_ipsets); do echo "ipset $x"; left=1; done
   if [[ -f $PIDS/kube-router.pid ]] && pid_alive kube-router; then echo "process kube-router pid $(cat "$PIDS/kube-router.pid")"; left=1; fi
+  if ds_exists; then echo "daemonset $KR_DS_NS/$KR_DS"; left=1; fi
+  while IFS= read -r x; do [[ -n $x ]] && { echo "process (DaemonSet container) $x"; left=1; }; done < <(ds_procs)
   return $left
 }
 
 status() {
   if pid_alive kube-router; then
-    if enforcing; then echo "kube-router $KR_VERSION: running (pid $(cat "$PIDS/kube-router.pid")), enforcing"
-    else echo "kube-router $KR_VERSION: running (pid $(cat "$PIDS/kube-router.pid")), not enforcing yet"; fi
+    if enforcing; then echo "kube-router $KR_VERSION: running (host process, pid $(cat "$PIDS/kube-router.pid")), enforcing"
+    else echo "kube-router $KR_VERSION: running (host process, pid $(cat "$PIDS/kube-router.pid")), not enforcing yet"; fi
+  elif ds_exists; then
+    local tmpl
+    tmpl=$(kc -n "$KR_DS_NS" get daemonset "$KR_DS" -o jsonpath='{.spec.template.metadata.annotations.sandprobe\.dev/kube-router-template}' 2>/dev/null)
+    if enforcing; then echo "kube-router $KR_VERSION: DaemonSet $KR_DS_NS/$KR_DS ($tmpl template; pods $(ds_pods | tr '\n' ' ')), enforcing"
+    else echo "kube-router $KR_VERSION: DaemonSet $KR_DS_NS/$KR_DS ($tmpl template; pods $(ds_pods | tr '\n' ' ')), not enforcing"; fi
   else
     echo "kube-router $KR_VERSION: stopped"
   fi
@@ -194,7 +369,17 @@ has_policy() {
 
 case "${1:-}" in
   build) build ;;
-  up) up ;;
+  up)
+    case "${2:-}" in
+      "") up ;;
+      --daemonset) up_daemonset ;;
+      *) die "usage: netpol.sh up [--daemonset]" ;;
+    esac
+    ;;
+  manifest)
+    [[ -s $KR_BIN ]] || die "kube-router is not built: netpol.sh build"
+    case "${2:-}" in "" | --firewall-off) manifest "${2:-}" ;; *) die "usage: netpol.sh manifest [--firewall-off]" ;; esac
+    ;;
   down) down ;;
   status) status ;;
   leftovers) leftovers ;;
@@ -203,6 +388,6 @@ case "${1:-}" in
   rejected) rejected "${2:-}" ;;
   has-policy) [[ $# == 3 ]] || die "usage: netpol.sh has-policy NAMESPACE NAME"; has_policy "$2" "$3" ;;
   --print-bin) echo "$KR_BIN" ;;
-  -h | --help | "") sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h | --help | "") sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) echo "netpol.sh: unknown command $1" >&2; exit 2 ;;
 esac
