@@ -157,13 +157,13 @@ func simulatedResultsBreaking(t testing.TB, p *policy.Policy, breakTarget string
 		t.Fatalf("the policy's plan does not dial %s: %s", breakTarget, healthy)
 	}
 	broken = msg(append(slices.Clone(fixed), egress(breakTarget)...), "")
+	// Exactly what a real control dials (probes.ControlPlan: the direct
+	// denies, and the DNS queries around the resolver), each answered.
 	var ctl []report.Finding
-	for _, a := range plan {
-		if !a.MustAnswer() && !a.ViaProxy && a.Op == probes.OpDial {
-			f := pass(a.Check, a.Subject)
-			f.Class = report.ClassAnswered
-			ctl = append(ctl, f)
-		}
+	for _, a := range probes.ControlPlan(p.Spec.Egress) {
+		f := pass(a.Check, a.Subject)
+		f.Class = report.ClassAnswered
+		ctl = append(ctl, f)
 	}
 	control = msg(ctl, "control")
 	return healthy, broken, control
