@@ -93,6 +93,7 @@ func TestRBACServiceAccountCan(t *testing.T) {
 		{verb: "list", group: "apps", resource: "daemonsets", namespace: "kube-system", why: "serve --watch: the CNI agents' DaemonSets and their selectors"},
 		{verb: "watch", resource: "pods", namespace: "kube-system", why: "serve --watch: the CNI agents' pods, node by node"},
 		{verb: "list", resource: "pods", namespace: "calico-system", why: "serve --watch: the CNI agents' pods, node by node"},
+		{verb: "watch", resource: "namespaces", why: "serve --watch: a sandbox namespace relabelled (admin and Cilium policies select by namespace labels)"},
 	}
 	client := appliedBase(t)
 	for _, a := range allowed {

@@ -15,8 +15,9 @@ import (
 // TestControlPlan: the control dials exactly the probe's direct deny
 // attempts (same subjects), never an allowance, an attempt through the
 // proxy (the proxy's refusal is its own proof) or a name only resolved;
-// and the direct queries to outside resolvers, which a resolver that
-// answers nobody would pass as vacuously as a closed port.
+// the direct queries to outside resolvers, which a resolver that answers
+// nobody would pass as vacuously as a closed port; and a ClientHello to the
+// front for each fronting attempt, sent directly.
 func TestControlPlan(t *testing.T) {
 	p, err := policy.Load([]byte(`apiVersion: sandprobe.dev/v1alpha1
 kind: SandboxPolicy
@@ -38,6 +39,7 @@ spec:
 		got = append(got, a.Check+" "+a.Subject)
 	}
 	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct",
+		"egress.sni-mismatch blocked.example via api.example:443",
 		"egress.dns-bypass 10.0.0.1:53/udp", "egress.dns-bypass 10.0.0.1:53/tcp"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("control plan %q, want %q", got, want)

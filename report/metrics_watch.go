@@ -18,7 +18,7 @@ const (
 // WatchKinds are the kind label's values: the policy kinds and the CNI
 // agents' pods. A fixed set, so the series are too.
 var WatchKinds = []string{"networkpolicy", "ciliumnetworkpolicy", "ciliumclusterwidenetworkpolicy",
-	"adminnetworkpolicy", "baselineadminnetworkpolicy", "clusternetworkpolicy", "cni-agent"}
+	"adminnetworkpolicy", "baselineadminnetworkpolicy", "clusternetworkpolicy", "namespace", "cni-agent"}
 
 // WatchScopes are the scope label's values.
 var WatchScopes = []string{"namespaces", "nodes", "full"}
@@ -33,7 +33,7 @@ type WatchMetrics struct {
 func NewWatchMetrics(reg prometheus.Registerer) (*WatchMetrics, error) {
 	m := &WatchMetrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricWatchEvents,
-			Help: "Changes serve --watch saw after its initial lists, by kind (a policy kind, or cni-agent: an agent pod that became Ready again or stopped being Ready)."}, []string{"kind"}),
+			Help: "Changes serve --watch saw after its initial lists, by kind (a policy kind; namespace: a namespace created, deleted or relabelled; cni-agent: an agent pod that became Ready again or stopped being Ready)."}, []string{"kind"}),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricWatchCycles,
 			Help: "Cycles serve --watch started after a change, by scope: namespaces, nodes or full (a cycle over namespaces and nodes counts under both)."}, []string{"scope"}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricWatchCoalesced,

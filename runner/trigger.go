@@ -35,9 +35,8 @@ type Watch struct {
 	Cycle       func(ctx context.Context, scope Scope) report.Run
 	Debounce    time.Duration // 0 is DefaultDebounce
 	MinInterval time.Duration // 0 is DefaultMinInterval
-	// Started hears every targeted cycle as it starts; Coalesced every
-	// change that joined changes already pending (metrics).
-	Started   func(scope Scope)
+	// Coalesced hears every change that joined changes already pending
+	// (metrics).
 	Coalesced func()
 
 	mu           sync.Mutex
@@ -202,9 +201,6 @@ func (s *Scheduler) targeted(ctx context.Context) {
 		s.busy.Store(false)
 		w.poke()
 	}()
-	if w.Started != nil {
-		w.Started(scope)
-	}
 	log.Info("watch: cycle started", "scope", scope.String(), "targets", why)
 	start := s.now()
 	run := s.guard(start, func() report.Run { return w.Cycle(ctx, scope) })

@@ -32,7 +32,7 @@ func (wf *watchFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&wf.debounce, "watch-debounce", runner.DefaultDebounce, "--watch: quiet time after the last change before its cycle starts (a storm of changes is one cycle)")
 	fs.DurationVar(&wf.minInterval, "watch-min-interval", runner.DefaultMinInterval, "--watch: least time between the starts of two triggered cycles; changes in between join the next")
 	fs.StringArrayVar(&wf.cni, "watch-cni", nil, "--watch: NAMESPACE/DAEMONSET of a CNI or network-policy agent whose pods restarting on a node start a cycle for that node (repeatable; default: the well-known agents found, e.g. kube-system/cilium, calico-system/calico-node, kube-system/kube-router)")
-	fs.DurationVar(&wf.agentGrace, "watch-cni-grace", trigger.DefaultAgentGrace, "--watch: how long a node's agent may stay not Ready before its node is probed anyway")
+	fs.DurationVar(&wf.agentGrace, "watch-cni-grace", trigger.DefaultAgentGrace, "--watch: how long a node's agent may stay not Ready before its node is probed anyway; a node whose agent became Ready is probed at once and again after this long")
 }
 
 // check is the flags' bad input, one line naming the flag (exit 2).
@@ -80,8 +80,7 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 	if err != nil {
 		return nil, err
 	}
-	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn), Debounce: wf.debounce, MinInterval: wf.minInterval,
-		Started: func(s runner.Scope) { m.Cycle(s.Kinds()) }, Coalesced: m.Coalesced}
+	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
 	srv.sched.Watch = w
 	cfg := rest.CopyConfig(cyc.kube.config)
 	cfg.UserAgent = "sandprobe-watch"

@@ -146,7 +146,7 @@ func TestServeWatchKube(t *testing.T) {
 	if strings.Join(started, ",") != "namespaces=watch-a" {
 		t.Errorf(`"watch: cycle started" logged with scopes %q, want one for namespaces=watch-a`, started)
 	}
-	if all := strings.Join(logs(), "\n"); !strings.Contains(all, `"kinds":["networkpolicy"]`) {
+	if all := strings.Join(logs(), "\n"); !strings.Contains(all, `"kinds":["networkpolicy","namespace"]`) {
 		t.Errorf("the log does not say which kinds are watched")
 	}
 }

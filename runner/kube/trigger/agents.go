@@ -76,6 +76,7 @@ func (w *Watcher) agents(ctx context.Context) ([]string, []cache.SharedIndexInfo
 		informers []cache.SharedIndexInformer
 	)
 	st := &agentState{w: w, pods: map[types.UID]agentPod{}, timers: map[string]*time.Timer{}}
+	context.AfterFunc(ctx, st.stopTimers) // no request after the watch stopped
 	for _, ns := range slices.Sorted(func(yield func(string) bool) {
 		for ns := range byNS {
 			if !yield(ns) {
@@ -175,7 +176,9 @@ type agentState struct {
 	w      *Watcher
 	mu     sync.Mutex
 	pods   map[types.UID]agentPod
-	timers map[string]*time.Timer // agent and node → its grace timer
+	timers map[string]*time.Timer // agent@node (and settled:agent@node) → its timer
+	// stopped: the watch is over, no timer starts.
+	stopped bool
 }
 
 type agentPod struct {
@@ -221,29 +224,65 @@ func (st *agentState) observe(a Agent, obj any, deleted, initial bool) {
 	if initial {
 		return
 	}
-	key := a.String() + "@" + cur.node
+	key, node, grace := a.String()+"@"+cur.node, cur.node, st.w.grace()
 	switch {
 	case cur.ready && (!known || !prev.ready || cur.restarts > prev.restarts):
-		if t := st.timers[key]; t != nil {
-			t.Stop()
-			delete(st.timers, key)
-		}
+		st.stop(key)
 		st.w.event("cni-agent")
-		st.w.Request(runner.NodeScope(cur.node), fmt.Sprintf("%s pod %s on node %s is Ready (restarts %d)", a, pod.Name, cur.node, cur.restarts))
-	case known && prev.ready && !cur.ready && !st.readyOn(a, cur.node) && st.timers[key] == nil:
+		st.w.Request(runner.NodeScope(node), fmt.Sprintf("%s pod %s on node %s is Ready (restarts %d)", a, pod.Name, node, cur.restarts))
+		// Ready is not always enforcing (kube-router has no readiness
+		// probe: Ready once started, rules a few seconds later), so the
+		// node is probed once more when the agent has settled: what the
+		// first cycle saw of its start-up clears, a late regression shows.
+		st.after("settled:"+key, grace, func() {
+			if st.readyOn(a, node) {
+				st.w.Request(runner.NodeScope(node), fmt.Sprintf("%s on node %s Ready for %s: probed again once settled", a, node, grace))
+			}
+		})
+	case known && prev.ready && !cur.ready && !st.readyOn(a, node) && st.timers[key] == nil:
+		st.stop("settled:" + key)
 		st.w.event("cni-agent")
-		grace := st.w.grace()
-		st.w.log().Info("watch: a CNI agent is not Ready: its node is probed when one is, or after the grace", "agent", a.String(), "pod", pod.Name, "node", cur.node, "grace", grace.String())
-		node := cur.node
-		st.timers[key] = time.AfterFunc(grace, func() {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			delete(st.timers, key)
+		st.w.log().Info("watch: a CNI agent is not Ready: its node is probed when one is, or after the grace", "agent", a.String(), "pod", pod.Name, "node", node, "grace", grace.String())
+		st.after(key, grace, func() {
 			if !st.readyOn(a, node) {
 				st.w.Request(runner.NodeScope(node), fmt.Sprintf("%s on node %s not Ready for %s", a, node, grace))
 			}
 		})
 	}
+}
+
+// after runs f (mu held) in d, in place of the timer key had; nothing once
+// the watch stopped. mu held.
+func (st *agentState) after(key string, d time.Duration, f func()) {
+	st.stop(key)
+	if st.stopped {
+		return
+	}
+	st.timers[key] = time.AfterFunc(d, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.timers, key)
+		if !st.stopped {
+			f()
+		}
+	})
+}
+
+// stop stops key's timer; mu held.
+func (st *agentState) stop(key string) {
+	if t := st.timers[key]; t != nil {
+		t.Stop()
+		delete(st.timers, key)
+	}
+}
+
+func (st *agentState) stopTimers() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for key := range st.timers {
+		st.stop(key)
+	}
+	st.stopped = true
 }
 
 // readyOn reports whether a Ready pod of the agent runs on node; mu held.

@@ -40,8 +40,8 @@ func TestCRDPolicyKinds(t *testing.T) {
 				t.Errorf("the log does not say %s is not watched:\n%s", k, logs)
 			}
 		}
-		if !strings.Contains(logs, "kinds=[networkpolicy]") {
-			t.Errorf("the log does not say only networkpolicy is watched:\n%s", logs)
+		if !strings.Contains(logs, `kinds="[networkpolicy namespace]"`) {
+			t.Errorf("the log does not say only networkpolicy (and namespaces) are watched:\n%s", logs)
 		}
 	})
 	crds := filepath.Join(testenv.ModuleRoot(t), "drift", "testdata", "crds")
@@ -53,8 +53,7 @@ func TestCRDPolicyKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, cfg, cfg, []string{"crd-sbx"}, []trigger.Agent{}, 0)
-	if logs := r.logs.String(); !strings.Contains(logs, "kinds=\"[networkpolicy ciliumnetworkpolicy ciliumclusterwidenetworkpolicy adminnetworkpolicy baselineadminnetworkpolicy clusternetworkpolicy]\"") &&
-		!strings.Contains(logs, "kinds=[networkpolicy ciliumnetworkpolicy") {
+	if logs := r.logs.String(); !strings.Contains(logs, `kinds="[networkpolicy ciliumnetworkpolicy ciliumclusterwidenetworkpolicy adminnetworkpolicy baselineadminnetworkpolicy clusternetworkpolicy namespace]"`) {
 		t.Errorf("the log does not name every kind watched:\n%s", logs)
 	}
 	for _, c := range []struct {
@@ -131,8 +130,10 @@ func setReady(t *testing.T, cs kubernetes.Interface, p *corev1.Pod, ready bool, 
 
 // TestAgentRestart: the CNI agent's pod on one node is replaced (a rolling
 // upgrade): nothing while the new one is not Ready, then exactly one cycle
-// for that node as soon as it is; a container restart of a Ready agent is
-// one too; an agent that stays not Ready is probed after the grace anyway.
+// for that node as soon as it is, and one more when it has been Ready for
+// the grace (Ready is not always enforcing yet); a container restart of a
+// Ready agent is the same; an agent that stays not Ready is probed after
+// the grace anyway.
 // The agent is auto-detected (kube-system/kube-router, as issue-15-detect's
 // cluster runs it), and other DaemonSets' pods start nothing.
 func TestAgentRestart(t *testing.T) {
@@ -178,10 +179,12 @@ func TestAgentRestart(t *testing.T) {
 	}
 	new1 = setReady(t, cs, new1, true, 0)
 	r.expect("node-1's new agent Ready", "nodes=node-1")
+	r.expect("node-1's new agent settled (the grace after Ready)", "nodes=node-1")
 
 	// The agent's container restarts between two status reports.
 	new1 = setReady(t, cs, new1, true, 1)
 	r.expect("a restart of node-1's agent", "nodes=node-1")
+	r.expect("node-1's restarted agent settled", "nodes=node-1")
 
 	// Another DaemonSet's pod on the same node: nothing.
 	setReady(t, cs, exporter, false, 3)
@@ -191,7 +194,7 @@ func TestAgentRestart(t *testing.T) {
 	// grace (the agent being down is itself the window of exposure).
 	setReady(t, cs, new1, false, 2)
 	time.Sleep(grace - time.Second)
-	if got := r.seen(); len(got) != 2 {
+	if got := r.seen(); len(got) != 4 {
 		t.Fatalf("cycles %v before the grace ended, want none new", got)
 	}
 	r.expect("node-1's agent not Ready for the grace", "nodes=node-1")

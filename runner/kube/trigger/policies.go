@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,6 +67,20 @@ func (w *Watcher) policies(ctx context.Context) ([]string, []cache.SharedIndexIn
 		informers = append(informers, inf)
 		watched = append(watched, k.Kind)
 	}
+	// Namespaces: admin network policies and Cilium select the pods they
+	// govern by their namespace's labels, so a sandbox namespace relabelled
+	// can fall out of a deny (or into an allow).
+	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	if _, err := w.Metadata.Resource(nsGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		w.log().Error("watch: may not list namespaces: a sandbox namespace relabelled starts no cycle (grant list and watch; docs/kubernetes.md)", "err", err.Error())
+	} else {
+		inf := w.metadataInformer(nsGVR)
+		if _, err := inf.AddEventHandler(w.namespaceHandler()); err != nil {
+			return nil, nil, errorf("watch namespaces: %w", err)
+		}
+		informers = append(informers, inf)
+		watched = append(watched, KindNamespace)
+	}
 	if len(absent) > 0 {
 		w.log().Info("watch: kinds not served by the API server (CRDs not installed) are not watched", "absent", absent)
 	}
@@ -121,6 +136,39 @@ func (w *Watcher) policyHandler(k PolicyKind) cache.ResourceEventHandler {
 		UpdateFunc: func(old, cur any) {
 			if specChanged(old, cur) {
 				changed(cur, "changed")
+			}
+		},
+		DeleteFunc: func(obj any) { changed(obj, "deleted") },
+	}
+}
+
+// KindNamespace is the kind label of a sandbox namespace's changes.
+const KindNamespace = "namespace"
+
+// namespaceHandler asks for a sandbox namespace whose labels changed, that
+// appeared (a declared namespace created) or that went away.
+func (w *Watcher) namespaceHandler() cache.ResourceEventHandler {
+	changed := func(obj any, what string) {
+		m, ok := metaOf(obj)
+		if !ok {
+			return
+		}
+		w.event(KindNamespace)
+		if slices.Contains(w.Namespaces, m.GetName()) {
+			w.Request(runner.NamespaceScope(m.GetName()), "namespace "+m.GetName()+" "+what)
+		}
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				changed(obj, "created")
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := metaOf(old)
+			c, ok2 := metaOf(cur)
+			if ok1 && ok2 && !maps.Equal(o.GetLabels(), c.GetLabels()) {
+				changed(cur, "relabelled")
 			}
 		},
 		DeleteFunc: func(obj any) { changed(obj, "deleted") },

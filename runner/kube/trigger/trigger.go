@@ -34,6 +34,8 @@ import (
 // before its node is probed anyway: a rolling restart's agent is back
 // within seconds, and probing while it is down would only page for the
 // rollout itself; one that stays down is the window of exposure, probed.
+// A node whose agent became Ready is probed at once and again this long
+// after, once the agent has settled.
 const DefaultAgentGrace = 30 * time.Second
 
 // syncTimeout bounds the wait for the initial lists at start; the

@@ -166,8 +166,9 @@ func netpol(ns, name string) *networkingv1.NetworkPolicy {
 // TestNetworkPolicyChanges: on a real API server, each create, spec patch
 // and delete of a NetworkPolicy in a sandbox namespace is exactly one cycle
 // for exactly that namespace; one that exists before the watch starts, a
-// label-only patch and one in another namespace start none; a storm of 50
-// is one cycle (and at most one follow-up) over the union.
+// label-only patch and one in another namespace start none; a sandbox
+// namespace relabelled is a cycle for it; a storm of 50 is one cycle (and
+// at most one follow-up) over the union.
 func TestNetworkPolicyChanges(t *testing.T) {
 	cfg := testenv.APIServer(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -210,6 +211,15 @@ func TestNetworkPolicyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.expect("a namespace without sandboxes")
+
+	// A sandbox namespace relabelled (an admin policy selecting it by
+	// label may no longer); another namespace relabelled: nothing.
+	for _, ns := range []string{"np-b", "np-other"} {
+		if _, err := cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"untrusted"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.expect("namespaces relabelled", "namespaces=np-b")
 
 	before := len(r.seen())
 	for i := range 50 {
