@@ -43,7 +43,10 @@ const (
 // that window finds egress open — true of every new pod on kube-router
 // (hack/cluster/README.md), but not the regression these measure, and a
 // watch-triggered cycle that paged for it would page falsely. The wait is
-// inside every cycle the bench reports.
+// inside every cycle the bench reports. (testdata/firewallgate, the
+// node-by-node test's answer, waits instead until a denied sentinel stops
+// answering, up to a limit: exactly when egress is reopened it waits the
+// whole limit, which would inflate the figure this bench measures.)
 const (
 	settleImageRef = "sandprobe.local/sandprobe:kube-test-lab-settle"
 	probeSettle    = 3 * time.Second
