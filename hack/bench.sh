@@ -76,6 +76,13 @@ echo "== regression → failing run: an allow-all NetworkPolicy under kube-route
 go test ./runner/kube -run '^$' -bench BenchmarkRegressionToFailingRun -benchtime 3x -timeout 20m | grep -E '^(Benchmark|regression)' || exit 1
 
 echo
+echo "== time to detect: 'sandprobe serve --watch' (schedule @every 1h) on the real cluster under the kube-router DaemonSet, real Prometheus (the shipped rules) and Alertmanager; a NetworkPolicy reopen and a broken CNI-agent rollout, 3 trials each, vs a green cycle and the 30-minute CronJob's schedule =="
+echo "   goals: reopen ≤ 30 s to sandprobe_egress_unexpected_open > 0 and ≤ 60 s to SandboxEgressReopened at Alertmanager; agent rollout ≤ 60 s to the metric"
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./runner/kube -run '^TestBenchTimeToDetect$' -count=1 -timeout 30m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== egress page: a 10-node run (10 egress findings each) + drift on 200 objects, with 24 runs of history, vs the JSON report of the same run (goal: ≤ 250 ms a render; it is rendered per request) =="
 go test ./page -run '^$' -bench BenchmarkPage -benchtime 20x | grep -E '^Benchmark' || exit 1
 

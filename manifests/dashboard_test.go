@@ -140,7 +140,8 @@ func panelTitles(d dashboard) []string {
 func exposedMetrics() map[string]bool {
 	return map[string]bool{
 		report.MetricUp: true, report.MetricCheckSuccess: true, report.MetricEgressUnexpectedOpen: true,
-		report.MetricEgressAllowedUnreachable: true, report.MetricDriftFindings: true, report.MetricSandboxesScanned: true,
+		report.MetricEgressAllowedUnreachable: true, report.MetricEgressDeniesUnproven: true, report.MetricNodeUnprobed: true,
+		report.MetricDriftFindings: true, report.MetricSandboxesScanned: true,
 		report.MetricPolicyNamespaces: true, report.MetricRunDuration: true, report.MetricLastRun: true,
 		report.MetricLastSuccess: true, report.MetricRuns: true, report.MetricRunsSkipped: true, report.MetricInfo: true,
 	}
@@ -220,6 +221,27 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 		perNode(t, runs, cluster, got, func(f report.Finding) bool {
 			return f.Check == report.CheckEgressAllowed && f.Status == report.Fail
 		}, map[string]bool{"outage": true})
+	},
+	// Per probe location, the denies nobody could prove, exactly as the
+	// run's report counts them: the run with no control vantage has every
+	// direct deny unproven; with the allowed hosts down, a few go unproven
+	// too (the report says which); the healthy and the reopened runs prove
+	// theirs (0).
+	"Denies unproven, by node": func(t *testing.T, runs labRuns, cluster string, got []sample) {
+		perNode(t, runs, cluster, got, func(f report.Finding) bool {
+			return f.Deny == report.DenyUnproven
+		}, map[string]bool{"unproven": true, "outage": true})
+		if r, ok := runs["unproven"]; ok && (cluster == ".*" || cluster == "unproven") {
+			direct := 0
+			for _, f := range r.run.Findings {
+				if f.Deny == report.DenyUnproven && !strings.HasSuffix(f.Subject, " via proxy") {
+					direct++
+				}
+			}
+			if direct < 10 {
+				t.Errorf("the run without a control has only %d direct denies unproven", direct)
+			}
+		}
 	},
 	// Only the rules with findings, per namespace, with their counts; the
 	// clean files list nothing.
@@ -364,7 +386,8 @@ next:
 // that scraped a real Pushgateway, to which sandprobe pushed real runs, the
 // way the CronJob does (--pushgateway, one cluster label each): the local
 // backend in the network lab healthy, with one CNI rule flushed (egress
-// reopened) and with the allowed hosts down; drift over clean and lazy
+// reopened), with the allowed hosts down and with no control vantage
+// (every deny unproven); drift over clean and lazy
 // files; and a cluster whose last run could not check after one that could.
 // Each query returns what its panel claims, per cluster and for All.
 func TestDashboardQueries(t *testing.T) {
@@ -411,6 +434,9 @@ func TestDashboardQueries(t *testing.T) {
 	labDo("break", "allowed-down")
 	push("outage", 1, labRun...)
 	labDo("heal")
+	// The same sandbox with no control vantage: every direct deny holds
+	// and none is proven (inconclusive, exit 1).
+	push("unproven", 1, "run", "--backend", "local", "--netns", "sp-sandbox", "--policy", labPolicy)
 	push("drift-clean", 0, "drift", "--policy", driftPolicy, "-f", filepath.Join(testenv.ModuleRoot(t), "fixtures", "drift", "hardened.yaml"))
 	push("drift-bad", 1, "drift", "--policy", driftPolicy, "-f", filepath.Join(testenv.ModuleRoot(t), "fixtures", "drift", "pods.yaml"))
 	push("stale-failed", 3, "run", "--backend", "local", "--netns", "sandprobe-no-such-netns", "--policy", labPolicy)
@@ -423,7 +449,7 @@ scrape_configs:
     honor_labels: true
     static_configs: [{targets: [%q]}]
 `, strings.TrimPrefix(gw, "http://")))
-	clusters := []string{"healthy", "reopened", "outage", "drift-clean", "drift-bad", "stale"}
+	clusters := []string{"healthy", "reopened", "outage", "unproven", "drift-clean", "drift-bad", "stale"}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := instantQuery(prom, `count by (cluster) (sandprobe_up)`)

@@ -84,6 +84,16 @@ func TestRBACServiceAccountCan(t *testing.T) {
 		{verb: "list", resource: "nodes", why: "runner --per-node: the nodes that host sandboxes"},
 		{verb: "create", group: "authentication.k8s.io", resource: "selfsubjectreviews", why: "runner: its own user name, for sandprobe.dev/created-by (every authenticated user may)"},
 		{verb: "get", resource: "nodes", name: "worker-1", why: "runner: status.nodeInfo.kernelVersion for the runtime check"},
+		// serve --watch: one list and one watch per watched kind
+		// (docs/fleet.md, "Minutes, not half hours").
+		{verb: "watch", group: "cilium.io", resource: "ciliumnetworkpolicies", namespace: allNamespaces, why: "serve --watch: Cilium policy changes"},
+		{verb: "watch", group: "policy.networking.k8s.io", resource: "adminnetworkpolicies", why: "serve --watch: admin network policy changes"},
+		{verb: "watch", group: "policy.networking.k8s.io", resource: "baselineadminnetworkpolicies", why: "serve --watch: baseline admin network policy changes"},
+		{verb: "watch", group: "policy.networking.k8s.io", resource: "clusternetworkpolicies", why: "serve --watch: cluster network policy changes"},
+		{verb: "list", group: "apps", resource: "daemonsets", namespace: "kube-system", why: "serve --watch: the CNI agents' DaemonSets and their selectors"},
+		{verb: "watch", resource: "pods", namespace: "kube-system", why: "serve --watch: the CNI agents' pods, node by node"},
+		{verb: "list", resource: "pods", namespace: "calico-system", why: "serve --watch: the CNI agents' pods, node by node"},
+		{verb: "watch", resource: "namespaces", why: "serve --watch: a sandbox namespace relabelled (admin and Cilium policies select by namespace labels)"},
 	}
 	client := appliedBase(t)
 	for _, a := range allowed {

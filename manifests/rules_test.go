@@ -43,6 +43,8 @@ var wantAlerts = []string{
 	"SandboxCredentialsExposed", "SandboxNoneFound",
 	// Issue 10: a deny nobody could prove, a probe not placed like the sandboxes.
 	"SandboxEgressUnproven",
+	// Issue 15: one node of the pool that could not be probed, named.
+	"SandboxNodeUnprobed",
 }
 
 type rule struct {
@@ -242,6 +244,7 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 		{Check: "identity.uid", Target: "node/n", Status: report.Pass},
 		{Check: "egress.allowed", Subject: "api.example:443", Target: "node/n", Status: report.Pass},
 		{Check: "drift.pod.runtime-class", Target: "pod/ns/a", Namespace: "ns", Status: report.Fail},
+		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/ns/node/m", Status: report.Error},
 	}}, time.Now())
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -251,8 +254,8 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		exposed[mf.GetName()] = true
 	}
-	if len(exposed) != 14 {
-		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter, sandprobe_policy_namespaces and sandprobe_egress_denies_unproven, got %d: %v", len(exposed), exposed)
+	if len(exposed) != 15 {
+		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter, sandprobe_policy_namespaces, sandprobe_egress_denies_unproven and sandprobe_node_unprobed, got %d: %v", len(exposed), exposed)
 	}
 	_, rules := loadRules(t)
 	for _, r := range rules {

@@ -17,6 +17,7 @@ const (
 	OpResolve = "resolve" // resolve the name through the sandbox's resolver only
 	OpQuery   = "query"   // ask one DNS server directly (Server, over Network)
 	OpFront   = "front"   // through the proxy to Host, then a ClientHello and a Host header for SNI
+	OpHello   = "hello"   // directly to Host, a ClientHello for SNI (a control's view of a front)
 )
 
 // Attempt is one planned network attempt: what to reach, how, and what the
@@ -31,7 +32,7 @@ type Attempt struct {
 	Scheme   string // https, http or tcp
 	ViaProxy bool
 	Expect   string // a pinned failure class (direct must-fail targets only)
-	Op       string // OpDial, OpResolve or OpQuery
+	Op       string // OpDial, OpResolve, OpQuery, OpFront or OpHello
 	// Server and Network are where an OpQuery goes: "10.0.0.1:53", udp or tcp.
 	Server, Network string
 	// AllAddrs dials every address the name resolves to: a must-fail name is

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"strings"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/result"
@@ -15,23 +16,40 @@ import (
 // the lab's side of the link) with `sandprobe probe --control`, and a deny
 // counts only where the control got an answer.
 
+// ControlQueryPrefix begins every name the control vantage asks an outside
+// resolver for; a sandbox's own random names begin "sandprobe-" and never this.
+const ControlQueryPrefix = "sandprobe-control-"
+
 // VantageControl marks a control vantage's result (ProbeResult.Vantage).
 const VantageControl = "control"
 
 // ControlPlan is what a control vantage dials: the direct attempts of
-// egress.must-fail, egress.metadata and egress.proxy-bypass, exactly as the
-// probe plans them (same subjects, same addresses, same timeout). Attempts
-// through the proxy are left out (the proxy's own refusal proves those),
-// and so are names only resolved (the resolver's answer is the verdict).
+// egress.must-fail, egress.metadata and egress.proxy-bypass, the direct
+// queries of egress.dns-bypass (an outside resolver that answers nobody
+// proves no rule either), and for each egress.sni-mismatch attempt a
+// ClientHello for its must-fail name sent to the front directly, exactly
+// as the probe plans them (same subjects, same addresses, same timeout).
+// Other attempts through the proxy are left out (the proxy's own refusal
+// proves those), and so are names only resolved (the resolver's answer is
+// the verdict).
 func ControlPlan(e policy.Egress) []Attempt {
 	plan, _ := PlanEgress(e)
 	var out []Attempt
 	for _, a := range plan {
-		if a.ViaProxy || a.Op != OpDial {
-			continue
-		}
-		switch a.Check {
-		case checkMustFail, checkMetadata, checkProxyBypass:
+		switch {
+		case a.Op == OpFront && a.Check == checkSNIMismatch:
+			// The front asked directly for the must-fail name: whether
+			// it answers is what a quiet close through the proxy means.
+			a.Op, a.ViaProxy = OpHello, false
+			out = append(out, a)
+		case a.ViaProxy:
+		case a.Op == OpDial && (a.Check == checkMustFail || a.Check == checkMetadata || a.Check == checkProxyBypass):
+			out = append(out, a)
+		case a.Op == OpQuery && a.Check == checkDNSBypass:
+			// A name of its own, so that an authority's query log (a
+			// canary zone is often watched as a tripwire) tells the
+			// control's questions from a sandbox's.
+			a.Host = ControlQueryPrefix + strings.TrimPrefix(a.Host, "sandprobe-")
 			out = append(out, a)
 		}
 	}
@@ -56,6 +74,9 @@ func RunControl(ctx context.Context, env *Env) result.ProbeResult {
 	// Direct TCP dials only: no proxy to go through, no TLS to verify.
 	direct := policy.Egress{}
 	client, err := NewNetClient(direct)
+	if err == nil && env.dnsServer != "" {
+		client.useDNSServer(env.dnsServer)
+	}
 	if err != nil {
 		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Error, Actual: err.Error()}}
 		return res

@@ -9,11 +9,15 @@ import (
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // TestControlPlan: the control dials exactly the probe's direct deny
 // attempts (same subjects), never an allowance, an attempt through the
-// proxy (the proxy's refusal is its own proof) or a name only resolved.
+// proxy (the proxy's refusal is its own proof) or a name only resolved;
+// the direct queries to outside resolvers, which a resolver that answers
+// nobody would pass as vacuously as a closed port; and a ClientHello to the
+// front for each fronting attempt, sent directly.
 func TestControlPlan(t *testing.T) {
 	p, err := policy.Load([]byte(`apiVersion: sandprobe.dev/v1alpha1
 kind: SandboxPolicy
@@ -34,7 +38,9 @@ spec:
 	for _, a := range ControlPlan(p.Spec.Egress) {
 		got = append(got, a.Check+" "+a.Subject)
 	}
-	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct"}
+	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct",
+		"egress.sni-mismatch blocked.example via api.example:443",
+		"egress.dns-bypass 10.0.0.1:53/udp", "egress.dns-bypass 10.0.0.1:53/tcp"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("control plan %q, want %q", got, want)
 	}
@@ -65,6 +71,10 @@ func TestRunControl(t *testing.T) {
 	closedPort := closed.Addr().(*net.TCPAddr).Port
 	closed.Close()
 	live := ln.Addr().(*net.TCPAddr).Port
+	// An outside resolver that answers (NXDOMAIN is an answer), and one
+	// address where no DNS server runs: the one a policy names by mistake.
+	resolver := newDNSServer(t, func(string) dnsAnswer { return dnsAnswer{rcode: dnsmessage.RCodeNameError} })
+	deadResolver := fmt.Sprintf("127.0.0.1:%d", closedPort)
 	p, err := policy.Load([]byte(fmt.Sprintf(`apiVersion: sandprobe.dev/v1alpha1
 kind: SandboxPolicy
 metadata: {name: control}
@@ -73,8 +83,9 @@ spec:
   egress:
     mustFail: {ips: ["127.0.0.1:%d", "127.0.0.1:%d"]}
     metadata: {address: 127.0.0.1, port: %d}
+    dns: {arbitraryNames: deny, domains: [example], outsideResolvers: ["%s", "%s"]}
     timeout: 2s
-`, live, closedPort, live)))
+`, live, closedPort, live, resolver.addr, deadResolver)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +104,9 @@ spec:
 		fmt.Sprintf("egress.must-fail 127.0.0.1:%d", live):       policy.VerdictAnswered,
 		fmt.Sprintf("egress.must-fail 127.0.0.1:%d", closedPort): policy.VerdictRefused,
 		fmt.Sprintf("egress.metadata 127.0.0.1:%d", live):        policy.VerdictAnswered,
+		"egress.dns-bypass " + resolver.addr + "/udp":            policy.VerdictAnswered,
+		"egress.dns-bypass " + resolver.addr + "/tcp":            policy.VerdictAnswered,
+		"egress.dns-bypass " + deadResolver + "/tcp":             policy.VerdictRefused,
 	} {
 		if got[name] != class {
 			t.Errorf("%s: %q, want %q (all: %v)", name, got[name], class, got)

@@ -208,6 +208,8 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		return c.tryQuery(ctx, a)
 	case OpFront:
 		return c.tryFront(ctx, a)
+	case OpHello:
+		return c.tryHello(ctx, a)
 	}
 	if a.ViaProxy {
 		return c.tryProxy(ctx, a)

@@ -170,7 +170,7 @@ func Catalogue() []Check {
 			Fix:     "deny direct egress to allowed hosts; only the proxy may reach them",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Egress.Proxy != "" && len(p.Spec.Egress.Allow) > 0 }},
 		{ID: checkSNIMismatch, Run: checkEgressSNIMismatch, Network: true, Late: true,
-			Proves: "domain fronting through the proxy fails: in a tunnel the proxy opened for an allowed HTTPS host — which first answered through a tunnel of its own (TLS for its name verified, an HTTP answer) — a ClientHello naming a must-fail host (default a random name under .invalid) is cut off by the proxy, or refused with a status the proxy signs as its own; inconclusive when the allowed host did not answer first; not run when spec.egress.fronting.accepted says why the proxy cannot check SNI",
+			Proves: "domain fronting through the proxy fails: in a tunnel the proxy opened for an allowed HTTPS host — which first answered through a tunnel of its own (TLS for its name verified, an HTTP answer) — a ClientHello naming a must-fail host (default a random name under .invalid) is cut off by the proxy (a quiet close counts only where the control vantage, asking the front directly, got an answer for that name), or refused with a status the proxy signs as its own; inconclusive when the allowed host did not answer first or the front is silent to the control too; not run when spec.egress.fronting.accepted says why the proxy cannot check SNI",
 			Fix:    "make the proxy check the TLS server name against its allow-list (Squid: ssl_bump peek step1, splice an ssl::server_name ACL, terminate all)",
 			Applies: func(p *policy.Policy) bool {
 				plan, _ := PlanEgress(p.Spec.Egress)
@@ -183,7 +183,7 @@ func Catalogue() []Check {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSExfil })
 			}},
 		{ID: checkDNSBypass, Run: checkEgressDNSBypass, Network: true, Late: true,
-			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53: DNS cannot go around the sandbox's resolver",
+			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53 while the control vantage gets an answer from it (else inconclusive: a deny unproven): DNS cannot go around the sandbox's resolver",
 			Fix:    "deny UDP and TCP 53 to everything but the sandbox's own resolver",
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })

@@ -149,9 +149,11 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 			r.Detail += fmt.Sprintf("; GET / with Host: %s: %s", a.SNI, classify(err).detail)
 		}
 	case seen.n == 0 && closedQuietly(herr):
+		// The proxy's doing only if the front answers that name: the
+		// control vantage asks it directly (ControlPlan, tryHello).
 		r.Class = policy.VerdictProxyDenied
 		r.Detail = fmt.Sprintf("the proxy closed the tunnel for %s at the ClientHello for %s: nothing came back", a.Host, a.SNI)
-		r.Evidence.StoppedBy = result.StoppedByProxy
+		r.Evidence.StoppedBy, r.Evidence.Signal = result.StoppedByProxy, result.SignalClosedAtHello
 	case seen.first == 'H':
 		// The proxy answered in the tunnel itself, in HTTP: its own refusal.
 		r.Class = policy.VerdictProxyDenied
@@ -169,6 +171,47 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 		r.Detail = fmt.Sprintf("the ClientHello for %s: %s (%d bytes came back)", a.SNI, o.detail, seen.n)
 	}
 	return r
+}
+
+// tryHello is a control vantage's view of a front: a direct connection to
+// the allowed host and a ClientHello for the must-fail name, no proxy. Any
+// answer (a completed handshake, an alert) shows the front answers that
+// name itself, so a tunnel closed quietly at the same ClientHello through
+// the proxy was the proxy's doing. A front that closes quietly here too (an
+// SNI router with no default backend) proves nothing about the proxy.
+func (c *NetClient) tryHello(ctx context.Context, a Attempt) Result {
+	addrs, err := c.lookup(ctx, a.Host)
+	if err != nil {
+		return failed(classify(err))
+	}
+	conn, err := c.dialAddr(ctx, addrs[0], a.Port)
+	if err != nil {
+		return failed(classify(err))
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	front := net.JoinHostPort(addrs[0], strconv.Itoa(a.Port))
+	seen := &firstByte{Conn: conn}
+	// Whatever comes back is evidence; it is never trusted with data.
+	tc := tls.Client(seen, &tls.Config{ServerName: a.SNI, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true})
+	herr := tc.HandshakeContext(ctx)
+	switch {
+	case herr == nil:
+		tc.Close()
+		return Result{Class: policy.VerdictAnswered, Answered: []string{addrs[0]},
+			Detail: fmt.Sprintf("the front %s (%s) completed a TLS handshake for %s", front, a.Host, a.SNI)}
+	case seen.n > 0:
+		return Result{Class: policy.VerdictAnswered, Answered: []string{addrs[0]},
+			Detail: fmt.Sprintf("the front %s (%s) answered the ClientHello for %s: %v", front, a.Host, a.SNI, herr)}
+	case closedQuietly(herr):
+		r := Result{Class: policy.VerdictRefused,
+			Detail: fmt.Sprintf("the front %s (%s) closed the connection at the ClientHello for %s: nothing came back", front, a.Host, a.SNI)}
+		r.Evidence.Signal = result.SignalClosedAtHello
+		return r
+	}
+	return failed(classify(herr))
 }
 
 // frontBaseline opens a tunnel for the allowed host, completes TLS for that

@@ -20,6 +20,7 @@ const (
 	MetricEgressUnexpectedOpen     = "sandprobe_egress_unexpected_open"
 	MetricEgressAllowedUnreachable = "sandprobe_egress_allowed_unreachable"
 	MetricEgressDeniesUnproven     = "sandprobe_egress_denies_unproven"
+	MetricNodeUnprobed             = "sandprobe_node_unprobed"
 	MetricDriftFindings            = "sandprobe_drift_findings"
 	MetricSandboxesScanned         = "sandprobe_sandboxes_scanned"
 	MetricPolicyNamespaces         = "sandprobe_policy_namespaces"
@@ -35,8 +36,11 @@ const (
 // probe; the metrics only rely on their IDs, Status and Class.
 const (
 	CheckEgressAllowed = "egress.allowed"
-	CheckDNSExfil      = "egress.dns-exfil"
-	ClassAnswered      = "answered"
+	// CheckProbeRun is a probe that could not run (runner.CouldNotRun):
+	// its subject is the reason.
+	CheckProbeRun = "probe.run"
+	CheckDNSExfil = "egress.dns-exfil"
+	ClassAnswered = "answered"
 	// ClassProxyForwarded is a must-fail destination the proxy let through
 	// (5xx: only the upstream failed): open egress as soon as it is up.
 	ClassProxyForwarded = "proxy-forwarded"
@@ -90,7 +94,7 @@ type Metrics struct {
 	runs    *prometheus.CounterVec
 	skipped prometheus.Counter
 
-	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, egressUnproven, drift,
+	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift,
 	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
 }
 
@@ -107,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Scheduled runs skipped because the previous run was still going.",
 		}),
 		up: prometheus.NewDesc(MetricUp,
-			"1 when the last run could check the sandboxes (exit 0 or 1), 0 when it could not (exit 3).", nil, nil),
+			"1 when the last run could check the sandboxes (exit 0 or 1; or exit 3 where only some nodes of the pool could not be probed, each in sandprobe_node_unprobed), 0 when it could not (exit 3).", nil, nil),
 		checkSuccess: prometheus.NewDesc(MetricCheckSuccess,
 			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node and namespace where the probe ran.",
 			[]string{"check", "target", "node", "namespace"}, nil),
@@ -123,6 +127,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		egressUnproven: prometheus.NewDesc(MetricEgressDeniesUnproven,
 			"Must-fail destinations that failed but whose deny is unproven in the last run (the control vantage, where no sandbox policy applies, got no answer either: the target refuses or ignores everyone), per probe location.",
 			[]string{"node", "namespace"}, nil),
+		nodeUnprobed: prometheus.NewDesc(MetricNodeUnprobed,
+			"1 for each node of the sandbox pool (and sandbox namespace) the last run could not probe, with the reason (node-cordoned, node-not-ready, deadline-exceeded, unschedulable, crashed, …): its sandboxes got no verdict this cycle. Absent for the nodes that were probed.",
+			[]string{"node", "namespace", "reason"}, nil),
 		drift: prometheus.NewDesc(MetricDriftFindings,
 			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
 			[]string{"rule", "namespace"}, nil),
@@ -151,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.checkFailedNodes, m.egressOpen, m.egressUnreachable, m.egressUnproven, m.drift,
+	for _, d := range []*prometheus.Desc{m.up, m.checkSuccess, m.checkFailedNodes, m.egressOpen, m.egressUnreachable, m.egressUnproven, m.nodeUnprobed, m.drift,
 		m.scanned, m.policyNamespaces, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
 		ch <- d
 	}
@@ -196,6 +203,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, x := range s.egressUnproven {
 		gauge(m.egressUnproven, x.value, x.labels...)
+	}
+	for _, x := range s.nodeUnprobed {
+		gauge(m.nodeUnprobed, x.value, x.labels...)
 	}
 	for _, x := range s.drift {
 		gauge(m.drift, x.value, x.labels...)
@@ -253,10 +263,10 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 // runSeries is one run rendered as label values and numbers, computed once
 // and swapped in whole.
 type runSeries struct {
-	up, scanned, lastRun, policyNamespaces                                            float64
-	driftRan                                                                          bool
-	version, policy                                                                   string
-	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, drift, phases []labelled
+	up, scanned, lastRun, policyNamespaces                                                          float64
+	driftRan                                                                                        bool
+	version, policy                                                                                 string
+	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift, phases []labelled
 }
 
 type labelled struct {
@@ -272,7 +282,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		version: labelValue(run.Version),
 		policy:  labelValue(run.Policy),
 	}
-	if code := run.ExitCode(); code == ExitOK || code == ExitNonConformant {
+	if run.CouldCheck() {
 		s.up = 1
 	}
 	s.policyNamespaces = float64(run.DeclaredNamespaces)
@@ -297,8 +307,12 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	targets := map[checkNode]map[string]bool{}
 	open, unreachable, unproven := map[where]float64{}, map[where]float64{}, map[where]float64{}
 	drift := map[[2]string]float64{}
+	unprobed := map[[3]string]bool{}
 
 	run.Set().Each(func(f *Finding) error {
+		if NodeUnprobed(*f) {
+			unprobed[[3]string{labelValue(NodeLabel(f.Target)), labelValue(unprobedNamespace(*f)), labelValue(f.Subject)}] = true
+		}
 		if strings.HasPrefix(f.Check, driftPrefix) {
 			// Drift names pods; only rule and namespace are bounded enough for labels.
 			k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
@@ -374,6 +388,9 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	}
 	for w, v := range unproven {
 		s.egressUnproven = append(s.egressUnproven, labelled{[]string{w.node, w.ns}, v})
+	}
+	for k := range unprobed {
+		s.nodeUnprobed = append(s.nodeUnprobed, labelled{[]string{k[0], k[1], k[2]}, 1})
 	}
 	for k, v := range drift {
 		s.drift = append(s.drift, labelled{[]string{k[0], k[1]}, v})
@@ -455,6 +472,44 @@ func UnexpectedlyOpen(f Finding) bool {
 		return false
 	}
 	return f.Class == ClassAnswered || f.Class == ClassProxyForwarded || f.Check == CheckDNSExfil
+}
+
+// NodeUnprobed reports whether a finding says a node of the sandbox pool got
+// no verdict this run: the could-not-run of the probe location on that node
+// (cordoned, not Ready, the run's deadline before its turn, a probe pod
+// that never reported, …). The control vantage and stand-ins for pods
+// without the sandbox labels are not nodes of the pool; a could-not-run
+// with no node (the backend, a namespace) is the whole run's.
+func NodeUnprobed(f Finding) bool {
+	if f.Check != CheckProbeRun || f.Status != Error {
+		return false
+	}
+	return nodeTarget(f.Target)
+}
+
+// unprobedNamespace is the sandbox namespace of an unprobed location: the
+// finding's, or the one its target names (a could-not-run finding is made
+// before any result says where it stood).
+func unprobedNamespace(f Finding) string {
+	if f.Namespace != "" {
+		return f.Namespace
+	}
+	if rest, ok := strings.CutPrefix(f.Target, "namespace/"); ok {
+		ns, _, _ := strings.Cut(rest, "/")
+		return ns
+	}
+	return ""
+}
+
+// nodeTarget reports whether a target is one probe location on a node:
+// "namespace/NS/node/NAME" or "node/NAME".
+func nodeTarget(target string) bool {
+	if rest, ok := strings.CutPrefix(target, "namespace/"); ok {
+		_, node, ok := strings.Cut(rest, "/node/")
+		return ok && node != "" && !strings.Contains(node, "/")
+	}
+	n, ok := strings.CutPrefix(target, "node/")
+	return ok && n != "" && !strings.Contains(n, "/")
 }
 
 // NodeLabel is the value of the node label for a finding's target: the node

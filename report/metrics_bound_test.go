@@ -205,3 +205,55 @@ func TestMetricsSeriesBound(t *testing.T) {
 		t.Errorf("node detail -1, 300 nodes: %d check_success series, want %d", got, want)
 	}
 }
+
+// TestMetricsSeriesBoundUnprobed: sandprobe_node_unprobed adds at most one
+// series per node and namespace, and only for the nodes that were not
+// probed: 10 cordoned nodes of 1,000 add 10; a fleet where no node could
+// be probed stays within 2·C·S + 256 + 4·N·S + fixed.
+func TestMetricsSeriesBoundUnprobed(t *testing.T) {
+	const fixed = 20
+	run, c := fleetRun(t, 1000, func(int) bool { return false })
+	s := 1
+	bound := 2*c*s + 256 + 4*1000*s + fixed
+	cordon := func(run *report.Run, node func(i int) bool) {
+		kept := run.Findings[:0]
+		seen := map[string]bool{}
+		for _, f := range run.Findings {
+			var i int
+			fmt.Sscanf(report.NodeLabel(f.Target), "node-%d", &i)
+			if !node(i) {
+				kept = append(kept, f)
+				continue
+			}
+			if !seen[f.Target] {
+				seen[f.Target] = true
+				kept = append(kept, report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: f.Target, Status: report.Error})
+			}
+		}
+		run.Findings = kept
+	}
+	cordon(&run, func(i int) bool { return i%100 == 7 })
+	count, labels, _ := series(t, run, report.DefaultNodeDetail)
+	t.Logf("1,000 nodes, 10 cordoned: %d series (bound %d), %d of %s", total(count), bound, count[report.MetricNodeUnprobed], report.MetricNodeUnprobed)
+	if got := count[report.MetricNodeUnprobed]; got != 10 {
+		t.Errorf("%s: %d series, want 10 (the cordoned nodes alone): %v", report.MetricNodeUnprobed, got, labels[report.MetricNodeUnprobed])
+	}
+	for _, l := range labels[report.MetricNodeUnprobed] {
+		if l["reason"] != "node-cordoned" || l["namespace"] == "" || !strings.HasSuffix(l["node"], "07") {
+			t.Errorf("%s %v", report.MetricNodeUnprobed, l)
+		}
+	}
+	if total(count) > bound {
+		t.Errorf("%d series, over the bound %d", total(count), bound)
+	}
+	run, _ = fleetRun(t, 1000, func(int) bool { return false })
+	cordon(&run, func(int) bool { return true })
+	count, _, _ = series(t, run, report.DefaultNodeDetail)
+	t.Logf("1,000 nodes, every one unprobed: %d series (bound %d)", total(count), bound)
+	if got := count[report.MetricNodeUnprobed]; got != 1000*s {
+		t.Errorf("%s: %d series, want %d", report.MetricNodeUnprobed, got, 1000*s)
+	}
+	if total(count) > bound {
+		t.Errorf("%d series, over the bound %d", total(count), bound)
+	}
+}

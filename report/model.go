@@ -52,6 +52,9 @@ const (
 	StoppedByUpstream = result.StoppedByUpstream
 )
 
+// SignalClosedAtHello: see result.SignalClosedAtHello.
+const SignalClosedAtHello = result.SignalClosedAtHello
+
 // Count tallies a set of findings.
 func Count(fs []Finding) Counts { return result.Count(fs) }
 

@@ -6,6 +6,8 @@
 package report
 
 import (
+	"cmp"
+	"slices"
 	"time"
 )
 
@@ -45,6 +47,49 @@ func (r Run) Counts() Counts {
 func (r Run) ExitCode() int { return exitCode(r.Counts()) }
 
 func exitCode(c Counts) int { return c.ExitCode() }
+
+// CouldCheck reports whether the run reached verdicts about the sandboxes:
+// exit 0 or 1; or exit 3 where every could-not-run is a node of the sandbox
+// pool that got no probe (NodeUnprobed) and other nodes were probed. Such
+// a run is still exit 3 — a node nobody checked is never a pass, and a CI
+// gate or a Job must not go green on it — but it is not "nothing is known":
+// sandprobe_up stays 1 and sandprobe_node_unprobed names the nodes.
+func (r Run) CouldCheck() bool {
+	switch r.ExitCode() {
+	case ExitOK, ExitNonConformant:
+		return true
+	}
+	onlyNodes, verdicts := true, false
+	r.Set().Each(func(f *Finding) error {
+		switch {
+		case f.Status == Error:
+			onlyNodes = onlyNodes && NodeUnprobed(*f)
+		case f.Status != Skip && nodeTarget(f.Target):
+			verdicts = true
+		}
+		return nil
+	}) // a spool that cannot be read leaves what was read: the writers report the error
+	return onlyNodes && verdicts
+}
+
+// Unprobed is a node of the sandbox pool that got no verdict in one
+// sandbox namespace, and why (the runner's reason).
+type Unprobed struct{ Node, Namespace, Reason string }
+
+// Unprobed lists the run's unprobed nodes (NodeUnprobed), sorted.
+func (r Run) Unprobed() []Unprobed {
+	var out []Unprobed
+	r.Set().Each(func(f *Finding) error {
+		if NodeUnprobed(*f) {
+			out = append(out, Unprobed{Node: NodeLabel(f.Target), Namespace: unprobedNamespace(*f), Reason: f.Subject})
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b Unprobed) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Reason, b.Reason))
+	})
+	return slices.Compact(out)
+}
 
 // Result names the run's outcome for metrics and logs.
 func (r Run) Result() string {

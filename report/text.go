@@ -106,6 +106,9 @@ func (t Text) Write(w io.Writer, run Run) error {
 	for _, n := range run.Notes {
 		fmt.Fprintf(b, "\nnote: %s\n", n)
 	}
+	if un := run.Unprobed(); len(un) > 0 {
+		fmt.Fprintf(b, "\n%s %s\n", t.paint(ansiYellow, "unprobed:"), unprobedLine(un))
+	}
 	c := set.Counts()
 	code := exitCode(c)
 	verdict := map[int]string{
@@ -116,6 +119,29 @@ func (t Text) Write(w io.Writer, run Run) error {
 	fmt.Fprintf(b, "\n%d findings: %d pass, %d fail, %d inconclusive, %d error, %d skipped — %s (exit %d)\n",
 		c.Total(), c.Pass, c.Fail, c.Inconclusive, c.Error, c.Skip, verdict, code)
 	return b.Flush()
+}
+
+// unprobedLine says which nodes of the pool went without a verdict (the
+// first ten by name, then how many more): on a fleet, one line a page
+// reader can act on, instead of one error among thousands of passes.
+func unprobedLine(un []Unprobed) string {
+	nodes := map[string]bool{}
+	var named []string
+	for _, u := range un {
+		nodes[u.Node] = true
+		if len(named) < 10 {
+			where := u.Node
+			if u.Namespace != "" {
+				where += " in " + u.Namespace
+			}
+			named = append(named, where+" ("+u.Reason+")")
+		}
+	}
+	line := fmt.Sprintf("%d node(s) of the sandbox pool got no verdict this run, so this run is not a pass for them: %s", len(nodes), strings.Join(named, ", "))
+	if more := len(un) - len(named); more > 0 {
+		line += fmt.Sprintf(" and %d more", more)
+	}
+	return line
 }
 
 // nameExtra is how much longer Name is than Check.

@@ -13,6 +13,12 @@ const (
 	StoppedByUpstream = "upstream" // the proxy let the destination through; only the far end failed
 )
 
+// SignalClosedAtHello is the signal of a tunnel that closed at a
+// ClientHello with nothing sent back: a proxy that checks SNI cutting it,
+// or a front that drops names it does not serve. Only a control vantage
+// asking the front directly tells the two apart.
+const SignalClosedAtHello = "the tunnel closed at the ClientHello: nothing came back"
+
 // Attempt is the evidence of one network attempt, so that a reader can tell
 // a drop (errno ETIMEDOUT, waited ≈ timeout, stopped by the network) from a
 // refusal (ECONNREFUSED, waited ≈ 0) from a proxy's deny (proxyStatus 403,

@@ -9,7 +9,9 @@ import (
 )
 
 // Deny checks: their blocked verdicts need a control to count.
-var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true}
+var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true, "egress.dns-bypass": true, checkSNIMismatch: true}
+
+const checkSNIMismatch = "egress.sni-mismatch"
 
 // Control is what a control vantage saw: for each destination (check and
 // subject), the control's finding. Err, when set, is why there is none.
@@ -56,7 +58,19 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 		if !denyChecks[f.Check] || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
 			continue
 		}
-		if strings.HasSuffix(f.Subject, " via proxy") {
+		if f.Check == checkSNIMismatch {
+			// Fronting: only the proxy's refusals are denies. One it
+			// answered itself (in HTTP, or a signed deny status) is
+			// proven by its own word; a tunnel closed quietly at the
+			// ClientHello only if the front answers that name directly.
+			if f.Class != policy.VerdictProxyDenied {
+				continue
+			}
+			if f.Attempt == nil || f.Attempt.Signal != report.SignalClosedAtHello {
+				f.Deny = report.DenyProven
+				continue
+			}
+		} else if strings.HasSuffix(f.Subject, " via proxy") {
 			if f.Class == policy.VerdictProxyDenied {
 				f.Deny = report.DenyProven
 			} else {
@@ -64,7 +78,7 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			}
 			continue
 		}
-		if c != nil && c.Isolated != "" {
+		if c != nil && c.Isolated != "" && f.Check != checkSNIMismatch {
 			f.Deny = report.DenyProven
 			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
 			continue

@@ -13,6 +13,8 @@ import (
 // the reason in its evidence. Answers, and verdicts that could not be
 // checked, are no denies.
 func TestApplyControl(t *testing.T) {
+	// A tunnel closed at the ClientHello: the proxy, or a front that drops the name.
+	closedAtHello := &report.Attempt{Attempted: true, StoppedBy: report.StoppedByProxy, Signal: report.SignalClosedAtHello}
 	probe := func() report.ProbeResult {
 		return report.ProbeResult{Findings: []report.Finding{
 			{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "timeout"},
@@ -26,6 +28,13 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.proxy-bypass", Subject: "api:443 direct", Status: report.Error, Class: "error"},
 			{Check: "egress.allowed", Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
 			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-nxdomain"},
+			{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.dns-bypass", Subject: "10.9.9.9:53/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.dns-bypass", Subject: "1.1.1.1:53/tcp", Status: report.Fail, Class: "answered"},
+			{Check: "egress.sni-mismatch", Subject: "evil via front:443", Status: report.Pass, Class: "proxy-denied", Attempt: closedAtHello},
+			{Check: "egress.sni-mismatch", Subject: "evil via router:443", Status: report.Pass, Class: "proxy-denied", Attempt: closedAtHello},
+			{Check: "egress.sni-mismatch", Subject: "evil via bumped:443", Status: report.Pass, Class: "proxy-denied", Attempt: &report.Attempt{Attempted: true}},
+			{Check: "egress.sni-mismatch", Subject: "evil via open:443", Status: report.Fail, Class: "answered"},
 		}}
 	}
 	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
@@ -33,6 +42,13 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
 		{Check: "egress.must-fail", Subject: "changed:443", Status: report.Pass, Class: "answered"},
 		{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
+		{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "answered", Evidence: "8.8.8.8:53 answered NXDOMAIN over udp"},
+		// An outside resolver the policy names where no DNS server runs:
+		// it ignores everyone, so the sandbox's timeout proves no rule.
+		{Check: "egress.dns-bypass", Subject: "10.9.9.9:53/udp", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.sni-mismatch", Subject: "evil via front:443", Status: report.Pass, Class: "answered", Evidence: "the front completed a TLS handshake for evil"},
+		// An SNI router with no default backend: silent to the control too.
+		{Check: "egress.sni-mismatch", Subject: "evil via router:443", Status: report.Pass, Class: "refused"},
 	}})
 	type want struct {
 		status        report.Status
@@ -44,26 +60,36 @@ func TestApplyControl(t *testing.T) {
 		want    map[string]want
 	}{
 		{"with a control", control, map[string]want{
-			"egress.must-fail live:443":           {report.Pass, report.DenyProven, "answered"},
-			"egress.must-fail dead:443":           {report.Inconclusive, report.DenyUnproven, "refused"},
-			"egress.must-fail unseen:443":         {report.Inconclusive, report.DenyUnproven, ""},
-			"egress.must-fail open:443":           {report.Fail, "", ""},
-			"egress.must-fail changed:443":        {report.Fail, report.DenyProven, "answered"},
-			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
-			"egress.must-fail dead:443 via proxy": {report.Inconclusive, report.DenyUnproven, ""},
-			"egress.metadata 169.254.169.254:80":  {report.Inconclusive, report.DenyUnproven, "error"},
-			"egress.proxy-bypass api:443 direct":  {report.Error, "", ""},
-			"egress.allowed api:443 via proxy":    {report.Pass, "", ""},
-			"egress.dns-exfil *.lab.test":         {report.Pass, "", ""},
+			"egress.must-fail live:443":               {report.Pass, report.DenyProven, "answered"},
+			"egress.must-fail dead:443":               {report.Inconclusive, report.DenyUnproven, "refused"},
+			"egress.must-fail unseen:443":             {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.must-fail open:443":               {report.Fail, "", ""},
+			"egress.must-fail changed:443":            {report.Fail, report.DenyProven, "answered"},
+			"egress.must-fail live:443 via proxy":     {report.Pass, report.DenyProven, ""},
+			"egress.must-fail dead:443 via proxy":     {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.metadata 169.254.169.254:80":      {report.Inconclusive, report.DenyUnproven, "error"},
+			"egress.proxy-bypass api:443 direct":      {report.Error, "", ""},
+			"egress.allowed api:443 via proxy":        {report.Pass, "", ""},
+			"egress.dns-exfil *.lab.test":             {report.Pass, "", ""},
+			"egress.dns-bypass 8.8.8.8:53/udp":        {report.Pass, report.DenyProven, "answered"},
+			"egress.dns-bypass 10.9.9.9:53/udp":       {report.Inconclusive, report.DenyUnproven, "timeout"},
+			"egress.dns-bypass 1.1.1.1:53/tcp":        {report.Fail, "", ""},
+			"egress.sni-mismatch evil via front:443":  {report.Pass, report.DenyProven, "answered"},
+			"egress.sni-mismatch evil via router:443": {report.Inconclusive, report.DenyUnproven, "refused"},
+			"egress.sni-mismatch evil via bumped:443": {report.Pass, report.DenyProven, ""},
+			"egress.sni-mismatch evil via open:443":   {report.Fail, "", ""},
 		}},
 		{"no control at all", nil, map[string]want{
-			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, ""},
-			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+			"egress.must-fail live:443":               {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.sni-mismatch evil via front:443":  {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.sni-mismatch evil via bumped:443": {report.Pass, report.DenyProven, ""},
+			"egress.must-fail live:443 via proxy":     {report.Pass, report.DenyProven, ""},
 		}},
 		{"a sandbox isolated by construction", &Control{Vantage: "local/sandbox", Isolated: "loopback only"}, map[string]want{
-			"egress.must-fail live:443":           {report.Pass, report.DenyProven, ""},
-			"egress.must-fail open:443":           {report.Fail, "", ""},
-			"egress.must-fail live:443 via proxy": {report.Pass, report.DenyProven, ""},
+			"egress.must-fail live:443":              {report.Pass, report.DenyProven, ""},
+			"egress.sni-mismatch evil via front:443": {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.must-fail open:443":              {report.Fail, "", ""},
+			"egress.must-fail live:443 via proxy":    {report.Pass, report.DenyProven, ""},
 		}},
 		{"a control that could not run", &Control{Vantage: "namespace/x", Err: errors.New("image-pull-failed")}, map[string]want{
 			"egress.must-fail live:443": {report.Inconclusive, report.DenyUnproven, ""},

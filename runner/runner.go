@@ -30,6 +30,10 @@ type ProbeSpec struct {
 	Deadline time.Duration
 	// NoNetwork leaves out the checks that send traffic.
 	NoNetwork bool
+	// Scope, when set, narrows the cycle to some namespaces or nodes
+	// (serve --watch, after a change); nil is everything. A backend that
+	// cannot narrow probes everything, which is never less true.
+	Scope *Scope
 }
 
 // Backend runs one probe: it launches it, waits for a terminal state,

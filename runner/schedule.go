@@ -44,7 +44,10 @@ type Scheduler struct {
 	// Grace is how long shutdown lets a run in flight finish before it
 	// cancels the run; after the cancel it waits as long again for the run
 	// to clean up.
-	Grace  time.Duration
+	Grace time.Duration
+	// Watch, when set, also starts cycles of a narrow scope when something
+	// changed (serve --watch), one at a time with the scheduled ones.
+	Watch  *Watch
 	Logger *slog.Logger
 	Now    func() time.Time
 
@@ -70,6 +73,11 @@ func (s *Scheduler) Run(ctx context.Context, sched cron.Schedule, runAtStart boo
 	var startRun sync.WaitGroup
 	if runAtStart {
 		startRun.Go(func() { s.Tick(runCtx) })
+	}
+	if s.Watch != nil {
+		// The loop starts nothing once ctx is done, but a targeted cycle
+		// in flight runs on runCtx: it gets the grace like any other run.
+		startRun.Go(func() { s.loop(runCtx, ctx.Done()) })
 	}
 	log.Info("schedule started", "next", sched.Next(s.now()).Format(time.RFC3339), "runAtStart", runAtStart)
 
@@ -110,15 +118,27 @@ func (s *Scheduler) Tick(ctx context.Context) bool {
 		return false // shutting down: start nothing new
 	}
 	if !s.busy.CompareAndSwap(false, true) {
+		if s.Watch != nil && s.Watch.queueFull() {
+			log.Info("a scheduled run waits for the targeted cycle in flight")
+			return false
+		}
 		log.Warn("skipping a scheduled run: the previous run is still going")
 		if s.Skipped != nil {
 			s.Skipped()
 		}
 		return false
 	}
-	defer s.busy.Store(false)
+	defer func() {
+		s.busy.Store(false)
+		if s.Watch != nil {
+			s.Watch.poke()
+		}
+	}()
+	if s.Watch != nil {
+		s.Watch.absorb() // the changes seen so far: this run sees them
+	}
 	log.Info("run started")
-	run := s.cycle(ctx)
+	run := s.guard(s.now(), func() report.Run { return s.Cycle(ctx) })
 	finished := s.now()
 	if ctx.Err() != nil {
 		log.Warn("run cut short by shutdown: not published", "seconds", run.Seconds)
@@ -135,20 +155,6 @@ func (s *Scheduler) Tick(ctx context.Context) bool {
 
 // Running reports whether a run is in flight.
 func (s *Scheduler) Running() bool { return s.busy.Load() }
-
-// cycle runs Cycle and turns a panic into a could-not-run: a crashed run is
-// reported as one, never lost and never a pass.
-func (s *Scheduler) cycle(ctx context.Context) (run report.Run) {
-	start := s.now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.logger().Error("run panicked", "panic", r)
-			cnr := &CouldNotRun{Target: "sandprobe", Reason: ReasonCrashed, Detail: fmt.Sprintf("the run panicked: %v", r)}
-			run = report.Run{StartedAt: start.UTC(), Seconds: s.now().Sub(start).Seconds(), Findings: []report.Finding{cnr.Finding()}}
-		}
-	}()
-	return s.Cycle(ctx)
-}
 
 func (s *Scheduler) now() time.Time {
 	if s.Now != nil {

@@ -22,6 +22,14 @@ type kubeFlags struct {
 	perNode, drift                                                           bool
 	parallel                                                                 int
 	unschedulableGrace, driftTimeout, runDeadline                            time.Duration
+	// clients are what backend built, for serve --watch.
+	clients *kubeClients
+}
+
+// kubeClients are the kube backend's connection and its drift client.
+type kubeClients struct {
+	config *rest.Config
+	drift  drift.KubeAPI
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -77,6 +85,7 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	if err != nil {
 		return nil, nil, err
 	}
+	k.clients = &kubeClients{config: cfg, drift: driftAPI}
 	pr := newProgress(a.stderr, isTerminal(a.stderr), logger)
 	be := &kube.Backend{
 		API: api, Host: cfg.Host, Namespace: k.namespace, ProbeImage: k.probeImage, PullPolicy: corev1.PullPolicy(k.pullPolicy),

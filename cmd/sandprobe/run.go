@@ -109,7 +109,7 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local, docker or kube, got %q\n", cmd, cf.backend)
 		return nil, false
 	}
-	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork}
+	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: cf.kube.clients}
 	cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
 	if cmd == "serve" {
 		cyc.say = func(msg string) { logger.Error(msg) }
@@ -129,12 +129,20 @@ type cycle struct {
 	// say prints the one-line error of a backend's preflight (a cluster
 	// that does not answer): on stderr under run, as a log under serve.
 	say func(msg string)
+	// kube are the kube backend's clients (serve --watch builds on them).
+	kube *kubeClients
 }
 
-// run performs one cycle with a fresh nonce, so no result of an earlier
-// cycle can pass for this one.
-func (c *cycle) run(ctx context.Context) report.Run {
+// run performs one full cycle with a fresh nonce, so no result of an
+// earlier cycle can pass for this one.
+func (c *cycle) run(ctx context.Context) report.Run { return c.runIn(ctx, runner.FullScope()) }
+
+// runIn performs one cycle over scope (serve --watch, after a change).
+func (c *cycle) runIn(ctx context.Context, scope runner.Scope) report.Run {
 	spec := runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork}
+	if !scope.Full {
+		spec.Scope = &scope
+	}
 	run, err := probeCycle(c.backend, c.backendName).Run(ctx, spec)
 	if err != nil {
 		c.say(err.Error())

@@ -24,6 +24,7 @@ func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 		runAtStart       bool
 		grace            time.Duration
 		history          int
+		wf               watchFlags
 	)
 	cf.register(fs)
 	out.registerFiles(fs)
@@ -33,6 +34,7 @@ func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 		fs.StringVar(&listen, "listen", ":9090", "address for the egress page (/), /metrics, /healthz and /report.json")
 		fs.IntVar(&history, "history", page.DefaultHistory, "how many runs the egress page keeps, so a reopened host shows as a change over time")
 		fs.BoolVar(&runAtStart, "run-at-start", true, "run once at start instead of waiting for the first scheduled time")
+		wf.register(fs)
 		fs.DurationVar(&grace, "grace", 20*time.Second, "on SIGTERM, how long a run in flight may finish before it is cancelled (keep it below the pod's terminationGracePeriodSeconds)")
 	})
 	return func(ctx context.Context, _ []string) int {
@@ -53,6 +55,9 @@ func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 		if history < 1 || history > 10000 {
 			return fail(report.ExitBadInput, "--history: want 1 to 10000 runs, got %d", history)
 		}
+		if err := wf.check(cf.backend); err != nil {
+			return fail(report.ExitBadInput, "%v", err)
+		}
 		logger, err := daemonLogger(&lf, a.stderr)
 		if err != nil {
 			return fail(report.ExitBadInput, "%v", err)
@@ -65,6 +70,13 @@ func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 		srv, err := newServer(cyc.run, &out, grace, logger)
 		if err != nil {
 			return fail(report.ExitCouldNotRun, "%v", err)
+		}
+		watching, err := wf.start(ctx, cyc, srv, logger)
+		if err != nil {
+			return fail(report.ExitCouldNotRun, "%v", err)
+		}
+		if watching != nil {
+			defer watching.Stop()
 		}
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {

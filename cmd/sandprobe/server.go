@@ -89,6 +89,27 @@ func (s *server) publish(ctx context.Context, run report.Run, finished time.Time
 	}
 }
 
+// targeted is serve --watch's cycle over scope, whose run shows the whole
+// fleet: merged with the last published run, so what it did not probe
+// keeps its last values (an alert must not resolve because a narrow cycle
+// did not look). Before any run was published there is nothing to keep,
+// and the cycle probes everything. m counts it by the scope it ran.
+func (s *server) targeted(run func(context.Context, runner.Scope) report.Run, m *report.WatchMetrics) func(context.Context, runner.Scope) report.Run {
+	return func(ctx context.Context, scope runner.Scope) report.Run {
+		s.mu.RLock()
+		last := s.lastRun
+		s.mu.RUnlock()
+		if last == nil {
+			scope = runner.FullScope()
+		}
+		m.Cycle(scope.Kinds())
+		if last == nil {
+			return run(ctx, scope)
+		}
+		return runner.Merge(*last, run(ctx, scope), scope)
+	}
+}
+
 // serve runs the schedule and the endpoints until ctx is done (SIGTERM),
 // then lets the run in flight finish or cancels it, and only then stops
 // the endpoints, so a last scrape still sees the last run.

@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +38,13 @@ const KwokRunnerUser = "system:serviceaccount:sandprobe-system:sandprobe"
 
 // KwokOptions shape a simulated fleet.
 type KwokOptions struct {
-	// Nodes is how many fake nodes to create (kwok-node-0000 …), labelled
-	// NodeLabels and annotated for kwok to manage.
+	// Nodes is how many fake nodes to create (kwok-node-0000 …, or
+	// NamePrefix0000 …), labelled NodeLabels, tainted NodeTaints and
+	// annotated for kwok to manage.
 	Nodes      int
+	NamePrefix string
 	NodeLabels map[string]string
+	NodeTaints []corev1.Taint
 	// Kernel is the release the nodes report (the runner cross-checks the
 	// probe's kernel against it).
 	Kernel string
@@ -205,6 +210,11 @@ func kwokStages(t testing.TB, opts KwokOptions) string {
 // KwokNodeName is the name of fake node i.
 func KwokNodeName(i int) string { return fmt.Sprintf("kwok-node-%04d", i) }
 
+// nodeName is the name of fake node i under opts.
+func (opts KwokOptions) nodeName(i int) string {
+	return fmt.Sprintf("%s%04d", cmp.Or(opts.NamePrefix, "kwok-node-"), i)
+}
+
 // createNodes creates the fake nodes and waits until kwok has made every
 // one Ready.
 func (k *Kwok) createNodes(t testing.TB, cs kubernetes.Interface, opts KwokOptions) {
@@ -213,13 +223,15 @@ func (k *Kwok) createNodes(t testing.TB, cs kubernetes.Interface, opts KwokOptio
 	defer cancel()
 	p := pool.New().WithErrors().WithMaxGoroutines(32)
 	for i := range opts.Nodes {
-		labels := map[string]string{"kubernetes.io/hostname": KwokNodeName(i), "type": "kwok"}
+		name := opts.nodeName(i)
+		labels := map[string]string{"kubernetes.io/hostname": name, "type": "kwok"}
 		for k, v := range opts.NodeLabels {
 			labels[k] = v
 		}
 		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: KwokNodeName(i), Labels: labels,
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
 				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+			Spec: corev1.NodeSpec{Taints: opts.NodeTaints},
 		}
 		p.Go(func() error {
 			_, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -236,6 +248,15 @@ func (k *Kwok) createNodes(t testing.TB, cs kubernetes.Interface, opts KwokOptio
 		}
 		ready := 0
 		for _, n := range list.Items {
+			if n.Annotations["kwok.x-k8s.io/node"] != "fake" || !strings.HasPrefix(n.Name, cmp.Or(opts.NamePrefix, "kwok-node-")) {
+				continue
+			}
+			// On a real cluster the API server puts the not-ready taint on
+			// a new node and the node lifecycle controller lifts it once
+			// kwok made it Ready: until then nothing schedules there.
+			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return strings.HasPrefix(t.Key, "node.kubernetes.io/") }) {
+				continue
+			}
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && n.Status.NodeInfo.KernelVersion == opts.Kernel {
 					ready++
@@ -336,8 +357,10 @@ func writeFile(t testing.TB, path, content string) {
 }
 
 // startDaemon runs a control-plane process for the rest of the test, its
-// output in DIR/NAME.log, and stops it (SIGTERM, then SIGKILL) after.
-func startDaemon(t testing.TB, dir, name, bin string, args ...string) {
+// output in DIR/NAME.log, and stops it (SIGTERM, then SIGKILL) after, or
+// earlier when the test calls the returned stop (which waits until it is
+// gone; later calls do nothing).
+func startDaemon(t testing.TB, dir, name, bin string, args ...string) (stop func()) {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
@@ -355,22 +378,27 @@ func startDaemon(t testing.TB, dir, name, bin string, args ...string) {
 	done := make(chan error, 1)
 	var reaper conc.WaitGroup
 	reaper.Go(func() { done <- cmd.Wait() })
-	t.Cleanup(func() {
-		defer logf.Close()
-		select {
-		case err := <-done:
-			t.Logf("%s exited early: %v (log %s)", name, err, logPath)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			defer logf.Close()
+			select {
+			case err := <-done:
+				t.Logf("%s exited early: %v (log %s)", name, err, logPath)
+				reaper.Wait()
+				return
+			default:
+			}
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
 			reaper.Wait()
-			return
-		default:
-		}
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		reaper.Wait()
-	})
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -589,6 +589,10 @@ func TestClusterControl(t *testing.T) {
 			summary = &r.report.Findings[i]
 		}
 	}
+	// Nothing answers DNS on the router's address either: that deny proves nothing.
+	if f := byName["egress.dns-bypass 10.99.20.1:53/tcp"]; f.Status != report.Inconclusive || f.Deny != report.DenyUnproven || f.Control == "" || f.Control == report.ClassAnswered {
+		t.Errorf("DNS to the router's address: status %s, deny %s, control %q: want inconclusive, unproven, and what the control got (%s)", f.Status, f.Deny, f.Control, f.Evidence)
+	}
 	if f := byName["egress.must-fail 10.99.20.1:443"]; f.Status != report.Inconclusive || f.Deny != report.DenyUnproven || f.Control == "" || f.Control == report.ClassAnswered {
 		t.Errorf("the router's address: status %s, deny %s, control %q: want inconclusive, unproven, and what the control got (%s)", f.Status, f.Deny, f.Control, f.Evidence)
 	}
@@ -597,6 +601,10 @@ func TestClusterControl(t *testing.T) {
 		"egress.must-fail blocked.lab.test:443":       {"pass", "proven", "answered"},
 		"egress.metadata 10.99.169.254:80":            {"pass", "proven", "answered"},
 		"egress.proxy-bypass api.lab.test:443 direct": {"pass", "proven", "answered"},
+		// The outside resolvers (the must-fail IPs on 53): the lab
+		// authority answers the control on 10.99.20.11.
+		"egress.dns-bypass 10.99.20.11:53/udp": {"pass", "proven", "answered"},
+		"egress.dns-bypass 10.99.20.11:53/tcp": {"pass", "proven", "answered"},
 	} {
 		f := byName[name]
 		if got := [3]string{string(f.Status), f.Deny, f.Control}; got != want {

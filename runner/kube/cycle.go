@@ -59,9 +59,10 @@ func (b *Backend) Preflight(ctx context.Context, spec runner.ProbeSpec) error {
 // AfterProbe runs the drift phase when b.Drift is set, after the probe,
 // whose pods are gone by then: they carry the sandbox labels and would
 // count as sandboxes. A cluster that cannot be listed is an error finding,
-// never a clean phase.
+// never a clean phase. A cycle for nodes only (a CNI agent restarted:
+// nothing drift reads changed) runs none; the merge keeps the last one.
 func (b *Backend) AfterProbe(ctx context.Context, spec runner.ProbeSpec, run *report.Run) {
-	if b.Drift == nil {
+	if b.Drift == nil || (spec.Scope != nil && !spec.Scope.Drift()) {
 		return
 	}
 	p := spec.Policy

@@ -263,10 +263,28 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	}
 	nodes := []string{""}
 	var down []downNode
-	if b.PerNode {
+	scope := spec.Scope
+	narrow := scope != nil && !scope.Full
+	var poolNodes []string
+	var poolDown []downNode
+	if b.PerNode || (narrow && len(scope.Nodes) > 0) {
 		var err error
-		if nodes, down, err = b.sandboxNodes(ctx, spec); err != nil {
+		if poolNodes, poolDown, err = b.sandboxNodes(ctx, spec); err != nil {
 			return nil, err
+		}
+		if b.PerNode {
+			nodes, down = poolNodes, poolDown
+		}
+	}
+	// A cycle of a narrow scope (serve --watch): its namespaces on every
+	// node as usual, every other namespace only on the scope's nodes.
+	var scopeNodes []string
+	var scopeDown []downNode
+	if narrow {
+		scopeNodes = slices.DeleteFunc(slices.Clone(poolNodes), func(n string) bool { return !scope.Nodes[n] })
+		scopeDown = slices.DeleteFunc(slices.Clone(poolDown), func(d downNode) bool { return !scope.Nodes[d.name] })
+		if missing := len(scope.Nodes) - len(scopeNodes) - len(scopeDown); missing > 0 {
+			b.log().Info("watch: nodes of the cycle's scope outside the sandbox pool get no probe", "scope", scope.String(), "outside", missing)
 		}
 	}
 	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: deadline, createdBy: me, survey: sv, nodes: newNodeCache(b.API)}
@@ -277,17 +295,28 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	var downErrs []error
 	maxStrays := cmp.Or(b.MaxStrays, DefaultMaxStrays)
 	for _, ns := range namespaces {
-		for _, d := range down {
+		nsNodes, nsDown := nodes, down
+		switch {
+		case narrow && !scope.Namespaces[ns]:
+			nsNodes, nsDown = scopeNodes, scopeDown
+		case narrow && !b.PerNode:
+			// One pod where the scheduler puts it, and the scope's nodes.
+			nsNodes, nsDown = append(slices.Clone(nodes), scopeNodes...), scopeDown
+		}
+		for _, d := range nsDown {
 			downErrs = append(downErrs, &runner.CouldNotRun{Target: Target(ns, d.name), Reason: d.reason, Detail: d.detail})
 		}
 		class := b.runtimeClass(r, ns)
-		for _, node := range nodes {
+		for _, node := range nsNodes {
 			placements = append(placements, placement{ns: ns, node: node, runtimeClass: class})
 		}
 		if sv.err != nil || maxStrays < 0 || spec.NoNetwork {
 			continue
 		}
 		strays, over := sv.strays(ns, maxStrays)
+		if narrow {
+			strays = slices.DeleteFunc(strays, func(st *stray) bool { return !scope.Covers(ns, st.pod.node) })
+		}
 		maxStrays -= len(strays)
 		for _, st := range strays {
 			placements = append(placements, placement{ns: ns, node: st.pod.node, runtimeClass: st.pod.runtimeClass, stray: st})
@@ -297,6 +326,12 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		}
 	}
 
+	if narrow && len(placements) == 0 && len(downErrs) == 0 {
+		// Nothing of the scope can host a sandbox (a CNI agent restarted on
+		// a node outside the pool): no pod, and the merge keeps the rest.
+		b.log().Info("watch: nothing to probe in the cycle's scope", "scope", scope.String())
+		return nil, nil
+	}
 	type outcome struct {
 		res report.ProbeResult
 		err error

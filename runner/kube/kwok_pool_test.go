@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,22 @@ func TestKwokNodePoolSimulated(t *testing.T) {
 			if slices.ContainsFunc(seen[node], func(fd report.Finding) bool { return fd.Status == report.Pass }) {
 				t.Errorf("%s was not probed but has a pass", node)
 			}
+		}
+		// The metrics say which nodes went unprobed, and why, while the run
+		// as a whole could check (the seven others): exit 3, sandprobe_up 1.
+		unprobed := map[string]string{}
+		if mf := run.metrics[report.MetricNodeUnprobed]; mf != nil {
+			for _, m := range mf.Metric {
+				if m.GetGauge().GetValue() == 1 && labelOf(m, "namespace") == "sandboxes" {
+					unprobed[labelOf(m, "node")] = labelOf(m, "reason")
+				}
+			}
+		}
+		if !maps.Equal(unprobed, want) {
+			t.Errorf("%s: %v, want %v", report.MetricNodeUnprobed, unprobed, want)
+		}
+		if up := run.metrics[report.MetricUp]; up == nil || up.Metric[0].GetGauge().GetValue() != 1 {
+			t.Errorf("%s is not 1: the seven ready nodes were checked (%v)", report.MetricUp, up)
 		}
 		if left := f.podsLeft(t); len(left) > 0 {
 			t.Errorf("%d pods left after the run: %v", len(left), left)

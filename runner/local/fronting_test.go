@@ -41,7 +41,8 @@ func frontingPolicy(t *testing.T) []byte {
 // ClientHello for a must-fail name in a tunnel opened for an allowed HTTPS
 // host reaches the front, so egress.sni-mismatch fails, and every other
 // egress check still passes. Squid (ssl_bump peek, splice an SNI ACL,
-// terminate the rest) cuts each such tunnel: everything passes. With the
+// terminate the rest) cuts each such tunnel: everything passes, each
+// fronting deny proven by the control asking the front directly. With the
 // fronts down, or the probe unable to verify the front's TLS, nothing was
 // tested: inconclusive under either proxy, never a pass.
 func TestLabFronting(t *testing.T) {
@@ -87,6 +88,12 @@ func TestLabFronting(t *testing.T) {
 				case report.Pass:
 					if f.Class != policy.VerdictProxyDenied || ev == nil || ev.StoppedBy != report.StoppedByProxy {
 						t.Errorf("%s: %s, stopped by %q", name, f.Class, stoppedBy(f))
+					}
+					// Squid's terminate closes the tunnel quietly: a deny
+					// only because sp-control, asking the front directly
+					// for the same name, got an answer.
+					if f.Deny != report.DenyProven || f.Control != policy.VerdictAnswered {
+						t.Errorf("%s: deny %q control %q, want proven by an answer (%s)", name, f.Deny, f.Control, f.Evidence)
 					}
 				}
 			}

@@ -132,8 +132,14 @@ func TestLabHealthy(t *testing.T) {
 			t.Errorf("run %d: exit %d", i, run.ExitCode())
 		}
 	}
-	if leaked := newRandomQueries(before, authorityQueries(t)); len(leaked) > 0 {
+	leaked, control := newQueries(before, authorityQueries(t))
+	if len(leaked) > 0 {
 		t.Errorf("the probe's DNS queries reached the lab authority from a healthy lab: %v", leaked)
+	}
+	// The dns-bypass denies are proven because the control's own queries
+	// got answers from the outside resolvers: the authority saw them.
+	if len(control) < healthyRuns {
+		t.Errorf("the control vantage's queries at the authority: %d in %d runs, want at least one a run", len(control), healthyRuns)
 	}
 	t.Logf("%d healthy runs, %d false alarms", healthyRuns, falseAlarms)
 }
@@ -198,15 +204,23 @@ func authorityQueries(t *testing.T) []string {
 	return out
 }
 
-// newRandomQueries are the probe's random names the authority saw since before.
+// newRandomQueries are the probe's random names the authority saw since
+// before; the control vantage's own (probes.ControlQueryPrefix) are apart.
 func newRandomQueries(before, after []string) []string {
-	var out []string
+	out, _ := newQueries(before, after)
+	return out
+}
+
+func newQueries(before, after []string) (sandbox, control []string) {
 	for _, q := range after[min(len(before), len(after)):] {
-		if strings.HasPrefix(q, "sandprobe-") {
-			out = append(out, q)
+		switch {
+		case strings.HasPrefix(q, probes.ControlQueryPrefix):
+			control = append(control, q)
+		case strings.HasPrefix(q, "sandprobe-"):
+			sandbox = append(sandbox, q)
 		}
 	}
-	return out
+	return sandbox, control
 }
 
 // TestLabControl: a deny counts only where the control vantage (sp-control,
@@ -218,7 +232,9 @@ func newRandomQueries(before, after []string) []string {
 // sandprobe_egress_denies_unproven. A control under a default-deny of its
 // own (every packet leaving it dropped) proves nothing, and nothing passes
 // on it. Without a control, no direct deny is proven; the proxy's own
-// refusal still is.
+// refusal still is. The same holds for direct DNS queries to outside
+// resolvers (egress.dns-bypass): an address where no resolver answers
+// proves nothing.
 func TestLabControl(t *testing.T) {
 	testenv.Lab(t)
 	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
@@ -242,7 +258,10 @@ spec:
         - {target: 10.99.20.11, port: 8081, reason: "the same REJECT, in front of a port nothing listens on"}
         - {target: 10.99.20.1, reason: "the router's own address: it refuses everyone"}
     metadata: {address: 10.99.169.254, port: 80}
-    dns: {arbitraryNames: allow}
+    # The outside resolvers are the must-fail addresses on port 53: the
+    # authority answers on 10.99.20.11 (a proven deny), nothing on the
+    # router's address (it refuses everyone: unproven).
+    dns: {arbitraryNames: deny, domains: [lab.test]}
     timeout: 2s
 `)
 	cases := []struct {
@@ -259,6 +278,10 @@ spec:
 			"egress.metadata 10.99.169.254:80":                {"pass", "proven", "answered"},
 			"egress.proxy-bypass api.lab.test:443 direct":     {"pass", "proven", "answered"},
 			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
+			"egress.dns-bypass 10.99.20.11:53/udp":            {"pass", "proven", "answered"},
+			"egress.dns-bypass 10.99.20.11:53/tcp":            {"pass", "proven", "answered"},
+			"egress.dns-bypass 10.99.20.1:53/udp":             {"inconclusive", "unproven", "refused"},
+			"egress.dns-bypass 10.99.20.1:53/tcp":             {"inconclusive", "unproven", "refused"},
 		}},
 		// The control broken the way the real world breaks it: a firewall
 		// on the control's side that drops everything leaving it (a
@@ -271,6 +294,7 @@ spec:
 			"egress.must-fail 10.99.20.11:8081":               {"inconclusive", "unproven", "timeout"},
 			"egress.metadata 10.99.169.254:80":                {"inconclusive", "unproven", "timeout"},
 			"egress.proxy-bypass api.lab.test:443 direct":     {"inconclusive", "unproven", "timeout"},
+			"egress.dns-bypass 10.99.20.11:53/udp":            {"inconclusive", "unproven", "refused"}, // EPERM from the drop rule
 			"egress.must-fail blocked.lab.test:443 via proxy": {"pass", "proven", ""},
 		}},
 		{"none", "", false, map[string][3]string{
@@ -301,7 +325,7 @@ spec:
 			if run.ExitCode() != report.ExitNonConformant {
 				t.Errorf("exit %d, want 1: an unproven deny is never a pass", run.ExitCode())
 			}
-			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 2, "sp-control under a default-deny": 6, "none": 6}[c.name]); got != want {
+			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 4, "sp-control under a default-deny": 10, "none": 10}[c.name]); got != want {
 				t.Errorf("%s = %v, want %v", report.MetricEgressDeniesUnproven, got, want)
 			}
 		})

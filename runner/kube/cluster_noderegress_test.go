@@ -1,0 +1,369 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Issue 15's node-by-node regression on the real single-node cluster: the
+// real node (a real kubelet, gVisor pods, kube-router enforcing the
+// rendered NetworkPolicy, the network lab behind it) and, beside it,
+// SIMULATED nodes (kwok's fake kubelets playing hack/kwok/stages.yaml
+// against the same API server), so `sandprobe run --per-node` fans out
+// over a fleet in which one node is real.
+
+// simulatedTaint keeps every pod that does not tolerate it — the run's
+// control pod, other tests' pods, DaemonSets without a catch-all
+// toleration — off the simulated nodes: only the probe's per-node pods
+// (the policy tolerates it) land there. The control must run on the real
+// node: a simulated control would "prove" real denies.
+var simulatedTaint = corev1.Taint{Key: "sandprobe.dev/simulated", Value: "kwok", Effect: corev1.TaintEffectNoSchedule}
+
+const (
+	simulatedPrefix = "kwok-simulated-"
+	// heldOutTaint keeps the simulated node that reports a reopened rule out
+	// of the pool until the case that wants it (no toleration for it).
+	heldOutTaint = "sandprobe.dev/held-out=regression:NoSchedule"
+	// simulatedBrokenTarget is what a simulated node's reopened rule lets
+	// through: a direct must-fail address of the lab policy.
+	simulatedBrokenTarget = "10.99.20.11:443"
+	// nodeFaultComment tags the fault's iptables rule, so a test that dies
+	// half-way leaves something hack/leftovers.sh can name.
+	nodeFaultComment = "sandprobe-test node-local fault (runner/kube TestClusterNodeByNodeRegression)"
+	// kubeRouterAllowMark is the mark bit kube-router's pod firewall reads
+	// as "a NetworkPolicy allowed this packet": its KUBE-POD-FW-* chains
+	// REJECT what leaves without it and never clear it on entry.
+	kubeRouterAllowMark = "0x10000/0x10000"
+	// clusterPodBridge is hack/cluster's pod bridge: every packet from the
+	// node's pods arrives from it.
+	clusterPodBridge = "sp-cni0"
+)
+
+// breakNodeEgress reopens egress on the real node, and only there, the way
+// a node-local fault does: another agent on the node (a second CNI's
+// leftovers, a mesh's init rules; Calico's default mark mask 0xffff0000
+// covers this bit) marks every packet from the node's pods with the bit
+// kube-router takes for "allowed by a policy", in the mangle table, which
+// kube-router neither owns nor rewrites. Every NetworkPolicy object stays
+// as it was and kube-router keeps running and syncing: from the API
+// nothing changed. (An ACCEPT inserted above kube-router's jump in FORWARD
+// does not last: kube-router moves its jump back to position 1 on every
+// sync, and the probe pod's own creation starts one.)
+//
+// undo removes the rule; it is also removed when the test ends, however it
+// ends, and the test fails if it is still there.
+func breakNodeEgress(t *testing.T) (undo func()) {
+	t.Helper()
+	rule := []string{"PREROUTING", "-i", clusterPodBridge, "-m", "comment", "--comment", nodeFaultComment,
+		"-j", "MARK", "--set-xmark", kubeRouterAllowMark}
+	ipt := func(op string) error {
+		out, err := exec.Command("iptables", append([]string{"-w", "-t", "mangle", op}, rule...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("iptables -t mangle %s %s: %v: %s", op, strings.Join(rule, " "), err, out)
+		}
+		return nil
+	}
+	if err := ipt("-I"); err != nil {
+		t.Fatal(err)
+	}
+	undo = func() {
+		for ipt("-C") == nil {
+			if err := ipt("-D"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	t.Cleanup(func() {
+		undo()
+		if out, _ := exec.Command("iptables", "-w", "-t", "mangle", "-S").Output(); strings.Contains(string(out), nodeFaultComment) {
+			t.Errorf("the node fault's rule is still in the mangle table after the test:\n%s", out)
+		}
+	})
+	return undo
+}
+
+// regressionRun is one per-node run over the real and the simulated nodes.
+type regressionRun struct {
+	runResult
+	metrics map[string]*dto.MetricFamily
+}
+
+// gatedImageRef is the lab probe image with testdata/firewallgate in front
+// of the probe: the real probe starts once kube-router enforces the pod.
+const gatedImageRef = "sandprobe.local/sandprobe:kube-test-lab-gated"
+
+// firewallGateWait bounds how long a probe waits for its firewall: under
+// the node fault it never comes, and the probe starts after this.
+const firewallGateWait = 8 * time.Second
+
+// gatedImage builds and imports gatedImageRef; its sentinel is a
+// must-fail lab listener.
+func (e *clusterEnv) gatedImage(t *testing.T, sentinel string) {
+	t.Helper()
+	gate := filepath.Join(t.TempDir(), "firewallgate")
+	build := exec.Command("go", "build", "-o", gate, "./runner/kube/testdata/firewallgate")
+	build.Dir = testenv.ModuleRoot(t)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build firewallgate: %v\n%s", err, out)
+	}
+	ca := filepath.Join(testenv.LabDir(), "ca.pem")
+	testenv.ClusterImage(t, gatedImageRef, rootfs(t,
+		map[string]string{"/sandprobe": e.bin, "/sandprobe-probe": gate, "/sandprobe-probe.real": testenv.ProbeBinary(t), ca: ca},
+		map[string]string{"/firewallgate.target": sentinel + "\n" + firewallGateWait.String()}))
+}
+
+func (e *clusterEnv) perNodeRun(t *testing.T, doc, controlNS string) regressionRun {
+	t.Helper()
+	metricsPath := filepath.Join(t.TempDir(), "metrics.prom")
+	r := regressionRun{runResult: e.run(t, doc, "--per-node", "--probe-image", gatedImageRef,
+		"--control-namespace", controlNS, "--metrics-file", metricsPath)}
+	f, err := os.Open(metricsPath)
+	if err != nil {
+		t.Fatalf("run exited %d without metrics: %v\n%s", r.code, err, tail(r.stderr, 3000))
+	}
+	defer f.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	if r.metrics, err = parser.TextToMetricFamilies(f); err != nil {
+		t.Fatalf("the metrics file: %v", err)
+	}
+	return r
+}
+
+// nodeVerdict checks one run: every node of the fleet reported (the real
+// one and each simulated one), the control ran on the real node, the only
+// findings that are not pass or skip are on broken (none when ""), and
+// want holds for them; sandprobe_egress_unexpected_open is 0 on every node
+// but broken; the shipped SandboxEgressReopened names broken alone.
+func nodeVerdict(t *testing.T, r regressionRun, fl mixedFleet, broken string, want func(report.Finding) bool) {
+	t.Helper()
+	realNode := fl.real
+	nodes := append([]string{realNode}, fl.simulated...)
+	c := report.Count(r.report.Findings)
+	t.Logf("exit %d in %.1fs: %d pass, %d fail, %d skip, %d inconclusive, %d error", r.code, r.seconds, c.Pass, c.Fail, c.Skip, c.Inconclusive, c.Error)
+	reported := map[string]bool{}
+	for _, p := range r.report.Probes {
+		if strings.HasPrefix(p.Target, "namespace/"+clusterNS+"/node/") {
+			reported[report.NodeLabel(p.Target)] = true
+		}
+	}
+	for _, n := range nodes {
+		if !reported[n] {
+			t.Errorf("no probe result from node %s (results from %v)", n, reported)
+		}
+	}
+	if len(reported) != len(nodes) {
+		t.Errorf("probe results from %d nodes %v, want exactly %v", len(reported), reported, nodes)
+	}
+	failing := 0
+	for _, f := range r.report.Findings {
+		node := report.NodeLabel(f.Target)
+		if f.Check == CheckControl && node != realNode {
+			t.Errorf("the control pod ran on %s, not on the real node %s: a simulated control proves nothing", node, realNode)
+		}
+		if f.Status == report.Pass || f.Status == report.Skip {
+			continue
+		}
+		switch {
+		case node != broken:
+			t.Errorf("%s on %s is %s: %s (%s) — only node %q should fail", f.Name(), f.Target, f.Status, f.Actual, f.Evidence, broken)
+		case !want(f):
+			t.Errorf("%s on broken node %s is %s: %s — not how this break should show", f.Name(), node, f.Status, f.Actual)
+		default:
+			failing++
+		}
+	}
+	if broken != "" && failing == 0 {
+		t.Errorf("nothing fails on the broken node %s", broken)
+	}
+	open := gaugesByNode(r.metrics, report.MetricEgressUnexpectedOpen)
+	for _, n := range nodes {
+		v, ok := open[n]
+		switch {
+		case !ok:
+			t.Errorf("no %s series for node %s", report.MetricEgressUnexpectedOpen, n)
+		case n == broken && v == 0, n != broken && v != 0:
+			t.Errorf("%s{node=%q} = %v (broken node: %q)", report.MetricEgressUnexpectedOpen, n, v, broken)
+		}
+	}
+	t.Logf("%s by node: %v", report.MetricEgressUnexpectedOpen, open)
+	assertAlertNamesOnly(t, r.metrics, broken)
+	if left := fl.left(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// mixedFleet is the real node and the simulated ones beside it; left
+// lists what runs left behind (probe pods, pods on simulated nodes).
+type mixedFleet struct {
+	real      string
+	simulated []string
+	left      func(*testing.T) []string
+}
+
+// TestClusterNodeByNodeRegression is issue 15's node-by-node regression on
+// the real cluster. SIMULATED nodes (kwok) stand beside the real node;
+// `sandprobe run --per-node` probes them all under kube-router with the
+// rendered NetworkPolicy and a real control pod on the real node.
+//
+//  1. The real node breaks the way a node-local CNI fault does
+//     (breakNodeEgress: no policy object changes): the real probe's
+//     must-fail destinations answer, only the real node's checks fail,
+//     sandprobe_egress_unexpected_open is > 0 there and 0 on every
+//     simulated node, and the shipped SandboxEgressReopened names the real
+//     node and no other.
+//  2. Undone: every node green, exit 0, no alert.
+//  3. The converse: a third simulated node, whose probe reports a
+//     reopened rule, joins the pool (its hold-out taint removed); only it
+//     fails, the real node and the other simulated ones stay green, and
+//     the alert names it alone.
+//
+// Nothing is left: no probe pod, no simulated node, lease or pod, kwok's
+// controller stopped, the fault's rule gone (even when the test fails).
+func TestClusterNodeByNodeRegression(t *testing.T) {
+	start := time.Now()
+	e := newClusterEnv(t)
+	e.labCluster(t)
+	doc := unpinned(strings.Replace(labPolicy(t, "{classNames: [gvisor]}"), "  probe: {deadline: 90s}",
+		"  probe: {deadline: 90s}\n  placement: {tolerations: [{key: "+simulatedTaint.Key+", operator: Exists, effect: NoSchedule}]}", 1))
+	if !strings.Contains(doc, "placement:") {
+		t.Fatal("labPolicy changed: no probe deadline line to add the placement after")
+	}
+	p, _ := loadPolicy(t, doc)
+	// The sentinel the probe waits on: a must-fail listener of the lab
+	// that the control also dials (it answers when nothing blocks it).
+	e.gatedImage(t, "10.99.20.10:443")
+	controlNS := e.enforcing(t, doc)
+	realNode := e.realNode(t)
+
+	healthy, broken, control := simulatedResultsBreaking(t, p, simulatedBrokenTarget)
+	// The third simulated node's probe reports a reopened rule; it stays
+	// out of the pool (an untolerated taint) until the converse case.
+	simStart := time.Now()
+	sim := testenv.StartSimulatedNodes(t, e.kubeconfig, testenv.KwokOptions{
+		Nodes: 3, NamePrefix: simulatedPrefix, NodeTaints: []corev1.Taint{simulatedTaint},
+		NodeLabels: map[string]string{"sandprobe.dev/simulated": "true"},
+		Kernel:     kwokKernel, Start: 500 * time.Millisecond, Run: time.Second,
+		Healthy: healthy, Broken: broken, Control: control, BrokenNode: simulatedPrefix + "0002",
+	})
+	brokenSim := sim.Names[2]
+	e.kubectlOut(t, "taint", "nodes", brokenSim, heldOutTaint)
+	t.Logf("real node %s; simulated nodes %v up in %.1fs (setup %.1fs)", realNode, sim.Names, time.Since(simStart).Seconds(), time.Since(start).Seconds())
+	fl := mixedFleet{real: realNode, simulated: sim.Names[:2], left: func(t *testing.T) []string {
+		left := e.probeObjects(t)
+		left = append(left, strings.Fields(e.kubectlOut(t, "-n", controlNS, "get", "pods", "-l", leftoverSelector(), "-o", "name"))...)
+		for _, n := range sim.Names {
+			left = append(left, strings.Fields(e.kubectlOut(t, "get", "pods", "-A", "--field-selector", "spec.nodeName="+n, "-o", "name"))...)
+		}
+		return left
+	}}
+
+	// The direct denies: destinations, metadata stand-ins, the allowed
+	// hosts' addresses around the proxy, DNS servers around the resolver.
+	deny := func(f report.Finding) bool {
+		switch f.Check {
+		case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", "egress.dns-bypass":
+			return !strings.HasSuffix(f.Subject, " via proxy")
+		}
+		return false
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := exec.Command("bash", "-c", "grep -iE 'error|abort|fail|took' /run/sandprobe-cluster/logs/kube-router.log | tail -n 40; cat /proc/loadavg").CombinedOutput()
+			t.Logf("kube-router's log (errors, sync times) and the load:\n%s", out)
+		}
+	})
+	t.Run("real node: node-local fault", func(t *testing.T) {
+		undo := breakNodeEgress(t)
+		defer undo()
+		r := e.perNodeRun(t, doc, controlNS)
+		if r.code != report.ExitNonConformant {
+			t.Errorf("exit %d, want 1\n%s", r.code, tail(r.stderr, 3000))
+		}
+		// What the fault reopens is every direct deny of the real probe:
+		// each answered (a real TCP handshake with a lab listener).
+		nodeVerdict(t, r, fl, realNode, func(f report.Finding) bool {
+			return deny(f) && f.Status == report.Fail && (f.Class == report.ClassAnswered || strings.HasPrefix(f.Actual, "answered"))
+		})
+	})
+	t.Run("real node: fault undone, every node green", func(t *testing.T) {
+		r := e.perNodeRun(t, doc, controlNS)
+		if r.code != report.ExitOK {
+			t.Errorf("exit %d, want 0\n%s", r.code, tail(r.stderr, 3000))
+		}
+		nodeVerdict(t, r, fl, "", func(report.Finding) bool { return false })
+		// Not a vacuous green: the real node's denies are proven by the
+		// real control's answers.
+		proven := 0
+		for _, f := range r.report.Findings {
+			if report.NodeLabel(f.Target) == realNode && f.Check == "egress.must-fail" && f.Status == report.Pass && f.Deny == report.DenyProven {
+				proven++
+			}
+		}
+		if proven < 5 {
+			t.Errorf("only %d proven must-fail passes on the real node %s", proven, realNode)
+		}
+	})
+	t.Run("simulated node: reopened rule", func(t *testing.T) {
+		// The node joins the pool; its (simulated) probe sees a rule
+		// reopened on it alone.
+		e.kubectlOut(t, "taint", "nodes", brokenSim, strings.Split(heldOutTaint, "=")[0]+"-")
+		fl := fl
+		fl.simulated = sim.Names
+		r := e.perNodeRun(t, doc, controlNS)
+		if r.code != report.ExitNonConformant {
+			t.Errorf("exit %d, want 1\n%s", r.code, tail(r.stderr, 3000))
+		}
+		nodeVerdict(t, r, fl, brokenSim, func(f report.Finding) bool {
+			return f.Check == "egress.must-fail" && f.Subject == simulatedBrokenTarget && f.Status == report.Fail
+		})
+	})
+	t.Logf("whole test %.1fs", time.Since(start).Seconds())
+}
+
+// realNode is the cluster's one real node (the kubelet's).
+func (e *clusterEnv) realNode(t *testing.T) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var real []string
+	for _, n := range nodes.Items {
+		if n.Annotations["kwok.x-k8s.io/node"] != "fake" {
+			real = append(real, n.Name)
+		}
+	}
+	if len(real) != 1 {
+		t.Fatalf("the test cluster has %d real nodes %v, want 1", len(real), real)
+	}
+	slices.Sort(real)
+	return real[0]
+}

@@ -1,0 +1,192 @@
+package runner
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// Scope is what one cycle probes: everything, or the probe locations of
+// some sandbox namespaces (on every node) and of some nodes (in every
+// sandbox namespace). serve --watch starts cycles of a narrow scope when a
+// change can only have touched part of the fleet: a NetworkPolicy of one
+// namespace, the CNI agent of one node. The zero Scope probes nothing.
+type Scope struct {
+	Full       bool
+	Namespaces map[string]bool
+	Nodes      map[string]bool
+}
+
+// FullScope is every namespace on every node: a scheduled cycle.
+func FullScope() Scope { return Scope{Full: true} }
+
+// NamespaceScope is the probe locations of these sandbox namespaces.
+func NamespaceScope(ns ...string) Scope {
+	return Scope{Namespaces: setOf(ns)}
+}
+
+// NodeScope is the probe locations on these nodes.
+func NodeScope(nodes ...string) Scope {
+	return Scope{Nodes: setOf(nodes)}
+}
+
+func setOf(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// Empty reports whether the scope probes nothing.
+func (s Scope) Empty() bool { return !s.Full && len(s.Namespaces) == 0 && len(s.Nodes) == 0 }
+
+// Add widens s to cover o too: a storm of changes costs one cycle over the
+// union of what they touched.
+func (s *Scope) Add(o Scope) {
+	if s.Full || o.Full {
+		*s = FullScope()
+		return
+	}
+	add := func(dst *map[string]bool, src map[string]bool) {
+		if len(src) == 0 {
+			return
+		}
+		if *dst == nil {
+			*dst = map[string]bool{}
+		}
+		maps.Copy(*dst, src)
+	}
+	add(&s.Namespaces, o.Namespaces)
+	add(&s.Nodes, o.Nodes)
+}
+
+// Covers reports whether the scope probes the location of namespace ns on
+// node ("" when the probe never got a node: it belongs to its namespace).
+func (s Scope) Covers(ns, node string) bool {
+	return s.Full || s.Namespaces[ns] || (node != "" && s.Nodes[node])
+}
+
+// Kinds names what the scope covers for sandprobe_watch_cycles_total:
+// "full", or "namespaces" and/or "nodes" (a cycle over both counts under
+// each).
+func (s Scope) Kinds() []string {
+	if s.Full {
+		return []string{"full"}
+	}
+	var k []string
+	if len(s.Namespaces) > 0 {
+		k = append(k, "namespaces")
+	}
+	if len(s.Nodes) > 0 {
+		k = append(k, "nodes")
+	}
+	return k
+}
+
+// String is the scope for logs: "full", "namespaces=a,b nodes=n1".
+func (s Scope) String() string {
+	if s.Full {
+		return "full"
+	}
+	var parts []string
+	if len(s.Namespaces) > 0 {
+		parts = append(parts, "namespaces="+strings.Join(slices.Sorted(maps.Keys(s.Namespaces)), ","))
+	}
+	if len(s.Nodes) > 0 {
+		parts = append(parts, "nodes="+strings.Join(slices.Sorted(maps.Keys(s.Nodes)), ","))
+	}
+	if len(parts) == 0 {
+		return "empty"
+	}
+	return strings.Join(parts, " ")
+}
+
+// Drift reports whether a cycle of this scope re-runs drift: a full one,
+// and one for namespaces (a policy object changed, and policies are what
+// drift compares). A cycle for nodes only (a CNI agent restarted) changes
+// nothing drift reads, so it keeps the last drift result.
+func (s Scope) Drift() bool { return s.Full || len(s.Namespaces) > 0 }
+
+// Merge is what the fleet looks like after a cycle of scope: targeted's
+// results for every probe location it covered, and for every other one
+// the results of last (an alert must not resolve because a narrow cycle
+// did not look at that node). What belongs to no location (the control
+// vantage, a cluster that did not answer, a crash) is the targeted run's.
+// Drift findings are the targeted run's when it ran drift (Scope.Drift),
+// else last's. A full scope is targeted itself.
+func Merge(last, targeted report.Run, scope Scope) report.Run {
+	if scope.Full {
+		return targeted
+	}
+	_, drifted := targeted.Phases["drift"]
+	keep := func(target, check string) bool {
+		if strings.HasPrefix(check, "drift.") {
+			return !drifted
+		}
+		ns, node, ok := location(target)
+		return ok && !scope.Covers(ns, node)
+	}
+	out := targeted
+	out.Findings = slices.Clone(targeted.Findings)
+	for _, f := range last.Findings {
+		if keep(f.Target, f.Check) {
+			out.Findings = append(out.Findings, f)
+		}
+	}
+	report.SortFindings(out.Findings)
+	out.Probes = slices.Clone(targeted.Probes)
+	for _, p := range last.Probes {
+		if p.Vantage == "" && keep(p.Target, "") {
+			out.Probes = append(out.Probes, p)
+		}
+	}
+	slices.SortFunc(out.Probes, func(a, b report.ProbeResult) int { return strings.Compare(a.Target, b.Target) })
+	notes := targeted.Notes
+	if !drifted {
+		out.Scanned = last.Scanned
+		notes = append(slices.Clone(notes), last.Notes...)
+		if secs, ok := last.Phases["drift"]; ok {
+			out.Phases = maps.Clone(targeted.Phases)
+			if out.Phases == nil {
+				out.Phases = map[string]float64{}
+			}
+			out.Phases["drift"] = secs
+		}
+	}
+	out.Notes = nil
+	seen := map[string]bool{}
+	for _, n := range notes {
+		if !seen[n] && !strings.HasPrefix(n, mergeNote) {
+			seen[n] = true
+			out.Notes = append(out.Notes, n)
+		}
+	}
+	note := mergeNote + scope.String() + " after a change: every other probe location shows the last cycle that probed it"
+	if !drifted {
+		note += ", and drift the last cycle that ran it"
+	}
+	out.Notes = append(out.Notes, note)
+	return out
+}
+
+// mergeNote starts the note a merged run carries.
+const mergeNote = "a targeted cycle for "
+
+// location reads a kube probe target, "namespace/NS[/node/N[/…]]", as the
+// sandbox namespace and node it stood on. The control vantage's targets
+// (…/control) and every other target belong to no location.
+func location(target string) (ns, node string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "namespace/")
+	if !ok || rest == "" || strings.HasSuffix(rest, "/control") {
+		return "", "", false
+	}
+	ns, after, hasNode := strings.Cut(rest, "/node/")
+	if !hasNode {
+		return ns, "", !strings.Contains(ns, "/")
+	}
+	node, _, _ = strings.Cut(after, "/")
+	return ns, node, true
+}

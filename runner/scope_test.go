@@ -1,0 +1,136 @@
+package runner_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+)
+
+func egressOpen(target string, open bool) report.Finding {
+	f := report.Finding{Check: "egress.must-fail", Target: target, Subject: "192.0.2.10:443", Status: report.Pass, Class: "timeout"}
+	if open {
+		f.Status, f.Class = report.Fail, report.ClassAnswered
+	}
+	ns, _, _ := strings.Cut(strings.TrimPrefix(target, "namespace/"), "/")
+	f.Namespace = ns
+	return f
+}
+
+// TestMergeKeepsWhatATargetedCycleDidNotProbe: namespace b was open on
+// node n2 in the last full cycle; a cycle for namespace a (a policy there
+// changed) must not make that go away, nor a cycle for node n1.
+func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
+	last := report.Run{
+		Findings: []report.Finding{
+			egressOpen("namespace/a/node/n1", true), egressOpen("namespace/a/node/n2", false),
+			egressOpen("namespace/b/node/n1", false), egressOpen("namespace/b/node/n2", true),
+			{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Status: report.Pass},
+			{Check: "drift.pod.runtime-class", Target: "pod/b/x", Namespace: "b", Status: report.Fail},
+		},
+		Scanned: 7, Phases: map[string]float64{"probe": 3, "drift": 1}, Notes: []string{"drift note"},
+	}
+	cases := []struct {
+		name      string
+		scope     runner.Scope
+		targeted  []report.Finding
+		drift     bool
+		wantOpen  []string // targets whose egress.must-fail fails after the merge
+		wantTotal int
+	}{
+		{"namespace a fixed", runner.NamespaceScope("a"),
+			[]report.Finding{egressOpen("namespace/a/node/n1", false), egressOpen("namespace/a/node/n2", false),
+				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n2/control", Status: report.Pass}},
+			true, []string{"namespace/b/node/n2"}, 5},
+		{"node n1 agent restarted", runner.NodeScope("n1"),
+			[]report.Finding{egressOpen("namespace/a/node/n1", false), egressOpen("namespace/b/node/n1", true),
+				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Status: report.Pass}},
+			false, []string{"namespace/b/node/n1", "namespace/b/node/n2"}, 6},
+		{"node outside the pool: nothing probed", runner.NodeScope("gone"), nil, false,
+			[]string{"namespace/a/node/n1", "namespace/b/node/n2"}, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			targeted := report.Run{Findings: c.targeted, Phases: map[string]float64{"probe": 1}}
+			if c.drift {
+				targeted.Phases["drift"] = 0.5
+			}
+			got := runner.Merge(last, targeted, c.scope)
+			var open []string
+			for _, f := range got.Findings {
+				if f.Check == "egress.must-fail" && f.Status == report.Fail {
+					open = append(open, f.Target)
+				}
+			}
+			if strings.Join(open, " ") != strings.Join(c.wantOpen, " ") {
+				t.Errorf("open after the merge: %v, want %v", open, c.wantOpen)
+			}
+			if len(got.Findings) != c.wantTotal {
+				t.Errorf("%d findings, want %d: %v", len(got.Findings), c.wantTotal, got.Findings)
+			}
+			controls := 0
+			for _, f := range got.Findings {
+				if f.Check == "control.vantage" {
+					controls++
+				}
+			}
+			if want := min(1, len(c.targeted)); controls != want {
+				t.Errorf("%d control findings, want %d (the targeted cycle's own)", controls, want)
+			}
+			// The metrics see the merged run: every open location keeps
+			// its sandprobe_egress_unexpected_open series at 1.
+			reg := prometheus.NewRegistry()
+			m, err := report.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Observe(got, time.Now())
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var openSeries []string
+			for _, mf := range mfs {
+				if mf.GetName() != report.MetricEgressUnexpectedOpen {
+					continue
+				}
+				for _, s := range mf.GetMetric() {
+					if s.GetGauge().GetValue() > 0 {
+						l := map[string]string{}
+						for _, lp := range s.GetLabel() {
+							l[lp.GetName()] = lp.GetValue()
+						}
+						openSeries = append(openSeries, "namespace/"+l["namespace"]+"/node/"+l["node"])
+					}
+				}
+			}
+			slices.Sort(openSeries)
+			if strings.Join(openSeries, " ") != strings.Join(c.wantOpen, " ") {
+				t.Errorf("sandprobe_egress_unexpected_open > 0 at %v, want %v", openSeries, c.wantOpen)
+			}
+			if _, ok := got.Phases["drift"]; !ok {
+				t.Error("the merged run lost its drift phase: sandprobe_sandboxes_scanned would vanish")
+			}
+			if !c.drift && got.Scanned != 7 {
+				t.Errorf("scanned %d, want the last drift's 7", got.Scanned)
+			}
+			if n := got.Notes[len(got.Notes)-1]; !strings.Contains(n, c.scope.String()) {
+				t.Errorf("last note %q does not say what the cycle covered", n)
+			}
+		})
+	}
+	// Merging again does not pile up notes.
+	once := runner.Merge(last, report.Run{}, runner.NodeScope("n1"))
+	twice := runner.Merge(once, report.Run{}, runner.NodeScope("n1"))
+	if len(twice.Notes) != len(once.Notes) {
+		t.Errorf("notes grew from %d to %d: %q", len(once.Notes), len(twice.Notes), twice.Notes)
+	}
+	if full := runner.Merge(last, report.Run{Scanned: 1}, runner.FullScope()); full.Scanned != 1 || len(full.Findings) != 0 {
+		t.Error("a full cycle's run is not the whole truth after the merge")
+	}
+}
