@@ -14,8 +14,9 @@ import (
 )
 
 // lineSplit is the document split done one line at a time, the plain way
-// (bufio.Reader.ReadLine's lines, each with '\n' appended): the oracle of
-// docStream, whose bulk path takes runs of lines straight from its buffer.
+// (bufio.Reader.ReadLine's lines, each with '\n' appended, the last one too
+// when it has no ending): the oracle of docStream, whose bulk path takes
+// runs of lines straight from its buffer.
 func lineSplit(data []byte) ([]document, error) {
 	br := bufio.NewReaderSize(bytes.NewReader(data), 16)
 	var docs []document
@@ -29,6 +30,13 @@ func lineSplit(data []byte) ([]document, error) {
 			part, isPrefix, e := br.ReadLine()
 			line = append(line, part...)
 			if e != nil {
+				if len(line) > 0 {
+					// A last line as long as the buffer, without an
+					// ending: it is a line all the same, then EOF.
+					line = append(line, '\n')
+					br = bufio.NewReaderSize(bytes.NewReader(nil), 16)
+					break
+				}
 				err = e
 				break
 			}
