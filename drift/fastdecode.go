@@ -323,26 +323,6 @@ func validTagName(s string) bool {
 	return true
 }
 
-// fieldNames are the JSON names of the Pod's fields: the tree's keys
-// share these strings instead of allocating one per key.
-var fieldNames = sync.OnceValue(func() map[string]string {
-	names := map[string]string{}
-	var walk func(pl *tplan, seen map[*tplan]bool)
-	walk = func(pl *tplan, seen map[*tplan]bool) {
-		if pl == nil || seen[pl] {
-			return
-		}
-		seen[pl] = true
-		walk(pl.elem, seen)
-		for name, f := range pl.fields {
-			names[name] = name
-			walk(f.plan, seen)
-		}
-	}
-	walk(podPlan(), map[*tplan]bool{})
-	return names
-})
-
 // decodePodTree decodes a plain block-YAML pod document without the JSON
 // round trip; errNotPlainYAML when the caller must read it the old way.
 func decodePodTree(n *lnode, p *corev1.Pod) error {

@@ -66,10 +66,20 @@ func (JUnit) Write(w io.Writer, run Run) error {
 		x = xmlAttr(x, "value", run.Version)
 		x = append(x, "></property>\n    </properties>"...)
 		err := set.EachIn(gi, func(f *Finding) error {
-			x = append(x, "\n    <testcase"...)
-			x = xmlAttr(x, "name", f.Name())
-			x = xmlAttr(x, "classname", "sandprobe."+Area(f.Check))
-			x = xmlAttr(x, "time", secs(f.Seconds))
+			// name (f.Name()), classname and time, appended without the
+			// strings built for them (a space or a dot between two
+			// escaped parts escapes as the whole does).
+			x = append(x, "\n    <testcase name=\""...)
+			x = xmlEscape(x, f.Check)
+			if f.Subject != "" {
+				x = append(x, ' ')
+				x = xmlEscape(x, f.Subject)
+			}
+			x = append(x, "\" classname=\"sandprobe."...)
+			x = xmlEscape(x, Area(f.Check))
+			x = append(x, "\" time=\""...)
+			x = strconv.AppendFloat(x, f.Seconds, 'f', 3, 64)
+			x = append(x, '"')
 			if f.File != "" {
 				x = xmlAttr(x, "file", f.File)
 			}
