@@ -173,7 +173,7 @@ func xmlAttr(x []byte, name, value string) []byte {
 func xmlEscape(x []byte, s string) []byte {
 	last := 0
 	for i := 0; i < len(s); {
-		if c := s[i]; c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\'' && c != '&' && c != '<' && c != '>' {
+		if c := s[i]; c < utf8.RuneSelf && xmlPlain[c] {
 			i++ // plain ASCII, the most of it
 			continue
 		}
@@ -210,6 +210,14 @@ func xmlEscape(x []byte, s string) []byte {
 	}
 	return append(x, s[last:]...)
 }
+
+// xmlPlain are the ASCII bytes xmlEscape writes as they are.
+var xmlPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\'' && c != '&' && c != '<' && c != '>'
+	}
+	return t
+}()
 
 func xmlChar(r rune) bool {
 	return r == 0x09 || r == 0x0A || r == 0x0D ||
