@@ -147,13 +147,14 @@ func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
 		if v.IsNil() {
 			v.Set(reflect.MakeMapWithSize(pl.t, len(n.kids)))
 		}
-		kt := pl.t.Key()
+		// One key and one element, reset for each entry, as encoding/json
+		// does: SetMapIndex copies them.
+		key, elem := reflect.New(pl.t.Key()).Elem(), reflect.New(pl.elem.t).Elem()
 		for _, k := range n.kids {
-			elem := reflect.New(pl.elem.t).Elem()
+			elem.SetZero()
 			if err := decodeNode(k.val, elem, pl.elem); err != nil {
 				return err
 			}
-			key := reflect.New(kt).Elem()
 			key.SetString(k.key)
 			v.SetMapIndex(key, elem)
 		}

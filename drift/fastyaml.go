@@ -546,7 +546,9 @@ func scalarToken(v []byte) (ytok, []byte, error) {
 // string to go-yaml ("--flag=1"): a dash and then neither a space nor
 // anything a number starts with.
 func dashString(v []byte) bool {
-	if len(v) < 2 || v[0] != '-' {
+	if len(v) < 2 || v[0] != '-' || v[1] == ' ' {
+		// "- x" is a sequence entry, which go-yaml refuses after a key
+		// on its line, underscores or not (FuzzBlockYAML: "A: - Y_").
 		return false
 	}
 	if bytes.IndexByte(v, '_') >= 0 {
@@ -555,7 +557,7 @@ func dashString(v []byte) bool {
 		return !numberish(v[1:])
 	}
 	switch c := v[1]; {
-	case c == ' ', c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
+	case c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
 		return false
 	case c >= '0' && c <= '9':
 		return digitString(v[1:])
