@@ -36,7 +36,7 @@ SANDPROBE_BENCH=1 SANDPROBE_BENCH_FLEET=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
-echo "== drift -f: 10,000 and 100,000 generated pods in one multi-document file, every output format, vs kube-score v1.20.0 'score -o ci' on the same file (goals: ≥ 10x faster, 100k ≤ 11 x 10k, peak RSS ≤ 150 MB) =="
+echo "== drift -f: 10,000 and 100,000 generated pods in one multi-document file, every output format (text, json, junit, sarif), vs kube-score v1.20.0 'score -o ci' on the same file (goals: ≥ 10x faster, 100k ≤ 11 x 10k, peak RSS ≤ 150 MB) =="
 # kube-score is built once from its module into the cache (hack/kube-score.sh).
 SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hack/kube-score.sh)" \
 	go test ./drift -run '^TestBenchDriftFiles$' -count=1 -timeout 60m -v |
