@@ -168,15 +168,7 @@ func (st *agentState) podInformer(a Agent, ds *unstructured.Unstructured) (cache
 // list starts no cycle, like any other's).
 func (st *agentState) lateAgents(ctx context.Context, ns string, missing []string, spawn func(cache.SharedIndexInformer)) cache.SharedIndexInformer {
 	w := st.w
-	res := w.Metadata.Resource(daemonSets).Namespace(ns)
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
-		},
-	}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	inf := metadataInformer(w.Metadata.Resource(daemonSets).Namespace(ns))
 	var mu sync.Mutex
 	started := map[string]bool{}
 	appeared := func(obj any) {
