@@ -147,13 +147,14 @@ func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
 		if v.IsNil() {
 			v.Set(reflect.MakeMapWithSize(pl.t, len(n.kids)))
 		}
-		kt := pl.t.Key()
+		// One key and one element, reset for each entry, as encoding/json
+		// does: SetMapIndex copies them.
+		key, elem := reflect.New(pl.t.Key()).Elem(), reflect.New(pl.elem.t).Elem()
 		for _, k := range n.kids {
-			elem := reflect.New(pl.elem.t).Elem()
+			elem.SetZero()
 			if err := decodeNode(k.val, elem, pl.elem); err != nil {
 				return err
 			}
-			key := reflect.New(kt).Elem()
 			key.SetString(k.key)
 			v.SetMapIndex(key, elem)
 		}
@@ -322,26 +323,6 @@ func validTagName(s string) bool {
 	}
 	return true
 }
-
-// fieldNames are the JSON names of the Pod's fields: the tree's keys
-// share these strings instead of allocating one per key.
-var fieldNames = sync.OnceValue(func() map[string]string {
-	names := map[string]string{}
-	var walk func(pl *tplan, seen map[*tplan]bool)
-	walk = func(pl *tplan, seen map[*tplan]bool) {
-		if pl == nil || seen[pl] {
-			return
-		}
-		seen[pl] = true
-		walk(pl.elem, seen)
-		for name, f := range pl.fields {
-			names[name] = name
-			walk(f.plan, seen)
-		}
-	}
-	walk(podPlan(), map[*tplan]bool{})
-	return names
-})
 
 // decodePodTree decodes a plain block-YAML pod document without the JSON
 // round trip; errNotPlainYAML when the caller must read it the old way.

@@ -49,7 +49,7 @@ func blockYAMLWithLines(raw []byte) ([]byte, *lnode, error) {
 // key and item with its line. The JSON (appendNodeJSON) and the typed
 // decoding (decodeNode) are both read from this one tree.
 func parseBlockYAML(raw []byte) (*lnode, error) {
-	if len(raw) > 0 && raw[0] == 0xEF || !utf8.Valid(raw) {
+	if len(raw) > 0 && raw[0] == 0xEF {
 		return nil, errNotPlainYAML
 	}
 	for i := 0; i < len(raw); {
@@ -62,8 +62,8 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 			continue
 		}
 		r, n := utf8.DecodeRune(raw[i:])
-		if !yamlPrintable(r) {
-			return nil, errNotPlainYAML
+		if (r == utf8.RuneError && n == 1) || !yamlPrintable(r) {
+			return nil, errNotPlainYAML // invalid UTF-8, or what go-yaml refuses
 		}
 		i += n
 	}
@@ -249,10 +249,7 @@ func (p *yparser) mapping(ind int) (*lnode, error) {
 				return nil, errNotPlainYAML // duplicate keys: let go-yaml decide
 			}
 		}
-		ks, ok := fieldNames()[string(key)]
-		if !ok {
-			ks = p.str(key)
-		}
+		ks := p.str(key)
 		p.i++
 		var val *lnode
 		switch {
@@ -407,7 +404,7 @@ func splitKey(t []byte) (key, rest []byte, err error) {
 		key = bytes.TrimRight(t[:end], " ")
 		// A key go-yaml would resolve as a boolean or null is stringified
 		// by sigs.k8s.io/yaml ("on" becomes "true"): left to them.
-		if ks := string(key); ks == "<<" || ks == "true" || ks == "false" || ks == "null" || yaml11Words[ks] || !plainText(key) {
+		if ks := string(key); ks == "<<" || ks == "true" || ks == "false" || ks == "null" || yaml11Word(key) || !plainText(key) {
 			return nil, nil, errNotPlainYAML
 		}
 	}
@@ -487,6 +484,10 @@ func plainText(s []byte) bool {
 	return len(s) == 0 || s[len(s)-1] != ' '
 }
 
+// yaml11Word reports whether v is one of yaml11Words (all of one to five
+// letters: the length says no to most values without a lookup).
+func yaml11Word(v []byte) bool { return len(v) <= 5 && yaml11Words[string(v)] }
+
 // yaml11Words are the plain scalars go-yaml v2 resolves to booleans or
 // null besides true, false and null: left to it.
 var yaml11Words = map[string]bool{
@@ -535,7 +536,7 @@ func scalarToken(v []byte) (ytok, []byte, error) {
 	if isDecimal(v) {
 		return tokNumber, v, nil
 	}
-	if !(plainStart(v[0]) || digitString(v) || dashString(v)) || !plainText(v) || yaml11Words[string(v)] {
+	if !(plainStart(v[0]) || digitString(v) || dashString(v)) || !plainText(v) || yaml11Word(v) {
 		return 0, nil, errNotPlainYAML
 	}
 	return tokString, v, nil
@@ -545,7 +546,9 @@ func scalarToken(v []byte) (ytok, []byte, error) {
 // string to go-yaml ("--flag=1"): a dash and then neither a space nor
 // anything a number starts with.
 func dashString(v []byte) bool {
-	if len(v) < 2 || v[0] != '-' {
+	if len(v) < 2 || v[0] != '-' || v[1] == ' ' {
+		// "- x" is a sequence entry, which go-yaml refuses after a key
+		// on its line, underscores or not (FuzzBlockYAML: "A: - Y_").
 		return false
 	}
 	if bytes.IndexByte(v, '_') >= 0 {
@@ -554,7 +557,7 @@ func dashString(v []byte) bool {
 		return !numberish(v[1:])
 	}
 	switch c := v[1]; {
-	case c == ' ', c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
+	case c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
 		return false
 	case c >= '0' && c <= '9':
 		return digitString(v[1:])

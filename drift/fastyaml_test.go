@@ -85,7 +85,7 @@ var blockCases = []string{
 	"a: [1, 2]\nb: {c: d}\n", "a: |\n  text\n", "a: >\n  folded\n", "a: &x 1\nb: *x\n", "a: !!str 1\n",
 	"a: b\na: c\n", "a: multi\n  line\n", "a:\n  - x\n   - y\n", "<<: {a: 1}\n", "a: 'unterminated\n", "a: \"esc\\n\"\n",
 	"- top\n- level\n", "  indented: 1\n", "a:\tb\n", "a: b: c\n", "a: x\r\n", "? complex\n: key\n", "a: 'x' y\n", "a: \"x\" # c\n",
-	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
+	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: - y_\n", "a: -  _0\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
 }
 
 // TestBlockYAMLMatchesSigsYAML: on every fixture document, the generated

@@ -352,7 +352,7 @@ func (n *lnode) entry(key string) (int, *lnode) {
 }
 
 func (n *lnode) item(index string) *lnode {
-	if i, err := strconv.Atoi(index); err == nil {
+	if i, err := atoi(index); err == nil {
 		if i >= 0 && i < len(n.kids) {
 			return n.kids[i].val
 		}
@@ -427,7 +427,7 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 // sequenceItem is the item at an index, or the item whose name is the
 // bracket's text (containers, volumes, env and sysctls are named).
 func sequenceItem(n *yaml.Node, index string) *yaml.Node {
-	if i, err := strconv.Atoi(index); err == nil {
+	if i, err := atoi(index); err == nil {
 		if i >= 0 && i < len(n.Content) {
 			return n.Content[i]
 		}
@@ -439,4 +439,21 @@ func sequenceItem(n *yaml.Node, index string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// errNotIndex says a bracket holds a name, not an index.
+var errNotIndex = errors.New("not an index")
+
+// atoi is strconv.Atoi for a bracket's text, without the error it builds
+// for every name ("[agent]": Locate asks for each finding's path).
+func atoi(s string) (int, error) {
+	if s == "" {
+		return 0, errNotIndex
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && !(i == 0 && (c == '-' || c == '+') && len(s) > 1) {
+			return 0, errNotIndex
+		}
+	}
+	return strconv.Atoi(s)
 }

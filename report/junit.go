@@ -66,10 +66,20 @@ func (JUnit) Write(w io.Writer, run Run) error {
 		x = xmlAttr(x, "value", run.Version)
 		x = append(x, "></property>\n    </properties>"...)
 		err := set.EachIn(gi, func(f *Finding) error {
-			x = append(x, "\n    <testcase"...)
-			x = xmlAttr(x, "name", f.Name())
-			x = xmlAttr(x, "classname", "sandprobe."+Area(f.Check))
-			x = xmlAttr(x, "time", secs(f.Seconds))
+			// name (f.Name()), classname and time, appended without the
+			// strings built for them (a space or a dot between two
+			// escaped parts escapes as the whole does).
+			x = append(x, "\n    <testcase name=\""...)
+			x = xmlEscape(x, f.Check)
+			if f.Subject != "" {
+				x = append(x, ' ')
+				x = xmlEscape(x, f.Subject)
+			}
+			x = append(x, "\" classname=\"sandprobe."...)
+			x = xmlEscape(x, Area(f.Check))
+			x = append(x, "\" time=\""...)
+			x = strconv.AppendFloat(x, f.Seconds, 'f', 3, 64)
+			x = append(x, '"')
 			if f.File != "" {
 				x = xmlAttr(x, "file", f.File)
 			}
@@ -163,7 +173,7 @@ func xmlAttr(x []byte, name, value string) []byte {
 func xmlEscape(x []byte, s string) []byte {
 	last := 0
 	for i := 0; i < len(s); {
-		if c := s[i]; c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\'' && c != '&' && c != '<' && c != '>' {
+		if c := s[i]; c < utf8.RuneSelf && xmlPlain[c] {
 			i++ // plain ASCII, the most of it
 			continue
 		}
@@ -200,6 +210,14 @@ func xmlEscape(x []byte, s string) []byte {
 	}
 	return append(x, s[last:]...)
 }
+
+// xmlPlain are the ASCII bytes xmlEscape writes as they are.
+var xmlPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\'' && c != '&' && c != '<' && c != '>'
+	}
+	return t
+}()
 
 func xmlChar(r rune) bool {
 	return r == 0x09 || r == 0x0A || r == 0x0D ||

@@ -5,11 +5,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -130,6 +130,12 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	b := bufio.NewWriterSize(w, 256<<10)
 	b.Write(head)
 	// Pass 3: the results, each where its group first appears.
+	ruleIndex := map[string]int{}
+	for _, id := range append(slices.Collect(maps.Keys(pre.known)), "") {
+		ruleIndex[id] = r.GetRuleIndex(id)
+	}
+	var x []byte
+	var uriOf, uri string
 	i, n := 0, 0
 	err = set.Each(func(fp *Finding) error {
 		if fp.Status != Fail && fp.Status != Inconclusive {
@@ -148,21 +154,28 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 		default:
 			g.f, g.written = *fp, true
 		}
-		js, err := json.MarshalIndent(s.result(r, g), indent, "  ")
-		if err != nil {
-			return err
-		}
 		if n > 0 {
-			b.WriteByte(',')
+			x = append(x, ',')
 		}
 		n++
-		b.WriteString("\n" + indent)
-		b.Write(js)
+		x = append(x, '\n')
+		x = append(x, indent...)
+		if g.f.File != uriOf {
+			uriOf, uri = g.f.File, s.uri(g.f.File)
+		}
+		x = s.appendResult(x, indent, ruleIndex[g.f.Check], uri, g)
+		if len(x) > 64<<10 {
+			if _, err := b.Write(x); err != nil {
+				return err
+			}
+			x = x[:0]
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	b.Write(x)
 	if n == 0 {
 		// "results": [] on one line.
 		tail = tail[1+len(indent)-2:]
@@ -342,16 +355,7 @@ func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 	if f.Status == Inconclusive {
 		level = sarif.LevelWarning
 	}
-	msg := fmt.Sprintf("expected %s, actual %s", orDash(f.Expected), orDash(f.Actual))
-	if f.Subject != "" {
-		msg = f.Subject + ": " + msg
-	}
-	if f.Fix != "" {
-		msg += ". Fix: " + f.Fix
-	}
-	if len(g.targets) > 0 {
-		msg += ". Affects " + strings.Join(g.targets, ", ")
-	}
+	msg := s.resultText(g)
 	res := sarif.NewRuleResult(f.Check).WithRuleIndex(r.GetRuleIndex(f.Check)).
 		WithLevel(level).
 		WithMessage(sarif.NewTextMessage(msg))
@@ -378,6 +382,172 @@ func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 	}
 	res.WithProperties(props)
 	return res
+}
+
+// appendResult writes g's result exactly as json.MarshalIndent(s.result(r,
+// g), in, "  ") does (TestSARIFResultMatchesGoSARIF), without building
+// go-sarif's tree and reflecting over it: a result is a few KB of
+// mostly fixed text, and reflection was most of SARIF's cost.
+func (s SARIF) appendResult(x []byte, in string, ruleIndex int, uri string, g *sarifGroup) []byte {
+	f := &g.f
+	i1, i2, i3, i4, i5 := "\n"+in+"  ", "\n"+in+"    ", "\n"+in+"      ", "\n"+in+"        ", "\n"+in+"          "
+	sum := sha256.Sum256([]byte(strings.Join([]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")))
+	var hexSum [32]byte
+	hex.Encode(hexSum[:], sum[:16])
+	x = append(x, '{')
+	x = append(x, i1...)
+	x = append(x, `"partialFingerprints": {`...)
+	x = append(x, i2...)
+	x = append(x, `"sandprobeFinding/v1": "`...)
+	x = append(x, hexSum[:]...)
+	x = append(x, '"')
+	x = append(x, i1...)
+	x = append(x, '}', ',')
+	for _, k := range []string{"attachments", "codeFlows", "fixes", "graphTraversals", "graphs"} {
+		x = append(x, i1...)
+		x = append(x, '"')
+		x = append(x, k...)
+		x = append(x, `": [],`...)
+	}
+	x = append(x, i1...)
+	x = append(x, `"kind": "fail",`...)
+	x = append(x, i1...)
+	x = append(x, `"level": `...)
+	if f.Status == Inconclusive {
+		x = append(x, `"warning",`...)
+	} else {
+		x = append(x, `"error",`...)
+	}
+	x = append(x, i1...)
+	x = append(x, `"locations": [`...)
+	x = append(x, i2...)
+	x = append(x, '{')
+	x = append(x, i3...)
+	x = append(x, `"annotations": [],`...)
+	x = append(x, i3...)
+	x = append(x, `"id": -1,`...)
+	x = append(x, i3...)
+	x = append(x, `"logicalLocations": [`...)
+	for ti, t := range g.targets {
+		if ti > 0 {
+			x = append(x, ',')
+		}
+		x = append(x, i4...)
+		x = append(x, '{')
+		x = append(x, i5...)
+		x = append(x, `"fullyQualifiedName": `...)
+		x = appendJSONString(x, t)
+		x = append(x, ',')
+		x = append(x, i5...)
+		x = append(x, `"index": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"kind": "resource",`...)
+		x = append(x, i5...)
+		x = append(x, `"parentIndex": -1`...)
+		x = append(x, i4...)
+		x = append(x, '}')
+	}
+	if len(g.targets) > 0 {
+		x = append(x, i3...)
+	}
+	x = append(x, `],`...)
+	if f.File != "" {
+		x = append(x, i3...)
+		x = append(x, `"physicalLocation": {`...)
+		x = append(x, i4...)
+		x = append(x, `"artifactLocation": {`...)
+		x = append(x, i5...)
+		x = append(x, `"index": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"uri": `...)
+		x = appendJSONString(x, uri)
+		x = append(x, i4...)
+		x = append(x, `},`...)
+		x = append(x, i4...)
+		x = append(x, `"region": {`...)
+		x = append(x, i5...)
+		x = append(x, `"byteOffset": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"charOffset": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"startLine": `...)
+		x = strconv.AppendInt(x, int64(max(f.Line, 1)), 10)
+		x = append(x, i4...)
+		x = append(x, '}')
+		x = append(x, i3...)
+		x = append(x, `},`...)
+	}
+	x = append(x, i3...)
+	x = append(x, `"relationships": []`...)
+	x = append(x, i2...)
+	x = append(x, '}')
+	x = append(x, i1...)
+	x = append(x, `],`...)
+	x = append(x, i1...)
+	x = append(x, `"message": {`...)
+	x = append(x, i2...)
+	x = append(x, `"arguments": [],`...)
+	x = append(x, i2...)
+	x = append(x, `"text": `...)
+	x = appendJSONString(x, s.resultText(g))
+	x = append(x, i1...)
+	x = append(x, `},`...)
+	x = append(x, i1...)
+	x = append(x, `"properties": {`...)
+	props := 0
+	for _, kv := range [...][2]string{{"actual", f.Actual}, {"evidence", f.Evidence}, {"expected", f.Expected}, {"fix", f.Fix}, {"namespace", f.Namespace}} {
+		if kv[1] == "" {
+			continue
+		}
+		if props > 0 {
+			x = append(x, ',')
+		}
+		props++
+		x = append(x, i2...)
+		x = append(x, '"')
+		x = append(x, kv[0]...)
+		x = append(x, `": `...)
+		x = appendJSONString(x, kv[1])
+	}
+	if props > 0 {
+		x = append(x, i1...)
+	}
+	x = append(x, `},`...)
+	x = append(x, i1...)
+	x = append(x, `"rank": -1,`...)
+	x = append(x, i1...)
+	x = append(x, `"relatedLocations": [],`...)
+	x = append(x, i1...)
+	x = append(x, `"ruleId": `...)
+	x = appendJSONString(x, f.Check)
+	x = append(x, ',')
+	x = append(x, i1...)
+	x = append(x, `"ruleIndex": `...)
+	x = strconv.AppendInt(x, int64(ruleIndex), 10)
+	x = append(x, ',')
+	x = append(x, i1...)
+	x = append(x, `"stacks": [],`...)
+	x = append(x, i1...)
+	x = append(x, `"taxa": []`...)
+	x = append(x, '\n')
+	x = append(x, in...)
+	return append(x, '}')
+}
+
+// resultText is a result's message.
+func (s SARIF) resultText(g *sarifGroup) string {
+	f := &g.f
+	msg := "expected " + orDash(f.Expected) + ", actual " + orDash(f.Actual)
+	if f.Subject != "" {
+		msg = f.Subject + ": " + msg
+	}
+	if f.Fix != "" {
+		msg += ". Fix: " + f.Fix
+	}
+	if len(g.targets) > 0 {
+		msg += ". Affects " + strings.Join(g.targets, ", ")
+	}
+	return msg
 }
 
 // uri is the artifact URI of a file: relative to BaseDir with forward

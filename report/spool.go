@@ -381,16 +381,23 @@ func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
 // decodeFinding decodes the record at the start of b into f and returns
 // its length.
 func decodeFinding(b []byte, f *Finding) (int, error) {
-	var fields [recordStrings]string
+	// The strings are slices of one string per record: one allocation
+	// per finding, not one per field (the writers read every finding).
+	var at [recordStrings][2]int
 	i := 0
-	for k := range fields {
+	for k := range at {
 		n, w := binary.Uvarint(b[i:])
 		if w <= 0 || uint64(len(b)-i-w) < n {
 			return 0, io.ErrUnexpectedEOF
 		}
 		i += w
-		fields[k] = string(b[i : i+int(n)])
+		at[k] = [2]int{i, i + int(n)}
 		i += int(n)
+	}
+	rec := string(b[:i])
+	var fields [recordStrings]string
+	for k, a := range at {
+		fields[k] = rec[a[0]:a[1]]
 	}
 	if len(b)-i < 8 {
 		return 0, io.ErrUnexpectedEOF
