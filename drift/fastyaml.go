@@ -3,6 +3,7 @@ package drift
 import (
 	"bytes"
 	"errors"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -25,24 +26,30 @@ var errNotPlainYAML = errors.New("outside the plain block-YAML subset")
 // exact error of a bad document reads it again the slow way.
 // TestBlockYAMLMatchesSigsYAML and FuzzBlockYAML hold the equivalence.
 func blockYAMLToJSON(raw []byte) ([]byte, error) {
-	return (&yparser{}).convert(raw)
+	root, err := parseBlockYAML(raw)
+	if err != nil {
+		return nil, err
+	}
+	return appendNodeJSON(make([]byte, 0, len(raw)+len(raw)/4+64), root), nil
 }
 
 // blockYAMLWithLines is blockYAMLToJSON that also returns the document's
 // line tree: where each key and item is written, so a finding can be
 // located (Locate) without parsing the document again with yaml.v3.
 func blockYAMLWithLines(raw []byte) ([]byte, *lnode, error) {
-	p := &yparser{tree: true}
-	js, err := p.convert(raw)
+	root, err := parseBlockYAML(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	return js, p.root, nil
+	return appendNodeJSON(make([]byte, 0, len(raw)+len(raw)/4+64), root), root, nil
 }
 
-func (p *yparser) convert(raw []byte) ([]byte, error) {
-	size := len(raw)
-	if len(raw) > 0 && raw[0] == 0xEF || !utf8.Valid(raw) {
+// parseBlockYAML reads a document of the block-YAML subset into its tree:
+// every scalar with the JSON value sigs.k8s.io/yaml gives it, and every
+// key and item with its line. The JSON (appendNodeJSON) and the typed
+// decoding (decodeNode) are both read from this one tree.
+func parseBlockYAML(raw []byte) (*lnode, error) {
+	if len(raw) > 0 && raw[0] == 0xEF {
 		return nil, errNotPlainYAML
 	}
 	for i := 0; i < len(raw); {
@@ -55,11 +62,14 @@ func (p *yparser) convert(raw []byte) ([]byte, error) {
 			continue
 		}
 		r, n := utf8.DecodeRune(raw[i:])
-		if !yamlPrintable(r) {
-			return nil, errNotPlainYAML
+		if (r == utf8.RuneError && n == 1) || !yamlPrintable(r) {
+			return nil, errNotPlainYAML // invalid UTF-8, or what go-yaml refuses
 		}
 		i += n
 	}
+	raw = raw[:len(raw):len(raw)]
+	lines := bytes.Count(raw, []byte("\n")) + 1
+	p := &yparser{raw: raw, src: string(raw), lines: make([]yline, 0, lines), chunk: lines + lines/4 + 4}
 	no := 0
 	for len(raw) > 0 {
 		l := raw
@@ -85,16 +95,14 @@ func (p *yparser) convert(raw []byte) ([]byte, error) {
 	if len(p.lines) == 0 || p.lines[0].ind != 0 || isSeqItem(p.lines[0].text) {
 		return nil, errNotPlainYAML
 	}
-	out := make([]byte, 0, size+size/4+64)
-	out, n, err := p.mapping(out, 0)
+	root, err := p.mapping(0)
 	if err != nil {
 		return nil, err
 	}
-	p.root = n
 	if p.i != len(p.lines) {
 		return nil, errNotPlainYAML
 	}
-	return out, nil
+	return root, nil
 }
 
 // yamlPrintable is go-yaml's set of characters a document may hold.
@@ -111,149 +119,172 @@ type yline struct {
 type yparser struct {
 	lines []yline
 	i     int
-	tree  bool   // build the line tree too
-	root  *lnode // the document's mapping, when tree
+	// raw is the document and src the same bytes as one string: the
+	// tree's keys and values are slices of src, not a string each.
+	raw []byte
+	src string
+	// The tree is allocated in chunks (a pod is some hundred nodes):
+	// nodes, and kids, where each node's children are copied when it is
+	// complete from stack, where they are collected.
+	nodes []lnode
+	kids  []lkid
+	stack []lkid
+	chunk int // nodes (and kids) per chunk: about one per line, plus items
 }
 
-// lnode is a node of a document's line tree: what Locate needs of a
-// yaml.v3 node (its line, a mapping's keys and their lines, a sequence's
-// items, a scalar's value).
+// lnode is a node of a document's tree: what Locate needs of a yaml.v3
+// node (its line, a mapping's keys and their lines, a sequence's items, a
+// scalar's value), and for a scalar the JSON value it stands for.
 type lnode struct {
-	line     int
-	kind     byte // 'm' mapping, 's' sequence, 'v' scalar
-	keys     []string
-	keyLines []int
-	vals     []*lnode
-	items    []*lnode
-	value    string
+	line int32
+	kind byte // 'm' mapping, 's' sequence, 'v' scalar
+	tok  ytok // a scalar's JSON kind
+	// value is a scalar's text: a string's value (unquoted), a number's
+	// digits, "true", "false", "null" ("" when nothing is written), "[]"
+	// or "{}".
+	value string
+	// kids are a mapping's entries or a sequence's items, in order.
+	kids []lkid
 }
+
+// lkid is an entry of a mapping (its key, the key's line and the value)
+// or an item of a sequence (val only).
+type lkid struct {
+	key  string
+	line int32
+	val  *lnode
+}
+
+// ytok is the JSON kind of a one-line scalar.
+type ytok byte
+
+const (
+	tokNull ytok = iota
+	tokString
+	tokNumber
+	tokTrue
+	tokFalse
+	tokEmptySeq // []
+	tokEmptyMap // {}
+)
 
 func isSeqItem(t []byte) bool { return t[0] == '-' && (len(t) == 1 || t[1] == ' ') }
 
+func (p *yparser) newNode(line int, kind byte) *lnode {
+	if len(p.nodes) == cap(p.nodes) {
+		p.nodes = make([]lnode, 0, p.chunk)
+	}
+	p.nodes = p.nodes[:len(p.nodes)+1]
+	n := &p.nodes[len(p.nodes)-1]
+	n.line, n.kind = int32(line), kind
+	return n
+}
+
+// finish gives n the kids collected on the stack since base.
+func (p *yparser) finish(n *lnode, base int) {
+	k := len(p.stack) - base
+	if k > 0 {
+		if len(p.kids)+k > cap(p.kids) {
+			p.kids = make([]lkid, 0, max(p.chunk, k))
+		}
+		start := len(p.kids)
+		p.kids = append(p.kids, p.stack[base:]...)
+		n.kids = p.kids[start:len(p.kids):len(p.kids)]
+	}
+	clear(p.stack[base:])
+	p.stack = p.stack[:base]
+}
+
+// str is b, a slice of the document, as a slice of src (b itself when it
+// is not one: a single-quoted value with a doubled quote is a copy).
+func (p *yparser) str(b []byte) string {
+	if off := cap(p.raw) - cap(b); off >= 0 && off+len(b) <= len(p.src) && p.src[off:off+len(b)] == string(b) {
+		return p.src[off : off+len(b)]
+	}
+	return string(b)
+}
+
 // node reads the block that starts at the current line, indented ind.
-func (p *yparser) node(out []byte, ind int) ([]byte, *lnode, error) {
+func (p *yparser) node(ind int) (*lnode, error) {
 	if isSeqItem(p.lines[p.i].text) {
-		return p.sequence(out, ind)
+		return p.sequence(ind)
 	}
-	return p.mapping(out, ind)
+	return p.mapping(ind)
 }
 
-// scalarNode is the tree node of a one-line scalar written at line no.
-func (p *yparser) scalarNode(v []byte, no int) *lnode {
-	if !p.tree {
-		return nil
+// scalarNode is the node of a one-line value written at line no (v empty:
+// nothing written, null).
+func (p *yparser) scalarNode(v []byte, no int) (*lnode, error) {
+	if len(v) == 0 {
+		n := p.newNode(no, 'v')
+		n.tok = tokNull
+		return n, nil
 	}
-	val := v
-	if len(v) > 0 && (v[0] == '"' || v[0] == '\'') {
-		if q, _, ok := quoted(v); ok {
-			val = q
-		}
-	} else {
-		if i := bytes.Index(val, []byte(" #")); i >= 0 {
-			val = val[:i]
-		}
-		val = bytes.TrimRight(val, " ")
+	tok, s, err := scalarToken(v)
+	if err != nil {
+		return nil, err
 	}
-	return &lnode{line: no, kind: 'v', value: string(val)}
+	n := p.newNode(no, 'v')
+	n.tok, n.value = tok, p.str(s)
+	return n, nil
 }
 
-func (p *yparser) mapping(out []byte, ind int) ([]byte, *lnode, error) {
-	out = append(out, '{')
-	var keys [][]byte
-	first := true
-	var mn *lnode
-	if p.tree {
-		mn = &lnode{line: p.lines[p.i].no, kind: 'm'}
-	}
+func (p *yparser) mapping(ind int) (*lnode, error) {
+	mn := p.newNode(p.lines[p.i].no, 'm')
+	base := len(p.stack)
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.ind < ind {
 			break
 		}
 		if l.ind > ind || isSeqItem(l.text) {
-			return nil, nil, errNotPlainYAML // a continuation line, or a sequence where a key belongs
+			return nil, errNotPlainYAML // a continuation line, or a sequence where a key belongs
 		}
 		key, rest, err := splitKey(l.text)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		for _, k := range keys {
-			if bytes.Equal(k, key) {
-				return nil, nil, errNotPlainYAML // duplicate keys: let go-yaml decide
+		for _, k := range p.stack[base:] {
+			if k.key == string(key) {
+				return nil, errNotPlainYAML // duplicate keys: let go-yaml decide
 			}
 		}
-		keys = append(keys, key)
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-		out = appendJSONKey(out, key)
-		out = append(out, ':')
+		ks := p.str(key)
 		p.i++
 		var val *lnode
-		if mn != nil {
-			mn.keys = append(mn.keys, string(key))
-			mn.keyLines = append(mn.keyLines, l.no)
-			mn.vals = append(mn.vals, nil)
+		switch {
+		case len(rest) > 0:
+			val, err = p.scalarNode(rest, l.no)
+		case p.i < len(p.lines) && p.lines[p.i].ind > ind:
+			// key: with the value on the lines below: a deeper block,
+			val, err = p.node(p.lines[p.i].ind)
+		case p.i < len(p.lines) && p.lines[p.i].ind == ind && isSeqItem(p.lines[p.i].text):
+			// a sequence at the same indentation (kubectl's style),
+			val, err = p.sequence(ind)
+		default:
+			// or null.
+			val, err = p.scalarNode(nil, l.no)
 		}
-		setVal := func() {
-			if mn != nil {
-				mn.vals[len(mn.vals)-1] = val
-			}
+		if err != nil {
+			return nil, err
 		}
-		if len(rest) > 0 {
-			if out, err = appendScalar(out, rest); err != nil {
-				return nil, nil, err
-			}
-			val = p.scalarNode(rest, l.no)
-			setVal()
-			continue
-		}
-		// key: with the value on the lines below: a deeper block, a
-		// sequence at the same indentation (kubectl's style), or null.
-		if p.i < len(p.lines) {
-			next := p.lines[p.i]
-			switch {
-			case next.ind > ind:
-				if out, val, err = p.node(out, next.ind); err != nil {
-					return nil, nil, err
-				}
-				setVal()
-				continue
-			case next.ind == ind && isSeqItem(next.text):
-				if out, val, err = p.sequence(out, ind); err != nil {
-					return nil, nil, err
-				}
-				setVal()
-				continue
-			}
-		}
-		out = append(out, "null"...)
-		val = p.scalarNode(nil, l.no)
-		setVal()
+		p.stack = append(p.stack, lkid{key: ks, line: int32(l.no), val: val})
 	}
-	return append(out, '}'), mn, nil
+	p.finish(mn, base)
+	return mn, nil
 }
 
-func (p *yparser) sequence(out []byte, ind int) ([]byte, *lnode, error) {
-	out = append(out, '[')
-	first := true
-	var sn *lnode
-	if p.tree {
-		sn = &lnode{line: p.lines[p.i].no, kind: 's'}
-	}
+func (p *yparser) sequence(ind int) (*lnode, error) {
+	sn := p.newNode(p.lines[p.i].no, 's')
+	base := len(p.stack)
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.ind != ind || !isSeqItem(l.text) {
 			if l.ind > ind {
-				return nil, nil, errNotPlainYAML
+				return nil, errNotPlainYAML
 			}
 			break
 		}
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
 		content := l.text[1:]
 		skip := 0
 		for skip < len(content) && content[skip] == ' ' {
@@ -266,35 +297,71 @@ func (p *yparser) sequence(out []byte, ind int) ([]byte, *lnode, error) {
 		case len(content) == 0:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {
-				if out, item, err = p.node(out, p.lines[p.i].ind); err != nil {
-					return nil, nil, err
-				}
+				item, err = p.node(p.lines[p.i].ind)
 			} else {
-				out = append(out, "null"...)
-				item = p.scalarNode(nil, l.no)
+				item, err = p.scalarNode(nil, l.no)
 			}
 		case isSeqItem(content) || isKeyLine(content):
 			// "- key: value" or "- - x": the item is a block whose first
 			// line starts after the dash.
 			p.lines[p.i] = yline{ind + 1 + skip, content, l.no}
-			if out, item, err = p.node(out, ind+1+skip); err != nil {
-				return nil, nil, err
-			}
+			item, err = p.node(ind + 1 + skip)
 		default:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {
-				return nil, nil, errNotPlainYAML // a multi-line scalar
+				return nil, errNotPlainYAML // a multi-line scalar
 			}
-			if out, err = appendScalar(out, content); err != nil {
-				return nil, nil, err
-			}
-			item = p.scalarNode(content, l.no)
+			item, err = p.scalarNode(content, l.no)
 		}
-		if sn != nil {
-			sn.items = append(sn.items, item)
+		if err != nil {
+			return nil, err
 		}
+		p.stack = append(p.stack, lkid{line: int32(l.no), val: item})
 	}
-	return append(out, ']'), sn, nil
+	p.finish(sn, base)
+	return sn, nil
+}
+
+// appendNodeJSON writes a tree as the JSON sigs.k8s.io/yaml writes for
+// it, byte for byte: keys sorted, strings escaped as encoding/json escapes
+// them (<, >, &, U+2028 and U+2029 too). Decoders that keep a value's raw
+// JSON (metav1.FieldsV1, runtime.RawExtension) must get the same bytes as
+// from the slow path, not merely the same value.
+func appendNodeJSON(out []byte, n *lnode) []byte {
+	switch n.kind {
+	case 'm':
+		order := make([]int, len(n.kids))
+		for i := range order {
+			order[i] = i
+		}
+		sort.Slice(order, func(a, b int) bool { return n.kids[order[a]].key < n.kids[order[b]].key })
+		out = append(out, '{')
+		for i, k := range order {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendJSONString(out, n.kids[k].key)
+			out = append(out, ':')
+			out = appendNodeJSON(out, n.kids[k].val)
+		}
+		return append(out, '}')
+	case 's':
+		out = append(out, '[')
+		for i, it := range n.kids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendNodeJSON(out, it.val)
+		}
+		return append(out, ']')
+	}
+	switch n.tok {
+	case tokString:
+		return appendJSONString(out, n.value)
+	case tokNull:
+		return append(out, "null"...)
+	}
+	return append(out, n.value...) // a number, true, false, [] or {}
 }
 
 // isKeyLine reports whether t starts a mapping entry.
@@ -337,7 +404,7 @@ func splitKey(t []byte) (key, rest []byte, err error) {
 		key = bytes.TrimRight(t[:end], " ")
 		// A key go-yaml would resolve as a boolean or null is stringified
 		// by sigs.k8s.io/yaml ("on" becomes "true"): left to them.
-		if ks := string(key); ks == "<<" || ks == "true" || ks == "false" || ks == "null" || yaml11Words[ks] || !plainText(key) {
+		if ks := string(key); ks == "<<" || ks == "true" || ks == "false" || ks == "null" || yaml11Word(key) || !plainText(key) {
 			return nil, nil, errNotPlainYAML
 		}
 	}
@@ -417,6 +484,10 @@ func plainText(s []byte) bool {
 	return len(s) == 0 || s[len(s)-1] != ' '
 }
 
+// yaml11Word reports whether v is one of yaml11Words (all of one to five
+// letters: the length says no to most values without a lookup).
+func yaml11Word(v []byte) bool { return len(v) <= 5 && yaml11Words[string(v)] }
+
 // yaml11Words are the plain scalars go-yaml v2 resolves to booleans or
 // null besides true, false and null: left to it.
 var yaml11Words = map[string]bool{
@@ -425,24 +496,29 @@ var yaml11Words = map[string]bool{
 	"True": true, "TRUE": true, "False": true, "FALSE": true, "Null": true, "NULL": true,
 }
 
-// appendScalar writes a one-line value as JSON.
-func appendScalar(out, v []byte) ([]byte, error) {
+// scalarToken reads a one-line value: its JSON kind and text (a string
+// unquoted; see lnode.value), or errNotPlainYAML for what it leaves to
+// go-yaml.
+func scalarToken(v []byte) (ytok, []byte, error) {
 	switch v[0] {
 	case '"', '\'':
 		s, n, ok := quoted(v)
 		if !ok {
-			return nil, errNotPlainYAML
+			return 0, nil, errNotPlainYAML
 		}
 		tail := bytes.TrimLeft(v[n:], " ")
 		if len(tail) > 0 && (tail[0] != '#' || n == len(v)) {
-			return nil, errNotPlainYAML
+			return 0, nil, errNotPlainYAML
 		}
-		return appendJSONKey(out, s), nil
+		return tokString, s, nil
 	case '[', '{':
-		if t := bytes.TrimRight(v, " "); len(t) == 2 && (string(t) == "[]" || string(t) == "{}") {
-			return append(out, t...), nil
+		switch t := bytes.TrimRight(v, " "); string(t) {
+		case "[]":
+			return tokEmptySeq, t, nil
+		case "{}":
+			return tokEmptyMap, t, nil
 		}
-		return nil, errNotPlainYAML
+		return 0, nil, errNotPlainYAML
 	}
 	// A plain scalar ends at a comment.
 	if i := bytes.Index(v, []byte(" #")); i >= 0 {
@@ -450,23 +526,29 @@ func appendScalar(out, v []byte) ([]byte, error) {
 	}
 	v = bytes.TrimRight(v, " ")
 	switch string(v) {
-	case "true", "false", "null":
-		return append(out, v...), nil
+	case "true":
+		return tokTrue, v, nil
+	case "false":
+		return tokFalse, v, nil
+	case "null":
+		return tokNull, v, nil
 	}
 	if isDecimal(v) {
-		return append(out, v...), nil
+		return tokNumber, v, nil
 	}
-	if !(plainStart(v[0]) || digitString(v) || dashString(v)) || !plainText(v) || yaml11Words[string(v)] {
-		return nil, errNotPlainYAML
+	if !(plainStart(v[0]) || digitString(v) || dashString(v)) || !plainText(v) || yaml11Word(v) {
+		return 0, nil, errNotPlainYAML
 	}
-	return appendJSONKey(out, v), nil
+	return tokString, v, nil
 }
 
 // dashString reports whether a plain scalar that starts with a dash is a
 // string to go-yaml ("--flag=1"): a dash and then neither a space nor
 // anything a number starts with.
 func dashString(v []byte) bool {
-	if len(v) < 2 || v[0] != '-' {
+	if len(v) < 2 || v[0] != '-' || v[1] == ' ' {
+		// "- x" is a sequence entry, which go-yaml refuses after a key
+		// on its line, underscores or not (FuzzBlockYAML: "A: - Y_").
 		return false
 	}
 	if bytes.IndexByte(v, '_') >= 0 {
@@ -475,7 +557,7 @@ func dashString(v []byte) bool {
 		return !numberish(v[1:])
 	}
 	switch c := v[1]; {
-	case c == ' ', c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
+	case c == '.', c == '+', c == '-' && len(v) > 2 && v[2] == '-' && len(v) == 3:
 		return false
 	case c >= '0' && c <= '9':
 		return digitString(v[1:])
@@ -548,22 +630,46 @@ func isDecimal(v []byte) bool {
 	return true
 }
 
-// appendJSONKey writes s as a JSON string (valid UTF-8 already checked).
-func appendJSONKey(out, s []byte) []byte {
+// appendJSONString writes s (valid UTF-8, no control characters: the
+// reader refuses them) as encoding/json does.
+func appendJSONString(out []byte, s string) []byte {
 	out = append(out, '"')
 	start := 0
-	for i, c := range s {
-		if c >= 0x20 && c != '"' && c != '\\' {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			out = append(out, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				out = append(out, '\\', c)
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hexDigit(c>>4), hexDigit(c&0xF))
+			}
+			i++
+			start = i
 			continue
 		}
-		out = append(out, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			out = append(out, '\\', c)
-		default:
-			out = append(out, '\\', 'u', '0', '0', hexDigit(c>>4), hexDigit(c&0xF))
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, s[start:i]...)
+			out = append(out, '\\', 'u', '2', '0', '2', hexDigit(byte(r&0xF)))
+			start = i + size
 		}
-		start = i + 1
+		i += size
 	}
 	out = append(out, s[start:]...)
 	return append(out, '"')

@@ -19,7 +19,7 @@ import (
 )
 
 // sameAsSigsYAML fails t unless blockYAMLToJSON either declines doc or
-// gives JSON that decodes to exactly what sigs.k8s.io/yaml's does (and
+// gives exactly sigs.k8s.io/yaml's JSON, bytes and all (and
 // sigs.k8s.io/yaml accepts doc). It reports whether the fast path took it.
 func sameAsSigsYAML(t *testing.T, doc []byte) bool {
 	t.Helper()
@@ -47,6 +47,11 @@ func sameAsSigsYAML(t *testing.T, doc []byte) bool {
 	}
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("differs from sigs.k8s.io/yaml on\n%s\n fast %s\n slow %s", doc, fast, slow)
+	}
+	// Byte for byte: a decoder that keeps a value's raw JSON (FieldsV1)
+	// must see what it sees on the slow path.
+	if !bytes.Equal(fast, slow) {
+		t.Fatalf("JSON bytes differ from sigs.k8s.io/yaml's on\n%s\n fast %s\n slow %s", doc, fast, slow)
 	}
 	return true
 }
@@ -80,7 +85,7 @@ var blockCases = []string{
 	"a: [1, 2]\nb: {c: d}\n", "a: |\n  text\n", "a: >\n  folded\n", "a: &x 1\nb: *x\n", "a: !!str 1\n",
 	"a: b\na: c\n", "a: multi\n  line\n", "a:\n  - x\n   - y\n", "<<: {a: 1}\n", "a: 'unterminated\n", "a: \"esc\\n\"\n",
 	"- top\n- level\n", "  indented: 1\n", "a:\tb\n", "a: b: c\n", "a: x\r\n", "? complex\n: key\n", "a: 'x' y\n", "a: \"x\" # c\n",
-	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
+	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: - y_\n", "a: -  _0\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
 }
 
 // TestBlockYAMLMatchesSigsYAML: on every fixture document, the generated
@@ -132,7 +137,9 @@ func FuzzBlockYAML(f *testing.F) {
 func init() {
 	blockCases = append(blockCases,
 		"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
-		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n")
+		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n",
+		// What encoding/json escapes, and keys out of order.
+		"z: <a> & \"b\"\nb: x\u2028y\u2029\na:\n  y: 1\n  x: '<&>'\n")
 }
 
 // TestWalkLinesMatchesWalk: for every path into every document the
@@ -159,7 +166,8 @@ func TestWalkLinesMatchesWalk(t *testing.T) {
 		if err := yaml3.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
 			t.Fatalf("yaml.v3 refuses a document the fast path took: %v\n%s", err, doc)
 		}
-		for _, path := range docPaths(root.Content[0], "") {
+		odd := []string{"", ".", "..", "[]", "[", "spec..containers", "spec.containers[]", "spec.containers[0", "spec.[0]", "metadata.labels[sandbox]"}
+		for _, path := range append(docPaths(root.Content[0], ""), odd...) {
 			for _, p := range []string{path, path + ".nope", path + "[7]", path + "[nope]"} {
 				want := walk(root.Content[0], p).Line
 				if got := walkLines(lines, p); got != want {

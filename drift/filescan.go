@@ -105,6 +105,7 @@ pass1:
 					s.Pods++
 					return true
 				}
+				d = &document{data: bytes.Clone(d.data), line: d.line} // kept: origins point at it
 				found := false
 				m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
 				if err := m.addDocument(d, src.name); err != nil {
@@ -165,6 +166,7 @@ pass1:
 			if !cheap && !podDocs[pos] {
 				return true
 			}
+			d = &document{data: bytes.Clone(d.data), line: d.line} // for the worker
 			st.Go(func() stream.Callback {
 				pods, err := decodePods(d, src.name, s.Namespace, cheap)
 				if err == nil && judge {
@@ -255,9 +257,11 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 	if cheap {
 		// A plain Pod document: straight into a Pod, as add would, without
 		// reading the document once more for its kind.
-		if js, lines, err := blockYAMLWithLines(d.data); err == nil {
+		// Straight from the document's tree into the Pod (decodeNode);
+		// the tree is also where Locate finds the lines.
+		if lines, err := parseBlockYAML(d.data); err == nil {
 			var p corev1.Pod
-			if err := strictish(js, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
+			if err := decodePodTree(lines, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
@@ -277,7 +281,9 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 }
 
 // eachDocument calls fn with every document of src and its number (from
-// 1, as DecodeManifests numbers them) until fn returns false. A read error
+// 1, as DecodeManifests numbers them) until fn returns false. The
+// document's data is only valid during the call: fn copies what it keeps
+// (most documents of a big file are only looked at). A read error
 // is returned with the number of the document it stopped, worded as
 // DecodeManifests words it.
 func eachDocument(src scanSource, fn func(doc int, d *document) bool) (int, error) {
@@ -287,6 +293,7 @@ func eachDocument(src scanSource, fn func(doc int, d *document) bool) (int, erro
 	}
 	defer rc.Close()
 	ds := newDocStream(rc)
+	ds.borrow = true
 	for doc := 1; ; doc++ {
 		d, err := ds.next()
 		if errors.Is(err, io.EOF) {

@@ -54,15 +54,23 @@ type docStream struct {
 	start int    // first line of the document being read
 	count int    // documents returned
 	done  bool
+	// borrow returns each document's data without a copy: it is valid
+	// until the next call.
+	borrow bool
 }
 
-func newDocStream(r io.Reader) *docStream {
-	return &docStream{br: bufio.NewReaderSize(r, 64<<10), start: 1}
+func newDocStream(r io.Reader) *docStream { return newDocStreamSize(r, 64<<10) }
+
+func newDocStreamSize(r io.Reader, size int) *docStream {
+	return &docStream{br: bufio.NewReaderSize(r, size), start: 1}
 }
 
 // next returns the next document, or io.EOF after the last.
 func (s *docStream) next() (document, error) {
 	for !s.done {
+		if s.bulk() {
+			continue
+		}
 		s.n++
 		line, err := s.readLine()
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -96,8 +104,38 @@ func (s *docStream) next() (document, error) {
 	return document{}, io.EOF
 }
 
+// bulk takes, straight from the reader's buffer, the complete lines at
+// its start that the line-by-line reading would only append: up to the
+// next line that starts with "---", with no '\r' (ReadLine drops a
+// "\r\n" ending: those lines go one by one). It reports whether it took
+// any. A document is copied once, not a line at a time.
+func (s *docStream) bulk() bool {
+	n := s.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	data, _ := s.br.Peek(n)
+	if bytes.HasPrefix(data, []byte("---")) {
+		return false
+	}
+	end := bytes.Index(data, []byte("\n---")) + 1
+	if end == 0 {
+		end = bytes.LastIndexByte(data, '\n') + 1
+	}
+	if end == 0 || bytes.IndexByte(data[:end], '\r') >= 0 {
+		return false
+	}
+	s.buf.Write(data[:end])
+	s.n += bytes.Count(data[:end], []byte("\n"))
+	s.br.Discard(end)
+	return true
+}
+
 func (s *docStream) emit(start int) document {
-	d := document{data: bytes.Clone(s.buf.Bytes()), line: start}
+	d := document{data: s.buf.Bytes(), line: start}
+	if !s.borrow {
+		d.data = bytes.Clone(d.data)
+	}
 	s.buf.Reset()
 	s.count++
 	return d
@@ -272,8 +310,16 @@ func walk(n *yaml.Node, path string) *yaml.Node {
 // walkLines is walk over a block-YAML line tree: the line walk's node
 // would be on (TestWalkLinesMatchesWalk).
 func walkLines(n *lnode, path string) int {
-	at := n.line
-	for _, seg := range pathSegments(path) {
+	at := int(n.line)
+	for path != "" {
+		seg, rest, step, ok := nextSegment(path)
+		if !ok {
+			break
+		}
+		path = rest
+		if !step {
+			continue
+		}
 		var next *lnode
 		show := 0
 		switch {
@@ -283,7 +329,7 @@ func walkLines(n *lnode, path string) int {
 			return at
 		case n.kind == 's':
 			if next = n.item(seg.index); next != nil {
-				show = next.line
+				show = int(next.line)
 			}
 		case n.kind == 'm':
 			show, next = n.entry(seg.index)
@@ -297,25 +343,25 @@ func walkLines(n *lnode, path string) int {
 }
 
 func (n *lnode) entry(key string) (int, *lnode) {
-	for i, k := range n.keys {
-		if k == key {
-			return n.keyLines[i], n.vals[i]
+	for _, k := range n.kids {
+		if k.key == key {
+			return int(k.line), k.val
 		}
 	}
 	return 0, nil
 }
 
 func (n *lnode) item(index string) *lnode {
-	if i, err := strconv.Atoi(index); err == nil {
-		if i >= 0 && i < len(n.items) {
-			return n.items[i]
+	if i, err := atoi(index); err == nil {
+		if i >= 0 && i < len(n.kids) {
+			return n.kids[i].val
 		}
 		return nil
 	}
-	for _, it := range n.items {
-		if it != nil && it.kind == 'm' {
-			if _, v := it.entry("name"); v != nil && v.value == index {
-				return it
+	for _, it := range n.kids {
+		if it.val != nil && it.val.kind == 'm' {
+			if _, v := it.val.entry("name"); v != nil && v.value == index {
+				return it.val
 			}
 		}
 	}
@@ -329,26 +375,36 @@ type segment struct{ key, index string }
 func pathSegments(path string) []segment {
 	var out []segment
 	for path != "" {
-		switch path[0] {
-		case '.':
-			path = path[1:]
-		case '[':
-			end := strings.IndexByte(path, ']')
-			if end < 0 {
-				return out
-			}
-			out = append(out, segment{index: path[1:end]})
-			path = path[end+1:]
-		default:
-			end := strings.IndexAny(path, ".[")
-			if end < 0 {
-				end = len(path)
-			}
-			out = append(out, segment{key: path[:end]})
-			path = path[end:]
+		seg, rest, step, ok := nextSegment(path)
+		if !ok {
+			break
 		}
+		if step {
+			out = append(out, seg)
+		}
+		path = rest
 	}
 	return out
+}
+
+// nextSegment splits the first step off path: step is false for a dot
+// (no step), ok false for an unclosed bracket (the path ends there).
+func nextSegment(path string) (seg segment, rest string, step, ok bool) {
+	switch path[0] {
+	case '.':
+		return segment{}, path[1:], false, true
+	case '[':
+		end := strings.IndexByte(path, ']')
+		if end < 0 {
+			return segment{}, "", false, false
+		}
+		return segment{index: path[1:end]}, path[end+1:], true, true
+	}
+	end := strings.IndexAny(path, ".[")
+	if end < 0 {
+		end = len(path)
+	}
+	return segment{key: path[:end]}, path[end:], true, true
 }
 
 func mapEntry(n *yaml.Node, key string) (k, v *yaml.Node) {
@@ -371,7 +427,7 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 // sequenceItem is the item at an index, or the item whose name is the
 // bracket's text (containers, volumes, env and sysctls are named).
 func sequenceItem(n *yaml.Node, index string) *yaml.Node {
-	if i, err := strconv.Atoi(index); err == nil {
+	if i, err := atoi(index); err == nil {
 		if i >= 0 && i < len(n.Content) {
 			return n.Content[i]
 		}
@@ -383,4 +439,21 @@ func sequenceItem(n *yaml.Node, index string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// errNotIndex says a bracket holds a name, not an index.
+var errNotIndex = errors.New("not an index")
+
+// atoi is strconv.Atoi for a bracket's text, without the error it builds
+// for every name ("[agent]": Locate asks for each finding's path).
+func atoi(s string) (int, error) {
+	if s == "" {
+		return 0, errNotIndex
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && !(i == 0 && (c == '-' || c == '+') && len(s) > 1) {
+			return 0, errNotIndex
+		}
+	}
+	return strconv.Atoi(s)
 }

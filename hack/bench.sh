@@ -36,7 +36,7 @@ SANDPROBE_BENCH=1 SANDPROBE_BENCH_FLEET=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
-echo "== drift -f: 10,000 and 100,000 generated pods in one multi-document file, every output format, vs kube-score v1.20.0 'score -o ci' on the same file (goals: ≥ 10x faster, 100k ≤ 11 x 10k, peak RSS ≤ 150 MB) =="
+echo "== drift -f: 10,000 and 100,000 generated pods in one multi-document file, every output format (text, json, junit, sarif), vs kube-score v1.20.0 'score -o ci' on the same file (goals: ≥ 10x faster, 100k ≤ 11 x 10k, peak RSS ≤ 150 MB) =="
 # kube-score is built once from its module into the cache (hack/kube-score.sh).
 SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hack/kube-score.sh)" \
 	go test ./drift -run '^TestBenchDriftFiles$' -count=1 -timeout 60m -v |
@@ -74,6 +74,13 @@ go test ./runner/kube -run '^$' -bench BenchmarkKubeCycle -benchtime 3x -timeout
 echo
 echo "== regression → failing run: an allow-all NetworkPolicy under kube-router, sandprobe serve every 15 s on the real cluster, vs a green run of the same serve (goal: the first run after the regression fails, within one cycle) =="
 go test ./runner/kube -run '^$' -bench BenchmarkRegressionToFailingRun -benchtime 3x -timeout 20m | grep -E '^(Benchmark|regression)' || exit 1
+
+echo
+echo "== time to detect: 'sandprobe serve --watch' (schedule @every 1h) on the real cluster under the kube-router DaemonSet, real Prometheus (the shipped rules) and Alertmanager; a NetworkPolicy reopen and a broken CNI-agent rollout, 3 trials each, vs a green cycle and the 30-minute CronJob's schedule =="
+echo "   goals: reopen ≤ 30 s to sandprobe_egress_unexpected_open > 0 and ≤ 60 s to SandboxEgressReopened at Alertmanager; agent rollout ≤ 60 s to the metric"
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./runner/kube -run '^TestBenchTimeToDetect$' -count=1 -timeout 30m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
 echo "== egress page: a 10-node run (10 egress findings each) + drift on 200 objects, with 24 runs of history, vs the JSON report of the same run (goal: ≤ 250 ms a render; it is rendered per request) =="

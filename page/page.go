@@ -199,8 +199,16 @@ func build(pg Page) view {
 		}
 	}
 	v.Proxy = egress.Proxy
+	// One pass for the targets with a drift finding (a scan per target was
+	// quadratic: minutes for the page of a 10,000-pod drift -f).
+	drifted := map[string]bool{}
+	for _, f := range run.Findings {
+		if isDrift(f.Check) {
+			drifted[f.Target] = true
+		}
+	}
 	for _, t := range report.Targets(run.Findings) {
-		if !slices.ContainsFunc(run.Findings, func(f report.Finding) bool { return f.Target == t && isDrift(f.Check) }) {
+		if !drifted[t] {
 			v.Probes = append(v.Probes, t)
 		}
 	}

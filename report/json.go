@@ -171,12 +171,20 @@ const hexDigits = "0123456789abcdef"
 // appendJSONString quotes s as encoding/json does with HTML escaping (its
 // default): <, > and & as \u escapes, control characters, invalid UTF-8 as
 // \ufffd, and U+2028/U+2029.
+// jsonPlain are the ASCII bytes encoding/json writes as they are.
+var jsonPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 func appendJSONString(x []byte, s string) []byte {
 	x = append(x, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonPlain[c] {
 				i++
 				continue
 			}

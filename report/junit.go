@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -67,10 +66,20 @@ func (JUnit) Write(w io.Writer, run Run) error {
 		x = xmlAttr(x, "value", run.Version)
 		x = append(x, "></property>\n    </properties>"...)
 		err := set.EachIn(gi, func(f *Finding) error {
-			x = append(x, "\n    <testcase"...)
-			x = xmlAttr(x, "name", f.Name())
-			x = xmlAttr(x, "classname", "sandprobe."+Area(f.Check))
-			x = xmlAttr(x, "time", secs(f.Seconds))
+			// name (f.Name()), classname and time, appended without the
+			// strings built for them (a space or a dot between two
+			// escaped parts escapes as the whole does).
+			x = append(x, "\n    <testcase name=\""...)
+			x = xmlEscape(x, f.Check)
+			if f.Subject != "" {
+				x = append(x, ' ')
+				x = xmlEscape(x, f.Subject)
+			}
+			x = append(x, "\" classname=\"sandprobe."...)
+			x = xmlEscape(x, Area(f.Check))
+			x = append(x, "\" time=\""...)
+			x = strconv.AppendFloat(x, f.Seconds, 'f', 3, 64)
+			x = append(x, '"')
 			if f.File != "" {
 				x = xmlAttr(x, "file", f.File)
 			}
@@ -164,6 +173,10 @@ func xmlAttr(x []byte, name, value string) []byte {
 func xmlEscape(x []byte, s string) []byte {
 	last := 0
 	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf && xmlPlain[c] {
+			i++ // plain ASCII, the most of it
+			continue
+		}
 		r, width := utf8.DecodeRuneInString(s[i:])
 		i += width
 		var esc string
@@ -198,6 +211,14 @@ func xmlEscape(x []byte, s string) []byte {
 	return append(x, s[last:]...)
 }
 
+// xmlPlain are the ASCII bytes xmlEscape writes as they are.
+var xmlPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\'' && c != '&' && c != '<' && c != '>'
+	}
+	return t
+}()
+
 func xmlChar(r rune) bool {
 	return r == 0x09 || r == 0x0A || r == 0x0D ||
 		r >= 0x20 && r <= 0xD7FF ||
@@ -208,14 +229,20 @@ func xmlChar(r rune) bool {
 func problemBody(f Finding) string {
 	var b strings.Builder
 	if f.Expected != "" {
-		fmt.Fprintf(&b, "expected: %s\n", f.Expected)
+		b.WriteString("expected: ")
+		b.WriteString(f.Expected)
+		b.WriteString("\n")
 	}
 	if f.Actual != "" {
-		fmt.Fprintf(&b, "actual:   %s\n", f.Actual)
+		b.WriteString("actual:   ")
+		b.WriteString(f.Actual)
+		b.WriteString("\n")
 	}
 	b.WriteString(evidenceBody(f))
 	if f.Fix != "" {
-		fmt.Fprintf(&b, "fix:      %s\n", f.Fix)
+		b.WriteString("fix:      ")
+		b.WriteString(f.Fix)
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -234,16 +261,24 @@ func passBody(f Finding) string {
 func evidenceBody(f Finding) string {
 	var b strings.Builder
 	if f.Class != "" {
-		fmt.Fprintf(&b, "verdict:  %s\n", f.Class)
+		b.WriteString("verdict:  ")
+		b.WriteString(f.Class)
+		b.WriteString("\n")
 	}
 	if f.Evidence != "" {
-		fmt.Fprintf(&b, "evidence: %s\n", f.Evidence)
+		b.WriteString("evidence: ")
+		b.WriteString(f.Evidence)
+		b.WriteString("\n")
 	}
 	for _, l := range f.Attempt.Lines() {
-		fmt.Fprintf(&b, "%s\n", l)
+		b.WriteString(l)
+		b.WriteString("\n")
 	}
 	if f.Deny != "" {
-		fmt.Fprintf(&b, "deny:     %s%s\n", f.Deny, controlText(f))
+		b.WriteString("deny:     ")
+		b.WriteString(f.Deny)
+		b.WriteString(controlText(f))
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -256,4 +291,5 @@ func controlText(f Finding) string {
 	return " (the control got " + f.Control + ")"
 }
 
-func secs(s float64) string { return fmt.Sprintf("%.3f", s) }
+// secs is %.3f.
+func secs(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"io"
 	"strings"
 )
@@ -80,7 +81,7 @@ func legacyText(t Text, w io.Writer, run Run) error {
 }
 
 func legacyJUnit(w io.Writer, run Run) error {
-	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: secs(run.Seconds)}
+	doc := junitSuites{Name: "sandprobe " + run.Policy, Time: fmt.Sprintf("%.3f", run.Seconds)}
 	for _, target := range Targets(run.Findings) {
 		suite := junitSuite{Name: target, Timestamp: run.StartedAt.UTC().Format("2006-01-02T15:04:05")}
 		if suite.Name == "" {
@@ -92,13 +93,16 @@ func legacyJUnit(w io.Writer, run Run) error {
 			if f.Target != target {
 				continue
 			}
-			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: secs(f.Seconds), File: f.File, Line: f.Line}
+			tc := junitTestCase{Name: f.Name(), Classname: "sandprobe." + Area(f.Check), Time: fmt.Sprintf("%.3f", f.Seconds), File: f.File, Line: f.Line}
 			total += f.Seconds
 			switch f.Status {
 			case Pass:
-				tc.SystemOut = passBody(f)
+				tc.SystemOut = f.Evidence
+				if f.Attempt != nil {
+					tc.SystemOut = legacyEvidenceBody(f)
+				}
 			case Fail:
-				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: problemBody(f)}
+				tc.Failure = &junitProblem{Message: ExpectedActual(f), Type: f.Check, Body: legacyProblemBody(f)}
 				suite.Failures++
 			case Skip, Inconclusive:
 				msg := string(f.Status)
@@ -106,16 +110,16 @@ func legacyJUnit(w io.Writer, run Run) error {
 					msg += ": " + f.Actual
 				}
 				tc.Skipped = &junitSkipped{Message: msg}
-				tc.SystemOut = evidenceBody(f)
+				tc.SystemOut = legacyEvidenceBody(f)
 				suite.Skipped++
 			default:
-				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: problemBody(f)}
+				tc.Error = &junitProblem{Message: "could not check: " + f.Actual, Type: f.Check, Body: legacyProblemBody(f)}
 				suite.Errors++
 			}
 			suite.Cases = append(suite.Cases, tc)
 			suite.Tests++
 		}
-		suite.Time = secs(total)
+		suite.Time = fmt.Sprintf("%.3f", total)
 		doc.Tests += suite.Tests
 		doc.Failures += suite.Failures
 		doc.Errors += suite.Errors
@@ -198,4 +202,103 @@ type junitProblem struct {
 
 type junitSkipped struct {
 	Message string `xml:"message,attr"`
+}
+
+// legacySARIF is SARIF.Write as it was before it streamed: the whole
+// report as go-sarif's tree, one group per result in memory.
+func legacySARIF(s SARIF, w io.Writer, run Run) error {
+	rep := sarif.NewReport()
+	r := sarif.NewRunWithInformationURI("sandprobe", "https://github.com/sandprobe/sandprobe")
+	r.Tool.Driver.WithVersion(orDash(run.Version))
+	known := map[string]bool{}
+	for _, rule := range s.Rules {
+		s.addRule(r, rule)
+		known[rule.ID] = true
+	}
+
+	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
+	var groups []*sarifGroup
+	byKey := map[string]*sarifGroup{}
+	// Read through the FindingSet: a drift over 100,000 pods spools its
+	// findings; the groups (one per result) are what stays in memory.
+	err := run.Set().Each(func(fp *Finding) error {
+		f := *fp
+		switch f.Status {
+		case Fail, Inconclusive:
+		case Pass, Skip:
+			return nil
+		default:
+			// Could not check: about the run, not about a line of code.
+			inv.AddToolExecutionNotification(sarif.NewNotification().
+				WithLevel(sarif.LevelError).
+				WithMessage(sarif.NewTextMessage(fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))))
+			return nil
+		}
+		key := strings.Join([]string{f.Check, string(f.Status), f.File, fmt.Sprint(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")
+		g := byKey[key]
+		if g == nil {
+			g = &sarifGroup{f: f, seen: map[string]bool{}}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		if f.Target != "" && !g.seen[f.Target] {
+			g.seen[f.Target] = true
+			g.targets = append(g.targets, f.Target)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if !known[g.f.Check] {
+			s.addRule(r, SARIFRule{ID: g.f.Check})
+			known[g.f.Check] = true
+		}
+		r.AddResult(s.result(r, g))
+	}
+	r.AddInvocation(inv)
+	for _, n := range run.Notes {
+		inv.AddToolExecutionNotification(sarif.NewNotification().WithLevel(sarif.LevelNote).WithMessage(sarif.NewTextMessage(n)))
+	}
+	rep.AddRun(r)
+	if err := rep.PrettyWrite(w); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}
+
+// legacyProblemBody and legacyEvidenceBody are the JUnit bodies as they
+// were written with fmt.
+func legacyProblemBody(f Finding) string {
+	var b strings.Builder
+	if f.Expected != "" {
+		fmt.Fprintf(&b, "expected: %s\n", f.Expected)
+	}
+	if f.Actual != "" {
+		fmt.Fprintf(&b, "actual:   %s\n", f.Actual)
+	}
+	b.WriteString(legacyEvidenceBody(f))
+	if f.Fix != "" {
+		fmt.Fprintf(&b, "fix:      %s\n", f.Fix)
+	}
+	return b.String()
+}
+
+func legacyEvidenceBody(f Finding) string {
+	var b strings.Builder
+	if f.Class != "" {
+		fmt.Fprintf(&b, "verdict:  %s\n", f.Class)
+	}
+	if f.Evidence != "" {
+		fmt.Fprintf(&b, "evidence: %s\n", f.Evidence)
+	}
+	for _, l := range f.Attempt.Lines() {
+		fmt.Fprintf(&b, "%s\n", l)
+	}
+	if f.Deny != "" {
+		fmt.Fprintf(&b, "deny:     %s%s\n", f.Deny, controlText(f))
+	}
+	return b.String()
 }

@@ -218,6 +218,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // Observe replaces the gauges with what run found and counts the run. now
 // is when the run finished.
 func (m *Metrics) Observe(run Run, now time.Time) {
+	m.Show(run, now)
+	m.runs.WithLabelValues(run.Result()).Inc()
+}
+
+// Show replaces the gauges with what run found without counting a run:
+// serve --watch shows a targeted cycle's probe verdict at once, before its
+// drift phase ends the run.
+func (m *Metrics) Show(run Run, now time.Time) {
 	m.mu.Lock()
 	detail := m.nodeDetail
 	m.mu.Unlock()
@@ -228,7 +236,6 @@ func (m *Metrics) Observe(run Run, now time.Time) {
 	if s.up == 1 {
 		m.lastSuccess = now
 	}
-	m.runs.WithLabelValues(run.Result()).Inc()
 }
 
 // SetNodeDetail sets how many nodes a run may have and keep a

@@ -1,11 +1,18 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
@@ -30,6 +37,11 @@ type SARIFRule struct {
 // A finding with File and Line (drift -f) points at that line. Findings on
 // the same field of the same object (a NetworkPolicy that opens the world to
 // ten pods) are one result naming every sandbox it affects.
+//
+// It streams, as the other writers do: it reads the findings three times
+// (a Spool is read again from its file) and holds 8 bytes per result (a
+// hash of its key) and the targets of the results several findings share,
+// not the report; each result is written exactly as go-sarif writes it.
 type SARIF struct {
 	Rules []SARIFRule
 	// BaseDir is the directory file paths are written relative to (the
@@ -43,37 +55,147 @@ type sarifGroup struct {
 	f       Finding
 	targets []string
 	seen    map[string]bool // targets, so a group of 100,000 pods stays linear
+	key     string          // the group's key (sarifKey), to tell hash collisions
+	written bool
 }
 
 func (s SARIF) Write(w io.Writer, run Run) error {
-	rep := sarif.NewReport()
-	r := sarif.NewRunWithInformationURI("sandprobe", "https://github.com/sandprobe/sandprobe")
-	r.Tool.Driver.WithVersion(orDash(run.Version))
-	known := map[string]bool{}
-	for _, rule := range s.Rules {
-		s.addRule(r, rule)
-		known[rule.ID] = true
+	set := run.Set()
+	// Pass 1: what the report says before its results (rules met only in
+	// findings, the invocation's notifications), and a hash of each
+	// result's key, to find the keys more than one finding shares.
+	pre := s.newPrelude()
+	var hashes []uint64
+	seed := maphash.MakeSeed()
+	err := set.Each(func(f *Finding) error {
+		if pre.see(f) {
+			hashes = append(hashes, sarifKeyHash(seed, f))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Pass 2, for the keys seen more than once only: every target of the
+	// group, in order, each once. A group is exactly a key: should two
+	// keys share a hash, the report is built whole in memory instead.
+	shared := map[uint64]*sarifGroup{}
+	sorted := slices.Clone(hashes)
+	slices.Sort(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] && shared[sorted[i]] == nil {
+			shared[sorted[i]] = &sarifGroup{seen: map[string]bool{}}
+		}
+	}
+	sorted = nil
+	if len(shared) > 0 {
+		collision := false
+		i := 0
+		err := set.Each(func(f *Finding) error {
+			if f.Status != Fail && f.Status != Inconclusive {
+				return nil
+			}
+			g := shared[hashes[i]]
+			i++
+			if g == nil {
+				return nil
+			}
+			key := sarifKey(f)
+			if g.key == "" {
+				g.key = key
+			} else if g.key != key {
+				collision = true
+			}
+			if f.Target != "" && !g.seen[f.Target] {
+				g.seen[f.Target] = true
+				g.targets = append(g.targets, f.Target)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if collision {
+			return s.writeWhole(w, run)
+		}
 	}
 
-	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
-	var groups []*sarifGroup
-	byKey := map[string]*sarifGroup{}
-	// Read through the FindingSet: a drift over 100,000 pods spools its
-	// findings; the groups (one per result) are what stays in memory.
-	err := run.Set().Each(func(fp *Finding) error {
-		f := *fp
-		switch f.Status {
-		case Fail, Inconclusive:
-		case Pass, Skip:
-			return nil
-		default:
-			// Could not check: about the run, not about a line of code.
-			inv.AddToolExecutionNotification(sarif.NewNotification().
-				WithLevel(sarif.LevelError).
-				WithMessage(sarif.NewTextMessage(fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))))
+	// The report around its results, as go-sarif writes it: a placeholder
+	// result marks where they go.
+	r := s.newRun(run, pre)
+	head, tail, indent, err := sarifFrame(r)
+	if err != nil {
+		return err
+	}
+	b := bufio.NewWriterSize(w, 256<<10)
+	b.Write(head)
+	// Pass 3: the results, each where its group first appears.
+	ruleIndex := map[string]int{}
+	for _, id := range append(slices.Collect(maps.Keys(pre.known)), "") {
+		ruleIndex[id] = r.GetRuleIndex(id)
+	}
+	var x []byte
+	var uriOf, uri string
+	i, n := 0, 0
+	err = set.Each(func(fp *Finding) error {
+		if fp.Status != Fail && fp.Status != Inconclusive {
 			return nil
 		}
-		key := strings.Join([]string{f.Check, string(f.Status), f.File, fmt.Sprint(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")
+		g := shared[hashes[i]]
+		i++
+		switch {
+		case g == nil:
+			g = &sarifGroup{f: *fp}
+			if fp.Target != "" {
+				g.targets = []string{fp.Target}
+			}
+		case g.written:
+			return nil
+		default:
+			g.f, g.written = *fp, true
+		}
+		if n > 0 {
+			x = append(x, ',')
+		}
+		n++
+		x = append(x, '\n')
+		x = append(x, indent...)
+		if g.f.File != uriOf {
+			uriOf, uri = g.f.File, s.uri(g.f.File)
+		}
+		x = s.appendResult(x, indent, ruleIndex[g.f.Check], uri, g)
+		if len(x) > 64<<10 {
+			if _, err := b.Write(x); err != nil {
+				return err
+			}
+			x = x[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.Write(x)
+	if n == 0 {
+		// "results": [] on one line.
+		tail = tail[1+len(indent)-2:]
+	}
+	b.Write(tail)
+	b.WriteString("\n")
+	return b.Flush()
+}
+
+// writeWhole is Write with every group in memory (two keys shared a hash).
+func (s SARIF) writeWhole(w io.Writer, run Run) error {
+	var groups []*sarifGroup
+	byKey := map[string]*sarifGroup{}
+	pre := s.newPrelude()
+	err := run.Set().Each(func(fp *Finding) error {
+		if !pre.see(fp) {
+			return nil
+		}
+		f := *fp
+		key := sarifKey(&f)
 		g := byKey[key]
 		if g == nil {
 			g = &sarifGroup{f: f, seen: map[string]bool{}}
@@ -89,23 +211,126 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	if err != nil {
 		return err
 	}
+	r := s.newRun(run, pre)
 	for _, g := range groups {
-		if !known[g.f.Check] {
-			s.addRule(r, SARIFRule{ID: g.f.Check})
-			known[g.f.Check] = true
-		}
-		s.addResult(r, g)
+		r.AddResult(s.result(r, g))
 	}
-	r.AddInvocation(inv)
-	for _, n := range run.Notes {
-		inv.AddToolExecutionNotification(sarif.NewNotification().WithLevel(sarif.LevelNote).WithMessage(sarif.NewTextMessage(n)))
-	}
+	rep := sarif.NewReport()
 	rep.AddRun(r)
 	if err := rep.PrettyWrite(w); err != nil {
 		return err
 	}
 	_, err = io.WriteString(w, "\n")
 	return err
+}
+
+// sarifPrelude is what a report says before its results, gathered in a
+// pass over the findings.
+type sarifPrelude struct {
+	known map[string]bool
+	// extraRules are the checks met in findings that no declared rule
+	// describes, in the order met; notifications are the findings that
+	// could not be checked.
+	extraRules, notifications []string
+}
+
+func (s SARIF) newPrelude() *sarifPrelude {
+	pre := &sarifPrelude{known: map[string]bool{}}
+	for _, rule := range s.Rules {
+		pre.known[rule.ID] = true
+	}
+	return pre
+}
+
+// see takes one finding and reports whether it is a result.
+func (pre *sarifPrelude) see(f *Finding) bool {
+	switch f.Status {
+	case Fail, Inconclusive:
+	case Pass, Skip:
+		return false
+	default:
+		// Could not check: about the run, not about a line of code.
+		pre.notifications = append(pre.notifications, fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))
+		return false
+	}
+	if !pre.known[f.Check] {
+		pre.known[f.Check] = true
+		pre.extraRules = append(pre.extraRules, f.Check)
+	}
+	return true
+}
+
+// newRun is the run without results: the tool with every rule (the
+// declared ones, then those met only in findings, in order) and the
+// invocation with its notifications, then the run's notes.
+func (s SARIF) newRun(run Run, pre *sarifPrelude) *sarif.Run {
+	r := sarif.NewRunWithInformationURI("sandprobe", "https://github.com/sandprobe/sandprobe")
+	r.Tool.Driver.WithVersion(orDash(run.Version))
+	for _, rule := range s.Rules {
+		s.addRule(r, rule)
+	}
+	for _, id := range pre.extraRules {
+		s.addRule(r, SARIFRule{ID: id})
+	}
+	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
+	for _, n := range pre.notifications {
+		inv.AddToolExecutionNotification(sarif.NewNotification().WithLevel(sarif.LevelError).WithMessage(sarif.NewTextMessage(n)))
+	}
+	for _, n := range run.Notes {
+		inv.AddToolExecutionNotification(sarif.NewNotification().WithLevel(sarif.LevelNote).WithMessage(sarif.NewTextMessage(n)))
+	}
+	r.AddInvocation(inv)
+	return r
+}
+
+// sarifResultMark stands in for the results while the frame is written.
+const sarifResultMark = "sandprobe-results-go-here"
+
+// sarifFrame is the report go-sarif writes for r cut around its results:
+// head ends with `"results": [`, tail starts with the newline before the
+// array's `]`, and indent is the results' indentation.
+func sarifFrame(r *sarif.Run) (head, tail []byte, indent string, err error) {
+	r.AddResult(sarif.NewRuleResult(sarifResultMark))
+	rep := sarif.NewReport()
+	rep.AddRun(r)
+	var buf bytes.Buffer
+	if err := rep.PrettyWrite(&buf); err != nil {
+		return nil, nil, "", err
+	}
+	r.Results = r.Results[:0]
+	out := buf.Bytes()
+	at := bytes.Index(out, []byte(`"`+sarifResultMark+`"`))
+	open := bytes.LastIndex(out[:max(at, 0)], []byte(`"results": [`))
+	if at < 0 || open < 0 {
+		return nil, nil, "", errors.New("sarif: go-sarif wrote no results array")
+	}
+	open += len(`"results": [`)
+	// The placeholder is one object: "\n" + indent + "{" ... "\n" + indent + "}".
+	lineStart := bytes.LastIndexByte(out[:at], '\n') + 1
+	first := bytes.IndexByte(out[open:], '{') + open
+	indent = string(out[open+1 : first])
+	end := bytes.Index(out[first:], []byte("\n"+indent+"}"))
+	if end < 0 || lineStart <= open || strings.Trim(indent, " ") != "" {
+		return nil, nil, "", errors.New("sarif: unexpected go-sarif layout")
+	}
+	end += first + len("\n"+indent+"}")
+	return out[:open], out[end:], indent, nil
+}
+
+// sarifKey is what makes findings one result: the same finding on the
+// same line, whichever targets it was reported for.
+func sarifKey(f *Finding) string {
+	return strings.Join([]string{f.Check, string(f.Status), f.File, fmt.Sprint(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")
+}
+
+func sarifKeyHash(seed maphash.Seed, f *Finding) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for _, part := range []string{f.Check, string(f.Status), f.File, strconv.Itoa(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual} {
+		h.WriteString(part)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
 }
 
 func (s SARIF) addRule(r *sarif.Run, rule SARIFRule) {
@@ -123,23 +348,15 @@ func (s SARIF) addRule(r *sarif.Run, rule SARIFRule) {
 	}
 }
 
-func (s SARIF) addResult(r *sarif.Run, g *sarifGroup) {
+// result is a group's result (not added to r).
+func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 	f := g.f
 	level := sarif.LevelError
 	if f.Status == Inconclusive {
 		level = sarif.LevelWarning
 	}
-	msg := fmt.Sprintf("expected %s, actual %s", orDash(f.Expected), orDash(f.Actual))
-	if f.Subject != "" {
-		msg = f.Subject + ": " + msg
-	}
-	if f.Fix != "" {
-		msg += ". Fix: " + f.Fix
-	}
-	if len(g.targets) > 0 {
-		msg += ". Affects " + strings.Join(g.targets, ", ")
-	}
-	res := r.CreateResultForRule(f.Check).
+	msg := s.resultText(g)
+	res := sarif.NewRuleResult(f.Check).WithRuleIndex(r.GetRuleIndex(f.Check)).
 		WithLevel(level).
 		WithMessage(sarif.NewTextMessage(msg))
 	loc := sarif.NewLocation()
@@ -164,6 +381,173 @@ func (s SARIF) addResult(r *sarif.Run, g *sarifGroup) {
 		}
 	}
 	res.WithProperties(props)
+	return res
+}
+
+// appendResult writes g's result exactly as json.MarshalIndent(s.result(r,
+// g), in, "  ") does (TestSARIFResultMatchesGoSARIF), without building
+// go-sarif's tree and reflecting over it: a result is a few KB of
+// mostly fixed text, and reflection was most of SARIF's cost.
+func (s SARIF) appendResult(x []byte, in string, ruleIndex int, uri string, g *sarifGroup) []byte {
+	f := &g.f
+	i1, i2, i3, i4, i5 := "\n"+in+"  ", "\n"+in+"    ", "\n"+in+"      ", "\n"+in+"        ", "\n"+in+"          "
+	sum := sha256.Sum256([]byte(strings.Join([]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")))
+	var hexSum [32]byte
+	hex.Encode(hexSum[:], sum[:16])
+	x = append(x, '{')
+	x = append(x, i1...)
+	x = append(x, `"partialFingerprints": {`...)
+	x = append(x, i2...)
+	x = append(x, `"sandprobeFinding/v1": "`...)
+	x = append(x, hexSum[:]...)
+	x = append(x, '"')
+	x = append(x, i1...)
+	x = append(x, '}', ',')
+	for _, k := range []string{"attachments", "codeFlows", "fixes", "graphTraversals", "graphs"} {
+		x = append(x, i1...)
+		x = append(x, '"')
+		x = append(x, k...)
+		x = append(x, `": [],`...)
+	}
+	x = append(x, i1...)
+	x = append(x, `"kind": "fail",`...)
+	x = append(x, i1...)
+	x = append(x, `"level": `...)
+	if f.Status == Inconclusive {
+		x = append(x, `"warning",`...)
+	} else {
+		x = append(x, `"error",`...)
+	}
+	x = append(x, i1...)
+	x = append(x, `"locations": [`...)
+	x = append(x, i2...)
+	x = append(x, '{')
+	x = append(x, i3...)
+	x = append(x, `"annotations": [],`...)
+	x = append(x, i3...)
+	x = append(x, `"id": -1,`...)
+	x = append(x, i3...)
+	x = append(x, `"logicalLocations": [`...)
+	for ti, t := range g.targets {
+		if ti > 0 {
+			x = append(x, ',')
+		}
+		x = append(x, i4...)
+		x = append(x, '{')
+		x = append(x, i5...)
+		x = append(x, `"fullyQualifiedName": `...)
+		x = appendJSONString(x, t)
+		x = append(x, ',')
+		x = append(x, i5...)
+		x = append(x, `"index": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"kind": "resource",`...)
+		x = append(x, i5...)
+		x = append(x, `"parentIndex": -1`...)
+		x = append(x, i4...)
+		x = append(x, '}')
+	}
+	if len(g.targets) > 0 {
+		x = append(x, i3...)
+	}
+	x = append(x, `],`...)
+	if f.File != "" {
+		x = append(x, i3...)
+		x = append(x, `"physicalLocation": {`...)
+		x = append(x, i4...)
+		x = append(x, `"artifactLocation": {`...)
+		x = append(x, i5...)
+		x = append(x, `"index": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"uri": `...)
+		x = appendJSONString(x, uri)
+		x = append(x, i4...)
+		x = append(x, `},`...)
+		x = append(x, i4...)
+		x = append(x, `"region": {`...)
+		x = append(x, i5...)
+		x = append(x, `"byteOffset": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"charOffset": -1,`...)
+		x = append(x, i5...)
+		x = append(x, `"startLine": `...)
+		x = strconv.AppendInt(x, int64(max(f.Line, 1)), 10)
+		x = append(x, i4...)
+		x = append(x, '}')
+		x = append(x, i3...)
+		x = append(x, `},`...)
+	}
+	x = append(x, i3...)
+	x = append(x, `"relationships": []`...)
+	x = append(x, i2...)
+	x = append(x, '}')
+	x = append(x, i1...)
+	x = append(x, `],`...)
+	x = append(x, i1...)
+	x = append(x, `"message": {`...)
+	x = append(x, i2...)
+	x = append(x, `"arguments": [],`...)
+	x = append(x, i2...)
+	x = append(x, `"text": `...)
+	x = appendJSONString(x, s.resultText(g))
+	x = append(x, i1...)
+	x = append(x, `},`...)
+	x = append(x, i1...)
+	x = append(x, `"properties": {`...)
+	props := 0
+	for _, kv := range [...][2]string{{"actual", f.Actual}, {"evidence", f.Evidence}, {"expected", f.Expected}, {"fix", f.Fix}, {"namespace", f.Namespace}} {
+		if kv[1] == "" {
+			continue
+		}
+		if props > 0 {
+			x = append(x, ',')
+		}
+		props++
+		x = append(x, i2...)
+		x = append(x, '"')
+		x = append(x, kv[0]...)
+		x = append(x, `": `...)
+		x = appendJSONString(x, kv[1])
+	}
+	if props > 0 {
+		x = append(x, i1...)
+	}
+	x = append(x, `},`...)
+	x = append(x, i1...)
+	x = append(x, `"rank": -1,`...)
+	x = append(x, i1...)
+	x = append(x, `"relatedLocations": [],`...)
+	x = append(x, i1...)
+	x = append(x, `"ruleId": `...)
+	x = appendJSONString(x, f.Check)
+	x = append(x, ',')
+	x = append(x, i1...)
+	x = append(x, `"ruleIndex": `...)
+	x = strconv.AppendInt(x, int64(ruleIndex), 10)
+	x = append(x, ',')
+	x = append(x, i1...)
+	x = append(x, `"stacks": [],`...)
+	x = append(x, i1...)
+	x = append(x, `"taxa": []`...)
+	x = append(x, '\n')
+	x = append(x, in...)
+	return append(x, '}')
+}
+
+// resultText is a result's message.
+func (s SARIF) resultText(g *sarifGroup) string {
+	f := &g.f
+	msg := "expected " + orDash(f.Expected) + ", actual " + orDash(f.Actual)
+	if f.Subject != "" {
+		msg = f.Subject + ": " + msg
+	}
+	if f.Fix != "" {
+		msg += ". Fix: " + f.Fix
+	}
+	if len(g.targets) > 0 {
+		msg += ". Affects " + strings.Join(g.targets, ", ")
+	}
+	return msg
 }
 
 // uri is the artifact URI of a file: relative to BaseDir with forward

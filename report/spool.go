@@ -26,6 +26,9 @@ type FindingSet interface {
 	Each(fn func(f *Finding) error) error
 	// EachIn calls fn with every finding of Groups()[g], in the order added.
 	EachIn(g int, fn func(f *Finding) error) error
+	// NameWidth is the longest Name of a finding, in bytes (the text
+	// report's column).
+	NameWidth() int
 }
 
 // Group is one target's findings: their tallies and summed seconds.
@@ -49,6 +52,7 @@ type sliceSet struct {
 	fs      []Finding
 	groups  []Group
 	members [][]int32
+	width   int
 }
 
 func newSliceSet(fs []Finding) *sliceSet {
@@ -65,9 +69,20 @@ func newSliceSet(fs []Finding) *sliceSet {
 		s.groups[g].Counts.Add(fs[i].Status)
 		s.groups[g].Seconds += fs[i].Seconds
 		s.members[g] = append(s.members[g], int32(i))
+		s.width = max(s.width, nameWidth(&fs[i]))
 	}
 	return s
 }
+
+// nameWidth is len(f.Name()) without building it.
+func nameWidth(f *Finding) int {
+	if f.Subject == "" {
+		return len(f.Check)
+	}
+	return len(f.Check) + 1 + len(f.Subject)
+}
+
+func (s *sliceSet) NameWidth() int { return s.width }
 
 func (s *sliceSet) Len() int        { return len(s.fs) }
 func (s *sliceSet) Counts() Counts  { return Count(s.fs) }
@@ -113,6 +128,7 @@ type Spool struct {
 
 	n      int
 	counts Counts
+	width  int // NameWidth
 	groups []Group
 	segs   [][]segment // per group: runs of consecutive records
 	index  map[string]int
@@ -121,9 +137,14 @@ type Spool struct {
 	// times must come back exactly as the probe wrote them.
 	attempts map[int]*Attempt
 	scratch  []byte
-	readBuf  []byte
-	err      error
+	// readBuf is the window of the spool EachIn read last, from winOff.
+	readBuf []byte
+	winOff  int64
+	err     error
 }
+
+// spoolWindow is how much of the spool EachIn reads at a time.
+const spoolWindow = 1 << 20
 
 type segment struct {
 	off, end int64
@@ -164,6 +185,7 @@ func (s *Spool) add(f *Finding) {
 	s.groups[g].Counts.Add(f.Status)
 	s.groups[g].Seconds += f.Seconds
 	s.counts.Add(f.Status)
+	s.width = max(s.width, nameWidth(f))
 	if g != s.last {
 		s.segs[g] = append(s.segs[g], segment{off: s.size, first: s.n})
 		s.last = g
@@ -225,6 +247,7 @@ func (s *Spool) Close() error {
 }
 
 func (s *Spool) Len() int        { return s.n }
+func (s *Spool) NameWidth() int  { return s.width }
 func (s *Spool) Counts() Counts  { return s.counts }
 func (s *Spool) Groups() []Group { return s.groups }
 
@@ -279,18 +302,25 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 	if err != nil {
 		return err
 	}
-	// A target's runs of records are read whole: one read per run, into
-	// a buffer kept between calls.
+	// A target's runs of records are read from a window of the spool
+	// kept between calls: groups read in order (a report's blocks) read
+	// the spool once, a window at a time, not a read per target.
 	var f Finding
 	for _, seg := range s.segs[g] {
-		size := int(seg.end - seg.off)
-		if cap(s.readBuf) < size {
-			s.readBuf = make([]byte, size)
+		if seg.off < s.winOff || seg.end > s.winOff+int64(len(s.readBuf)) {
+			size := max(int(seg.end-seg.off), spoolWindow)
+			size = int(min(int64(size), s.size-seg.off))
+			if cap(s.readBuf) < size {
+				s.readBuf = make([]byte, size)
+			}
+			s.readBuf = s.readBuf[:size]
+			if _, err := ra.ReadAt(s.readBuf, seg.off); err != nil && !(errors.Is(err, io.EOF) && seg.off+int64(size) == s.size) {
+				s.readBuf = s.readBuf[:0]
+				return fmt.Errorf("read spooled findings: %w", err)
+			}
+			s.winOff = seg.off
 		}
-		buf := s.readBuf[:size]
-		if _, err := ra.ReadAt(buf, seg.off); err != nil && !(errors.Is(err, io.EOF) && seg.end == s.size) {
-			return fmt.Errorf("read spooled findings: %w", err)
-		}
+		buf := s.readBuf[seg.off-s.winOff : seg.end-s.winOff]
 		for i := 0; i < seg.n; i++ {
 			n, err := decodeFinding(buf, &f)
 			if err != nil {
@@ -351,16 +381,23 @@ func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
 // decodeFinding decodes the record at the start of b into f and returns
 // its length.
 func decodeFinding(b []byte, f *Finding) (int, error) {
-	var fields [recordStrings]string
+	// The strings are slices of one string per record: one allocation
+	// per finding, not one per field (the writers read every finding).
+	var at [recordStrings][2]int
 	i := 0
-	for k := range fields {
+	for k := range at {
 		n, w := binary.Uvarint(b[i:])
 		if w <= 0 || uint64(len(b)-i-w) < n {
 			return 0, io.ErrUnexpectedEOF
 		}
 		i += w
-		fields[k] = string(b[i : i+int(n)])
+		at[k] = [2]int{i, i + int(n)}
 		i += int(n)
+	}
+	rec := string(b[:i])
+	var fields [recordStrings]string
+	for k, a := range at {
+		fields[k] = rec[a[0]:a[1]]
 	}
 	if len(b)-i < 8 {
 		return 0, io.ErrUnexpectedEOF

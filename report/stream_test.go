@@ -74,18 +74,30 @@ func TestWritersMatchLegacy(t *testing.T) {
 	empty.Findings = nil
 	probesOnly := generatedRun(13, 3)
 	probesOnly.Findings = nil
+	// Many findings on one line of one policy, for many targets (some
+	// twice): the SARIF results that group them.
+	shared := generatedRun(600, 4)
+	for i := range shared.Findings {
+		if f := &shared.Findings[i]; i%3 == 0 {
+			f.Subject, f.Expected, f.Actual, f.Namespace, f.File, f.Line = "networkpolicy/open spec.egress[0]", "no world", "0.0.0.0/0", "ns", "np.yaml", 7
+		}
+	}
 	runs := map[string]Run{"sample": sampleRun(), "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2),
-		"generated-13-probes": generatedRun(13, 3), "probes-no-findings": probesOnly}
+		"generated-13-probes": generatedRun(13, 3), "probes-no-findings": probesOnly, "shared": shared}
 	legacy := map[string]func(Run) []byte{
 		"text":         func(r Run) []byte { var b bytes.Buffer; legacyText(Text{}, &b, r); return b.Bytes() },
 		"text-color":   func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Color: true}, &b, r); return b.Bytes() },
 		"text-verbose": func(r Run) []byte { var b bytes.Buffer; legacyText(Text{Verbose: true}, &b, r); return b.Bytes() },
 		"json":         func(r Run) []byte { var b bytes.Buffer; legacyJSON(&b, r); return b.Bytes() },
 		"junit":        func(r Run) []byte { var b bytes.Buffer; legacyJUnit(&b, r); return b.Bytes() },
-		// SARIF came after the streaming writers: the slice is its reference.
-		"sarif": func(r Run) []byte { var b bytes.Buffer; SARIF{}.Write(&b, r); return b.Bytes() },
+		"sarif":        func(r Run) []byte { var b bytes.Buffer; legacySARIF(SARIF{}, &b, r); return b.Bytes() },
+		"sarif-rules": func(r Run) []byte {
+			var b bytes.Buffer
+			legacySARIF(sarifWithRules, &b, r)
+			return b.Bytes()
+		},
 	}
-	writers := map[string]Writer{"text": Text{}, "text-color": Text{Color: true}, "text-verbose": Text{Verbose: true}, "json": JSON{}, "junit": JUnit{}, "sarif": SARIF{}}
+	writers := map[string]Writer{"text": Text{}, "text-color": Text{Color: true}, "text-verbose": Text{Verbose: true}, "json": JSON{}, "junit": JUnit{}, "sarif": SARIF{}, "sarif-rules": sarifWithRules}
 	for rname, run := range runs {
 		forms := map[string]Run{"slice": run, "spool-memory": spooled(t, run, 1<<30), "spool-file": spooled(t, run, -1)}
 		if len(run.Findings) > 0 && (!forms["spool-file"].Spooled.Spilled() || forms["spool-memory"].Spooled.Spilled()) {
@@ -188,6 +200,83 @@ func TestSpoolRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, fs) {
 			t.Errorf("memMax %d: round trip\n got %+v\nwant %+v", memMax, got, fs)
+		}
+	}
+}
+
+// sarifWithRules declares some of generatedRun's checks (not all: the
+// others become rules as they are met), with a base directory.
+var sarifWithRules = SARIF{BaseDir: "/repo", Rules: []SARIFRule{
+	{ID: "drift.pod.cap-drop", Proves: "drops <ALL>", Fix: "drop & \"ALL\"", HelpURI: "https://x/y"},
+	{ID: "drift.pod.seccomp"}, {ID: "unused.rule", Proves: "never met"},
+}}
+
+// TestSARIFWholeMatchesLegacy: the in-memory way SARIF.Write takes when two
+// keys share a hash prints the same bytes.
+func TestSARIFWholeMatchesLegacy(t *testing.T) {
+	shared := generatedRun(300, 8)
+	for i := range shared.Findings {
+		if f := &shared.Findings[i]; i%4 == 0 {
+			f.Subject, f.Expected, f.Actual, f.Namespace, f.File, f.Line = "s", "e", "a", "n", "f.yaml", 3
+		}
+	}
+	for _, run := range []Run{generatedRun(0, 1), generatedRun(400, 7), sampleRun(), shared} {
+		for _, s := range []SARIF{{}, sarifWithRules} {
+			var got, want bytes.Buffer
+			if err := s.writeWhole(&got, run); err != nil {
+				t.Fatal(err)
+			}
+			legacySARIF(s, &want, run)
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("differs at byte %d", diffAt(got.Bytes(), want.Bytes()))
+			}
+		}
+	}
+}
+
+// TestSARIFResultMatchesGoSARIF: every result SARIF.Write appends by hand
+// is byte for byte what go-sarif's tree marshals to, at the indentation of
+// the results, for every group of generated runs (one target, several,
+// none; with a file and without; error and warning levels; every property
+// empty or not; what the encoder escapes).
+func TestSARIFResultMatchesGoSARIF(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		run := generatedRun(500, seed)
+		for _, s := range []SARIF{{}, sarifWithRules} {
+			pre := s.newPrelude()
+			var groups []*sarifGroup
+			byKey := map[string]*sarifGroup{}
+			for i := range run.Findings {
+				f := run.Findings[i]
+				if !pre.see(&f) {
+					continue
+				}
+				g := byKey[sarifKey(&f)]
+				if g == nil {
+					g = &sarifGroup{f: f, seen: map[string]bool{}}
+					byKey[sarifKey(&f)] = g
+					groups = append(groups, g)
+				}
+				if f.Target != "" && !g.seen[f.Target] {
+					g.seen[f.Target] = true
+					g.targets = append(g.targets, f.Target)
+				}
+			}
+			r := s.newRun(run, pre)
+			for gi, g := range groups {
+				if gi%3 == 0 {
+					g.f.Expected, g.f.Actual, g.f.Fix, g.f.Evidence, g.f.Namespace = "", "", "", "", "" // an empty property bag
+				}
+				const in = "        "
+				want, err := json.MarshalIndent(s.result(r, g), in, "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := s.appendResult(nil, in, r.GetRuleIndex(g.f.Check), s.uri(g.f.File), g)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("result %d differs at byte %d:\n got %s\nwant %s", gi, diffAt(got, want), got, want)
+				}
+			}
 		}
 	}
 }

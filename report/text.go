@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Text writes a compact terminal summary: one line per finding that is not a
@@ -41,14 +43,8 @@ func (t Text) Write(w io.Writer, run Run) error {
 		fmt.Fprintf(b, "  backend %s", run.Backend)
 	}
 	fmt.Fprintf(b, "  %.2fs\n", run.Seconds)
-	width := 0
-	if err := set.Each(func(f *Finding) error {
-		width = max(width, len(f.Check)+nameExtra(f))
-		return nil
-	}); err != nil {
-		return err
-	}
-	width = min(width, 48)
+	width := min(set.NameWidth(), 48)
+	var line []byte // one finding's lines, written at once (fmt per line was a third of the writer)
 	for gi, g := range set.Groups() {
 		name := g.Target
 		if name == "" {
@@ -62,7 +58,7 @@ func (t Text) Write(w io.Writer, run Run) error {
 				return nil
 			}
 			mark, color := statusMark(f.Status)
-			line := f.Name()
+			name := f.Name()
 			msg := ExpectedActual(*f)
 			if f.Status == Pass {
 				msg = f.Actual
@@ -76,15 +72,29 @@ func (t Text) Write(w io.Writer, run Run) error {
 			if f.Deny == DenyUnproven {
 				msg += " [deny unproven" + controlText(*f) + "]"
 			}
-			fmt.Fprintf(b, "  %s %-*s  %s\n", t.paint(color, mark), width, line, oneLine(msg))
-			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
-				fix := oneLine(f.Fix)
-				if f.File != "" {
-					fix += t.paint(ansiDim, fmt.Sprintf(" (%s:%d)", f.File, f.Line))
-				}
-				fmt.Fprintf(b, "       %s %s\n", t.paint(ansiDim, "fix:"), fix)
+			// "  %s %-*s  %s\n": the name padded to width runes.
+			line = append(line[:0], "  "...)
+			line = append(line, t.paint(color, mark)...)
+			line = append(line, ' ')
+			line = append(line, name...)
+			for n := utf8.RuneCountInString(name); n < width; n++ {
+				line = append(line, ' ')
 			}
-			return nil
+			line = append(line, "  "...)
+			line = append(line, oneLine(msg)...)
+			line = append(line, '\n')
+			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
+				line = append(line, "       "...)
+				line = append(line, t.paint(ansiDim, "fix:")...)
+				line = append(line, ' ')
+				line = append(line, oneLine(f.Fix)...)
+				if f.File != "" {
+					line = append(line, t.paint(ansiDim, " ("+f.File+":"+strconv.Itoa(f.Line)+")")...)
+				}
+				line = append(line, '\n')
+			}
+			_, err := b.Write(line)
+			return err
 		})
 		if err != nil {
 			return err
@@ -156,6 +166,22 @@ func statusMark(s Status) (string, string) {
 	return "ERR ", ansiYellow
 }
 
+// oneLine joins s's words with single spaces (strings.Fields: any
+// Unicode space splits them).
 func oneLine(s string) string {
+	// Most messages are one line already: ASCII, no space but single
+	// spaces between words.
+	plain := len(s) == 0 || (s[0] != ' ' && s[len(s)-1] != ' ')
+	for i := 0; plain && i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf, c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
+			plain = false
+		case c == ' ' && s[i+1] == ' ':
+			plain = false
+		}
+	}
+	if plain {
+		return s
+	}
 	return strings.Join(strings.Fields(s), " ")
 }

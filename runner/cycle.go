@@ -74,8 +74,19 @@ func (c Cycle) Run(ctx context.Context, spec ProbeSpec) (report.Run, error) {
 	}
 	run.Seconds = time.Since(start).Seconds()
 	run.Phases = map[string]float64{"probe": time.Since(probeStart).Seconds()}
-	if ap, ok := c.Backend.(AfterProbe); ok && ctx.Err() == nil {
+	if ap, ok := c.Backend.(AfterProbe); ok && ctx.Err() == nil && !spec.SkipAfterProbe {
 		ap.AfterProbe(ctx, spec, &run)
 	}
 	return run, nil
+}
+
+// AfterProbe runs the backend's phase after the probe on its own, into run
+// (serve --watch, once a targeted cycle's probe verdict is out); false when
+// the backend has none.
+func (c Cycle) AfterProbe(ctx context.Context, spec ProbeSpec, run *report.Run) bool {
+	ap, ok := c.Backend.(AfterProbe)
+	if ok {
+		ap.AfterProbe(ctx, spec, run)
+	}
+	return ok
 }

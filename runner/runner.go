@@ -34,6 +34,10 @@ type ProbeSpec struct {
 	// (serve --watch, after a change); nil is everything. A backend that
 	// cannot narrow probes everything, which is never less true.
 	Scope *Scope
+	// SkipAfterProbe leaves out the backend's phase after the probe (kube:
+	// drift): serve --watch shows a targeted cycle's probe verdict first
+	// and runs it on its own afterwards (Cycle.AfterProbe).
+	SkipAfterProbe bool
 }
 
 // Backend runs one probe: it launches it, waits for a terminal state,

@@ -115,15 +115,15 @@ func (s Scope) Drift() bool { return s.Full || len(s.Namespaces) > 0 }
 // the results of last (an alert must not resolve because a narrow cycle
 // did not look at that node). What belongs to no location (the control
 // vantage, a cluster that did not answer, a crash) is the targeted run's.
-// Drift findings are the targeted run's when it ran drift (Scope.Drift),
-// else last's. A full scope is targeted itself.
+// Drift findings are the targeted run's when it ran drift, else last's. A
+// full scope that ran drift is targeted itself.
 func Merge(last, targeted report.Run, scope Scope) report.Run {
-	if scope.Full {
+	_, drifted := targeted.Phases["drift"]
+	if scope.Full && drifted {
 		return targeted
 	}
-	_, drifted := targeted.Phases["drift"]
 	keep := func(target, check string) bool {
-		if strings.HasPrefix(check, "drift.") {
+		if isDrift(check) {
 			return !drifted
 		}
 		ns, node, ok := location(target)
@@ -159,21 +159,57 @@ func Merge(last, targeted report.Run, scope Scope) report.Run {
 	out.Notes = nil
 	seen := map[string]bool{}
 	for _, n := range notes {
-		if !seen[n] && !strings.HasPrefix(n, mergeNote) {
+		if !seen[n] && !strings.HasPrefix(n, mergeNote) && n != driftKeptNote {
 			seen[n] = true
 			out.Notes = append(out.Notes, n)
 		}
 	}
-	note := mergeNote + scope.String() + " after a change: every other probe location shows the last cycle that probed it"
-	if !drifted {
-		note += ", and drift the last cycle that ran it"
+	if !scope.Full {
+		out.Notes = append(out.Notes, mergeNote+scope.String()+" after a change: every other probe location shows the last cycle that probed it")
 	}
-	out.Notes = append(out.Notes, note)
+	if !drifted {
+		out.Notes = append(out.Notes, driftKeptNote)
+	}
 	return out
 }
 
-// mergeNote starts the note a merged run carries.
-const mergeNote = "a targeted cycle for "
+// mergeNote starts the note a merged run carries; driftKeptNote is the
+// note of one whose drift findings are an earlier cycle's.
+const (
+	mergeNote     = "a targeted cycle for "
+	driftKeptNote = "drift: the findings of the last cycle that ran it (this one did not)"
+)
+
+func isDrift(check string) bool { return strings.HasPrefix(check, "drift.") }
+
+// WithDrift is run with its drift findings, count and phase replaced by
+// those of drift, a drift phase run on its own after run was published
+// (serve --watch shows a targeted cycle's probe verdict first). A drift
+// run without a drift phase (the backend has none configured) changes
+// nothing.
+func WithDrift(run, drift report.Run) report.Run {
+	if _, ok := drift.Phases["drift"]; !ok {
+		return run
+	}
+	out := run
+	out.Findings = slices.DeleteFunc(slices.Clone(run.Findings), func(f report.Finding) bool { return isDrift(f.Check) })
+	out.Findings = append(out.Findings, drift.Findings...)
+	report.SortFindings(out.Findings)
+	out.Scanned = drift.Scanned
+	out.Phases = maps.Clone(run.Phases)
+	if out.Phases == nil {
+		out.Phases = map[string]float64{}
+	}
+	out.Phases["drift"] = drift.Phases["drift"]
+	out.Seconds += drift.Phases["drift"]
+	out.Notes = slices.DeleteFunc(slices.Clone(run.Notes), func(n string) bool { return n == driftKeptNote })
+	for _, n := range drift.Notes {
+		if !slices.Contains(out.Notes, n) {
+			out.Notes = append(out.Notes, n)
+		}
+	}
+	return out
+}
 
 // location reads a kube probe target, "namespace/NS[/node/N[/…]]", as the
 // sandbox namespace and node it stood on. The control vantage's targets

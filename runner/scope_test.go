@@ -1,8 +1,12 @@
 package runner_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -78,16 +82,45 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 			if want := min(1, len(c.targeted)); controls != want {
 				t.Errorf("%d control findings, want %d (the targeted cycle's own)", controls, want)
 			}
-			// The metrics see the merged run: b's series keeps its value.
-			reg := report.Run{Findings: got.Findings, Phases: got.Phases}
-			if _, ok := reg.Phases["drift"]; !ok {
+			// The metrics see the merged run: every open location keeps
+			// its sandprobe_egress_unexpected_open series at 1.
+			reg := prometheus.NewRegistry()
+			m, err := report.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Observe(got, time.Now())
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var openSeries []string
+			for _, mf := range mfs {
+				if mf.GetName() != report.MetricEgressUnexpectedOpen {
+					continue
+				}
+				for _, s := range mf.GetMetric() {
+					if s.GetGauge().GetValue() > 0 {
+						l := map[string]string{}
+						for _, lp := range s.GetLabel() {
+							l[lp.GetName()] = lp.GetValue()
+						}
+						openSeries = append(openSeries, "namespace/"+l["namespace"]+"/node/"+l["node"])
+					}
+				}
+			}
+			slices.Sort(openSeries)
+			if strings.Join(openSeries, " ") != strings.Join(c.wantOpen, " ") {
+				t.Errorf("sandprobe_egress_unexpected_open > 0 at %v, want %v", openSeries, c.wantOpen)
+			}
+			if _, ok := got.Phases["drift"]; !ok {
 				t.Error("the merged run lost its drift phase: sandprobe_sandboxes_scanned would vanish")
 			}
 			if !c.drift && got.Scanned != 7 {
 				t.Errorf("scanned %d, want the last drift's 7", got.Scanned)
 			}
-			if n := got.Notes[len(got.Notes)-1]; !strings.Contains(n, c.scope.String()) {
-				t.Errorf("last note %q does not say what the cycle covered", n)
+			if !slices.ContainsFunc(got.Notes, func(n string) bool { return strings.Contains(n, c.scope.String()) }) {
+				t.Errorf("notes %q do not say what the cycle covered", got.Notes)
 			}
 		})
 	}
@@ -97,7 +130,42 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 	if len(twice.Notes) != len(once.Notes) {
 		t.Errorf("notes grew from %d to %d: %q", len(once.Notes), len(twice.Notes), twice.Notes)
 	}
-	if full := runner.Merge(last, report.Run{Scanned: 1}, runner.FullScope()); full.Scanned != 1 || len(full.Findings) != 0 {
+	if full := runner.Merge(last, report.Run{Scanned: 1, Phases: map[string]float64{"drift": 1}}, runner.FullScope()); full.Scanned != 1 || len(full.Findings) != 0 {
 		t.Error("a full cycle's run is not the whole truth after the merge")
+	}
+	// A full probe without its drift phase (shown before drift runs)
+	// keeps the last drift, and nothing else of the last run.
+	probed := runner.Merge(last, report.Run{Findings: []report.Finding{egressOpen("namespace/a/node/n3", false)}}, runner.FullScope())
+	if len(probed.Findings) != 2 || probed.Scanned != 7 || probed.Findings[1].Check != "drift.pod.runtime-class" {
+		t.Errorf("a full probe without drift: %d findings %v, scanned %d; want its own and the last drift's", len(probed.Findings), probed.Findings, probed.Scanned)
+	}
+}
+
+// TestWithDrift: the drift phase run after a targeted cycle's probe
+// verdict replaces the drift findings, count and phase, and nothing else;
+// a drift run with no phase (no drift configured) changes nothing.
+func TestWithDrift(t *testing.T) {
+	shown := runner.Merge(report.Run{
+		Findings: []report.Finding{{Check: "drift.pod.runtime-class", Target: "pod/b/x", Namespace: "b", Status: report.Fail}},
+		Scanned:  7, Phases: map[string]float64{"drift": 1},
+	}, report.Run{Findings: []report.Finding{egressOpen("namespace/a/node/n1", true)}, Phases: map[string]float64{"probe": 2}, Seconds: 2}, runner.NamespaceScope("a"))
+	drift := report.Run{Findings: []report.Finding{{Check: "drift.netpol.egress-open", Target: "networkpolicy/a/allow-all", Namespace: "a", Status: report.Fail}},
+		Scanned: 8, Phases: map[string]float64{"drift": 0.5}, Notes: []string{"Cilium CRDs are not installed"}}
+	got := runner.WithDrift(shown, drift)
+	var checks []string
+	for _, f := range got.Findings {
+		checks = append(checks, f.Check)
+	}
+	if strings.Join(checks, " ") != "egress.must-fail drift.netpol.egress-open" {
+		t.Errorf("findings %v, want the probe's and the new drift's", checks)
+	}
+	if got.Scanned != 8 || got.Phases["drift"] != 0.5 || got.Phases["probe"] != 2 || got.Seconds != 2.5 {
+		t.Errorf("scanned %d, phases %v, seconds %v", got.Scanned, got.Phases, got.Seconds)
+	}
+	if slices.ContainsFunc(got.Notes, func(n string) bool { return strings.HasPrefix(n, "drift: the findings of the last cycle") }) || !slices.Contains(got.Notes, "Cilium CRDs are not installed") {
+		t.Errorf("notes %q", got.Notes)
+	}
+	if same := runner.WithDrift(shown, report.Run{}); len(same.Findings) != len(shown.Findings) || same.Scanned != 7 {
+		t.Error("a drift run without a drift phase changed the run")
 	}
 }

@@ -41,6 +41,7 @@ type Watch struct {
 
 	mu           sync.Mutex
 	pending      Scope
+	changes      int      // how many changes are pending
 	why          []string // what the pending changes were, for the log
 	first, last  time.Time
 	lastStart    time.Time
@@ -79,6 +80,7 @@ func (w *Watch) Request(scope Scope, why string, now time.Time) {
 		w.Coalesced()
 	}
 	w.pending.Add(scope)
+	w.changes++
 	if len(w.why) < 5 {
 		w.why = append(w.why, why)
 	}
@@ -124,10 +126,12 @@ func (w *Watch) minInterval() time.Duration {
 func (w *Watch) absorb() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.pending.Empty() && w.Coalesced != nil {
-		w.Coalesced()
+	for range w.changes {
+		if w.Coalesced != nil {
+			w.Coalesced()
+		}
 	}
-	w.pending, w.fullQueued = Scope{}, false
+	w.pending, w.changes, w.fullQueued = Scope{}, 0, false
 }
 
 // loop starts the targeted cycles, on ctx, until stop is closed.
@@ -190,7 +194,7 @@ func (s *Scheduler) targeted(ctx context.Context) {
 	log := s.logger()
 	w.mu.Lock()
 	scope, why := w.pending, append([]string(nil), w.why...)
-	w.pending, w.why = Scope{}, nil
+	w.pending, w.why, w.changes = Scope{}, nil, 0
 	w.lastStart = s.now()
 	w.targetedBusy = true
 	w.mu.Unlock()

@@ -202,3 +202,46 @@ func TestWatchScheduledTickWaitsForTargetedCycle(t *testing.T) {
 		t.Error("two cycles ran at once")
 	}
 }
+
+// TestWatchShutdownLetsTargetedCycleFinish: SIGTERM during a targeted
+// cycle starts nothing new and gives the cycle the grace, like a
+// scheduled run; a change pending then is dropped with the process (the
+// next process's full cycle at start covers it).
+func TestWatchShutdownLetsTargetedCycleFinish(t *testing.T) {
+	var published atomic.Int32
+	hold := make(chan struct{})
+	w := &runner.Watch{Debounce: 10 * time.Millisecond, MinInterval: 20 * time.Millisecond,
+		Cycle: func(ctx context.Context, scope runner.Scope) report.Run {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+			return report.Run{}
+		}}
+	s := &runner.Scheduler{Watch: w, Grace: 2 * time.Second, Cycle: func(context.Context) report.Run { return report.Run{} },
+		Publish: func(context.Context, report.Run, time.Time) { published.Add(1) }}
+	sched, _ := runner.ParseSchedule("@every 1000h")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	var wg conc.WaitGroup
+	wg.Go(func() { errc <- s.Run(ctx, sched, false) })
+	w.Request(runner.NamespaceScope("a"), "np", time.Now())
+	deadline := time.Now().Add(2 * time.Second)
+	for !s.Running() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !s.Running() {
+		t.Fatal("the targeted cycle never started")
+	}
+	w.Request(runner.NamespaceScope("b"), "np", time.Now())
+	cancel()
+	time.Sleep(200 * time.Millisecond)
+	close(hold) // the cycle ends within the grace
+	wg.Wait()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if published.Load() != 1 {
+		t.Errorf("%d runs published, want the one in flight (finished within the grace)", published.Load())
+	}
+}

@@ -133,16 +133,17 @@ type cycle struct {
 	kube *kubeClients
 }
 
-// run performs one full cycle with a fresh nonce, so no result of an
-// earlier cycle can pass for this one.
-func (c *cycle) run(ctx context.Context) report.Run { return c.runIn(ctx, runner.FullScope()) }
+// run performs one full cycle.
+func (c *cycle) run(ctx context.Context) report.Run { return c.runSpec(ctx, c.spec(nil)) }
 
-// runIn performs one cycle over scope (serve --watch, after a change).
-func (c *cycle) runIn(ctx context.Context, scope runner.Scope) report.Run {
-	spec := runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork}
-	if !scope.Full {
-		spec.Scope = &scope
-	}
+// spec is a cycle's spec over scope (nil: everything) with a fresh nonce,
+// so no result of an earlier cycle can pass for this one.
+func (c *cycle) spec(scope *runner.Scope) runner.ProbeSpec {
+	return runner.ProbeSpec{Policy: c.policy, PolicyBytes: c.raw, Nonce: runner.NewNonce(), Deadline: c.deadline, NoNetwork: c.noNetwork, Scope: scope}
+}
+
+// runSpec performs one cycle of spec.
+func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
 	run, err := probeCycle(c.backend, c.backendName).Run(ctx, spec)
 	if err != nil {
 		c.say(err.Error())

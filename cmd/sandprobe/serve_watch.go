@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
@@ -80,8 +81,11 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 	if err != nil {
 		return nil, err
 	}
-	w := &runner.Watch{Cycle: srv.targeted(cyc.runIn, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
+	w := &runner.Watch{Cycle: srv.targeted(cyc, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
 	srv.sched.Watch = w
+	// client-go's informers log through klog (a watch that failed, a
+	// re-list): into serve's log, in its format.
+	klog.SetSlogLogger(logger.With("component", "client-go"))
 	cfg := rest.CopyConfig(cyc.kube.config)
 	cfg.UserAgent = "sandprobe-watch"
 	md, err := metadata.NewForConfig(cfg)
@@ -99,4 +103,38 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 		Event:      m.Event, Logger: logger,
 	}
 	return tw.Start(ctx)
+}
+
+// targeted is serve --watch's cycle over scope, whose run shows the whole
+// fleet: merged with the last published run, so what it did not probe
+// keeps its last values (an alert must not resolve because a narrow cycle
+// did not look). The probe's verdict is shown on /metrics and
+// /report.json as soon as it is in; the drift phase, when the scope wants
+// one (Scope.Drift: a policy changed), runs after it, and the run it ends
+// is published as usual. Before any run was published there is nothing
+// to keep, and the cycle is a full one. m counts it by the scope it ran.
+func (s *server) targeted(c *cycle, m *report.WatchMetrics) func(context.Context, runner.Scope) report.Run {
+	return func(ctx context.Context, scope runner.Scope) report.Run {
+		s.mu.RLock()
+		last := s.lastRun
+		s.mu.RUnlock()
+		if last == nil {
+			m.Cycle(runner.FullScope().Kinds())
+			return c.run(ctx)
+		}
+		m.Cycle(scope.Kinds())
+		probed := c.spec(&scope)
+		probed.SkipAfterProbe = true
+		merged := runner.Merge(*last, c.runSpec(ctx, probed), scope)
+		if !scope.Drift() || ctx.Err() != nil {
+			return merged
+		}
+		s.metrics.Show(merged, time.Now())
+		s.endpoints(merged)
+		drift := report.Run{}
+		if !probeCycle(c.backend, c.backendName).AfterProbe(ctx, c.spec(nil), &drift) {
+			return merged
+		}
+		return runner.WithDrift(merged, drift)
+	}
 }

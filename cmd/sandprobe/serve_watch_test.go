@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +22,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/page"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
 )
 
 // TestServeWatchBadInput: --watch where it cannot work, a malformed
@@ -206,4 +211,122 @@ func startServeBinary(t *testing.T, cmd *exec.Cmd) (string, func() []string) {
 		t.Fatal("serve did not start listening")
 	}
 	return "", nil
+}
+
+// driftingBackend answers each probe location of the spec's scope with
+// egress open in namespace a and closed elsewhere, and has a drift phase
+// that holds until released: what serve --watch shows while a targeted
+// cycle's drift is still running.
+type driftingBackend struct {
+	open    atomic.Bool
+	release chan struct{}
+}
+
+func (b *driftingBackend) Run(_ context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
+	var out []report.ProbeResult
+	for _, ns := range []string{"a", "b"} {
+		if spec.Scope != nil && !spec.Scope.Covers(ns, "n1") {
+			continue
+		}
+		f := report.Finding{Check: "egress.must-fail", Subject: "192.0.2.10:443", Namespace: ns, Status: report.Pass, Class: "timeout"}
+		if ns == "a" && b.open.Load() {
+			f.Status, f.Class = report.Fail, report.ClassAnswered
+		}
+		out = append(out, report.ProbeResult{Schema: report.ProbeResultSchema, Target: "namespace/" + ns + "/node/n1", Nonce: spec.Nonce,
+			Policy: spec.Policy.Metadata.Name, Findings: []report.Finding{f}})
+	}
+	return out, nil
+}
+
+func (b *driftingBackend) AfterProbe(_ context.Context, spec runner.ProbeSpec, run *report.Run) {
+	if spec.SkipAfterProbe {
+		return
+	}
+	<-b.release
+	run.Findings = append(run.Findings, report.Finding{Check: "drift.netpol.egress-open", Target: "networkpolicy/a/x", Namespace: "a", Status: report.Fail})
+	run.Scanned = 3
+	if run.Phases == nil {
+		run.Phases = map[string]float64{}
+	}
+	run.Phases["drift"] = 0.1
+}
+
+// TestServeWatchShowsVerdictBeforeDrift: a targeted cycle for a policy
+// change re-runs drift (policies are what drift compares), which takes
+// its time on a large cluster; the probe's verdict is on /metrics as soon
+// as it is in, with the last drift kept until the new one ends the run.
+func TestServeWatchShowsVerdictBeforeDrift(t *testing.T) {
+	p, raw, err := policy.LoadFile(localPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &driftingBackend{release: make(chan struct{}, 2)}
+	cyc := &cycle{policy: p, raw: raw, backendName: "fake", backend: be, say: func(string) {}}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	srv, err := newServer(cyc.run, &outputs{policy: p, history: page.NewHistory(0)}, time.Second, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := report.NewWatchMetrics(srv.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func() map[string]float64 {
+		mfs, err := srv.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			for _, s := range mf.GetMetric() {
+				k := mf.GetName()
+				for _, l := range s.GetLabel() {
+					k += "," + l.GetName() + "=" + l.GetValue()
+				}
+				out[k] = s.GetGauge().GetValue() + s.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	ctx := context.Background()
+	// The first full run: closed everywhere, one drift finding in b.
+	be.release <- struct{}{}
+	srv.publish(ctx, cyc.run(ctx), time.Now())
+	runs := scrape()["sandprobe_runs_total,result=fail"]
+	// A NetworkPolicy in a widened "for a minute": a cycle for a.
+	be.open.Store(true)
+	done := make(chan report.Run, 1)
+	go func() { done <- srv.targeted(cyc, m)(ctx, runner.NamespaceScope("a")) }()
+	open := "sandprobe_egress_unexpected_open,namespace=a,node=n1"
+	waitFor(t, 10*time.Second, "the probe's verdict on /metrics while drift runs", func() bool { return scrape()[open] == 1 })
+	during := scrape()
+	if during["sandprobe_egress_unexpected_open,namespace=b,node=n1"] != 0 || during["sandprobe_sandboxes_scanned"] != 3 {
+		t.Errorf("while drift runs: %v; want b kept and the last drift's count", during)
+	}
+	if during["sandprobe_runs_total,result=fail"] != runs {
+		t.Error("the early verdict counted a run")
+	}
+	select {
+	case <-done:
+		t.Fatal("the targeted cycle ended before its drift phase was released")
+	default:
+	}
+	be.release <- struct{}{}
+	final := <-done
+	var drift []string
+	for _, f := range final.Findings {
+		if strings.HasPrefix(f.Check, "drift.") {
+			drift = append(drift, f.Target)
+		}
+	}
+	if strings.Join(drift, " ") != "networkpolicy/a/x" || final.Scanned != 3 {
+		t.Errorf("the run the cycle ends: drift %v, scanned %d; want the new drift's", drift, final.Scanned)
+	}
+	srv.publish(ctx, final, time.Now())
+	if after := scrape(); after["sandprobe_runs_total,result=fail"] != runs+1 || after[open] != 1 {
+		t.Errorf("after the cycle: runs %v (want %v), open %v", after["sandprobe_runs_total,result=fail"], runs+1, after[open])
+	}
+	if got := scrape()["sandprobe_watch_cycles_total,scope=namespaces"]; got != 1 {
+		t.Errorf("sandprobe_watch_cycles_total{scope=namespaces} = %v, want 1", got)
+	}
 }

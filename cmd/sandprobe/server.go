@@ -73,41 +73,25 @@ func (s *server) publish(ctx context.Context, run report.Run, finished time.Time
 	if s.out.history != nil {
 		s.out.history.Add(run)
 	}
+	s.endpoints(run)
+	if err := s.out.writeFiles(ctx, run, s.registry); err != nil {
+		s.logger.Error("write reports", "err", err)
+	}
+}
+
+// endpoints makes run what /report.json and the egress page show.
+func (s *server) endpoints(run report.Run) {
 	s.mu.Lock()
 	s.lastRun = &run
 	s.mu.Unlock()
 	var buf bytes.Buffer
 	if err := (report.JSON{}).Write(&buf, run); err != nil {
 		s.logger.Error("render the JSON report", "err", err)
-	} else {
-		s.mu.Lock()
-		s.lastJSON = buf.Bytes()
-		s.mu.Unlock()
+		return
 	}
-	if err := s.out.writeFiles(ctx, run, s.registry); err != nil {
-		s.logger.Error("write reports", "err", err)
-	}
-}
-
-// targeted is serve --watch's cycle over scope, whose run shows the whole
-// fleet: merged with the last published run, so what it did not probe
-// keeps its last values (an alert must not resolve because a narrow cycle
-// did not look). Before any run was published there is nothing to keep,
-// and the cycle probes everything. m counts it by the scope it ran.
-func (s *server) targeted(run func(context.Context, runner.Scope) report.Run, m *report.WatchMetrics) func(context.Context, runner.Scope) report.Run {
-	return func(ctx context.Context, scope runner.Scope) report.Run {
-		s.mu.RLock()
-		last := s.lastRun
-		s.mu.RUnlock()
-		if last == nil {
-			scope = runner.FullScope()
-		}
-		m.Cycle(scope.Kinds())
-		if last == nil {
-			return run(ctx, scope)
-		}
-		return runner.Merge(*last, run(ctx, scope), scope)
-	}
+	s.mu.Lock()
+	s.lastJSON = buf.Bytes()
+	s.mu.Unlock()
 }
 
 // serve runs the schedule and the endpoints until ctx is done (SIGTERM),

@@ -44,18 +44,11 @@ func BenchmarkRegressionToFailingRun(b *testing.B) {
 	// and a finding on a real cluster, but not the regression measured here).
 	doc := unpinned(labPolicy(b, "{classNames: [gvisor]}"))
 	controlNS := e.enforcing(b, doc)
+	const widened = reopenName
 	b.Cleanup(func() {
-		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", clusterNS, "delete", "networkpolicy", "allow-egress-for-a-minute", "--ignore-not-found").Run()
+		exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", clusterNS, "delete", "networkpolicy", widened, "--ignore-not-found").Run()
 	})
-	const widened = "allow-egress-for-a-minute"
-	allowAll := fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: %s, namespace: %s}
-spec:
-  podSelector: {}
-  policyTypes: [Egress]
-  egress: [{to: [{ipBlock: {cidr: 0.0.0.0/0}}]}]
-`, widened, clusterNS)
+	allowAll := reopenPolicy()
 	// inForce waits until kube-router's rules show the change.
 	inForce := func(want bool) time.Time {
 		b.Helper()

@@ -59,10 +59,10 @@ func ParseAgent(s string) (Agent, error) {
 
 var daemonSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
 
-// agents finds the agents' DaemonSets and makes a pod informer for each,
-// with the DaemonSet's own selector. A named agent that does not exist is a
-// warning: its pods would start no cycle.
-func (w *Watcher) agents(ctx context.Context) ([]string, []cache.SharedIndexInformer, error) {
+// agents finds the agents' DaemonSets (requests on pctx) and makes a pod
+// informer for each, with the DaemonSet's own selector. A named agent that
+// does not exist is a warning: its pods would start no cycle.
+func (w *Watcher) agents(ctx, pctx context.Context) ([]string, []cache.SharedIndexInformer, error) {
 	wanted, auto := w.Agents, w.Agents == nil
 	if auto {
 		wanted = KnownAgents
@@ -84,7 +84,7 @@ func (w *Watcher) agents(ctx context.Context) ([]string, []cache.SharedIndexInfo
 			}
 		}
 	}) {
-		list, err := w.DaemonSets.ListResource(ctx, daemonSets, ns, metav1.ListOptions{})
+		list, err := w.DaemonSets.ListResource(pctx, daemonSets, ns, metav1.ListOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			if ctx.Err() != nil {
 				return nil, nil, errorf("list daemonsets in %s: %w", ns, ctx.Err())

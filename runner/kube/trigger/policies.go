@@ -40,13 +40,14 @@ var PolicyKinds = []PolicyKind{
 // them with the kinds watched. A kind not served is logged and left out; one
 // the runner may not list is an error in the log (a blind spot the
 // scheduled cycles still cover), not a reason to stop.
-func (w *Watcher) policies(ctx context.Context) ([]string, []cache.SharedIndexInformer, error) {
+// Its requests run on pctx; ctx is the watch's.
+func (w *Watcher) policies(ctx, pctx context.Context) ([]string, []cache.SharedIndexInformer, error) {
 	var (
 		watched, absent []string
 		informers       []cache.SharedIndexInformer
 	)
 	for _, k := range PolicyKinds {
-		_, err := w.Metadata.Resource(k.GVR).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := w.served(pctx, k.GVR)
 		switch {
 		case apierrors.IsNotFound(err):
 			absent = append(absent, k.Kind)
@@ -71,7 +72,7 @@ func (w *Watcher) policies(ctx context.Context) ([]string, []cache.SharedIndexIn
 	// govern by their namespace's labels, so a sandbox namespace relabelled
 	// can fall out of a deny (or into an allow).
 	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	if _, err := w.Metadata.Resource(nsGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if _, err := w.served(pctx, nsGVR); apierrors.IsForbidden(err) {
 		w.log().Error("watch: may not list namespaces: a sandbox namespace relabelled starts no cycle (grant list and watch; docs/kubernetes.md)", "err", err.Error())
 	} else {
 		inf := w.metadataInformer(nsGVR)
@@ -101,6 +102,12 @@ func (w *Watcher) metadataInformer(gvr schema.GroupVersionResource) cache.Shared
 		},
 	}
 	return cache.NewSharedIndexInformer(lw, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+}
+
+// served asks the API server whether it serves gvr to the runner: a list
+// of one (NotFound: not served; Forbidden: no right).
+func (w *Watcher) served(ctx context.Context, gvr schema.GroupVersionResource) (runtime.Object, error) {
+	return w.Metadata.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 }
 
 // policyHandler turns a change of one kind into a request: the object's

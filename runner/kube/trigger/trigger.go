@@ -38,9 +38,14 @@ import (
 // after, once the agent has settled.
 const DefaultAgentGrace = 30 * time.Second
 
+// requestTimeout bounds the requests Start makes itself (which kinds are
+// served, the agents' DaemonSets), together: an API server that does not
+// answer must not hold serve up for minutes.
+const requestTimeout = 20 * time.Second
+
 // syncTimeout bounds the wait for the initial lists at start; the
 // informers keep trying after it.
-const syncTimeout = time.Minute
+const syncTimeout = 30 * time.Second
 
 // Watcher watches the policy kinds the API server serves and the pods of
 // the CNI agents, and calls Request with the scope a change can affect.
@@ -69,7 +74,7 @@ type Watcher struct {
 	Logger *slog.Logger
 }
 
-// Start starts the informers, waits (at most a minute) for their initial
+// Start starts the informers, waits (at most syncTimeout) for their initial
 // lists, logs what is watched, and returns; the informers stop when ctx is
 // done or Stop is called.
 func (w *Watcher) Start(ctx context.Context) (*Running, error) {
@@ -78,12 +83,16 @@ func (w *Watcher) Start(ctx context.Context) (*Running, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Running{cancel: cancel}
-	kinds, informers, err := w.policies(ctx)
+	// Start's own requests share one bound: an API server that does not
+	// answer costs requestTimeout, and then the informers keep trying.
+	pctx, pcancel := context.WithTimeout(ctx, requestTimeout)
+	defer pcancel()
+	kinds, informers, err := w.policies(ctx, pctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	agents, agentInformers, err := w.agents(ctx)
+	agents, agentInformers, err := w.agents(ctx, pctx)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -99,7 +108,7 @@ func (w *Watcher) Start(ctx context.Context) (*Running, error) {
 		synced = append(synced, inf.HasSynced)
 	}
 	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) && ctx.Err() == nil {
-		w.log().Warn("watch: the initial lists did not finish within a minute; the watches keep trying", "timeout", syncTimeout.String())
+		w.log().Warn("watch: the initial lists did not finish in time; the watches keep trying", "timeout", syncTimeout.String())
 	}
 	w.log().Info("watch: watching", "kinds", kinds, "cniAgents", agents, "namespaces", w.Namespaces)
 	return r, nil

@@ -48,6 +48,7 @@ type rig struct {
 	cs     kubernetes.Interface
 	mu     sync.Mutex
 	cycles []runner.Scope
+	starts []time.Time
 	events map[string]int
 	logs   *syncBuffer
 }
@@ -73,14 +74,20 @@ func (s *syncBuffer) String() string {
 // own cfg) and a Scheduler until the test ends.
 func start(t *testing.T, cfg, watchCfg *rest.Config, namespaces []string, agents []trigger.Agent, grace time.Duration) *rig {
 	t.Helper()
+	return startWith(t, cfg, watchCfg, namespaces, agents, grace, testDebounce, testMinInterval)
+}
+
+func startWith(t *testing.T, cfg, watchCfg *rest.Config, namespaces []string, agents []trigger.Agent, grace, debounce, minInterval time.Duration) *rig {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, cs: cs, events: map[string]int{}, logs: &syncBuffer{}}
-	w := &runner.Watch{Debounce: testDebounce, MinInterval: testMinInterval, Cycle: func(_ context.Context, s runner.Scope) report.Run {
+	w := &runner.Watch{Debounce: debounce, MinInterval: minInterval, Cycle: func(_ context.Context, s runner.Scope) report.Run {
 		r.mu.Lock()
 		r.cycles = append(r.cycles, s)
+		r.starts = append(r.starts, time.Now())
 		r.mu.Unlock()
 		return report.Run{}
 	}}
@@ -135,7 +142,9 @@ func (r *rig) seen() []runner.Scope {
 func (r *rig) expect(what string, want ...string) {
 	r.t.Helper()
 	before := len(r.seen())
-	deadline := time.Now().Add(20 * time.Second)
+	// Long enough for a watch that lost its connection to come back: the
+	// reflector retries with a backoff that doubles up to 30 s.
+	deadline := time.Now().Add(60 * time.Second)
 	for len(r.seen()) < before+len(want) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -167,8 +176,7 @@ func netpol(ns, name string) *networkingv1.NetworkPolicy {
 // and delete of a NetworkPolicy in a sandbox namespace is exactly one cycle
 // for exactly that namespace; one that exists before the watch starts, a
 // label-only patch and one in another namespace start none; a sandbox
-// namespace relabelled is a cycle for it; a storm of 50 is one cycle (and
-// at most one follow-up) over the union.
+// namespace relabelled is a cycle for it.
 func TestNetworkPolicyChanges(t *testing.T) {
 	cfg := testenv.APIServer(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -186,10 +194,14 @@ func TestNetworkPolicyChanges(t *testing.T) {
 	r := start(t, cfg, cfg, []string{"np-a", "np-b"}, []trigger.Agent{}, 0)
 	r.expect("the initial list")
 
+	created := time.Now()
 	if _, err := nps.Create(ctx, netpol("np-a", "allow-all"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r.expect("create in np-a", "namespaces=np-a")
+	r.mu.Lock()
+	t.Logf("create → targeted cycle started: %s (of which the debounce: %s)", r.starts[len(r.starts)-1].Sub(created), testDebounce)
+	r.mu.Unlock()
 
 	patch := func(name, body string) {
 		t.Helper()
@@ -221,27 +233,52 @@ func TestNetworkPolicyChanges(t *testing.T) {
 	}
 	r.expect("namespaces relabelled", "namespaces=np-b")
 
-	before := len(r.seen())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// create, patch, delete, the other namespace's; not the initial list
+	// nor the label-only patch.
+	if n := r.events["networkpolicy"]; n != 4 {
+		t.Errorf("sandprobe_watch_events_total{kind=networkpolicy} would be %d, want 4", n)
+	}
+}
+
+// TestNetworkPolicyStorm: 50 NetworkPolicies created one after the other in
+// two sandbox namespaces, under serve's default debounce (2 s) and rate
+// cap (10 s), whatever the API server's pace: one cycle, and at most one
+// follow-up, over the union.
+func TestNetworkPolicyStorm(t *testing.T) {
+	cfg := testenv.APIServer(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ns := range []string{"storm-a", "storm-b"} {
+		namespace(t, cs, ns)
+	}
+	r := startWith(t, cfg, cfg, []string{"storm-a", "storm-b"}, []trigger.Agent{}, 0, runner.DefaultDebounce, runner.DefaultMinInterval)
+	start := time.Now()
 	for i := range 50 {
-		ns := []string{"np-a", "np-b"}[i%2]
+		ns := []string{"storm-a", "storm-b"}[i%2]
 		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, netpol(ns, fmt.Sprintf("storm-%d", i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(2*testMinInterval + testDebounce + time.Second)
-	storm := r.seen()[before:]
+	t.Logf("50 creates took %s", time.Since(start))
+	// The first cycle starts within max(debounce, min-interval) of the
+	// first change; a follow-up, if any, a rate cap after it.
+	time.Sleep(2*runner.DefaultMinInterval + runner.DefaultDebounce)
+	storm := r.seen()
 	union := runner.Scope{}
 	for _, s := range storm {
 		union.Add(s)
 	}
-	if len(storm) < 1 || len(storm) > 2 || union.String() != "namespaces=np-a,np-b" {
-		t.Errorf("a storm of 50 changes: cycles %v, want one (and at most one follow-up) over np-a and np-b", storm)
+	if len(storm) < 1 || len(storm) > 2 || union.String() != "namespaces=storm-a,storm-b" {
+		t.Errorf("a storm of 50 changes: cycles %v, want one (and at most one follow-up) over storm-a and storm-b", storm)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// create, patch, delete, the other namespace's, the storm; not the
-	// initial list nor the label-only patch.
-	if n := r.events["networkpolicy"]; n != 54 {
-		t.Errorf("sandprobe_watch_events_total{kind=networkpolicy} would be %d, want 54", n)
+	if n := r.events["networkpolicy"]; n != 50 {
+		t.Errorf("sandprobe_watch_events_total{kind=networkpolicy} would be %d, want 50", n)
 	}
 }

@@ -9,6 +9,9 @@
 //	eat         allocate and touch memory until the OOM killer ends it
 //	print TEXT  print TEXT on stdout, exit 0
 //	stale       run the real probe (/sandprobe.real) with a stale nonce
+//	settle D    sleep for duration D, then run the real probe
+//	            (/sandprobe-probe.real) as asked: a probe that lets the
+//	            NetworkPolicy engine program its pod first
 package main
 
 import (
@@ -44,6 +47,13 @@ func main() {
 		fmt.Println(arg)
 	case "stale":
 		stale()
+	case "settle":
+		d, _ := time.ParseDuration(arg)
+		time.Sleep(d)
+		args := append([]string{"/sandprobe-probe.real"}, os.Args[1:]...)
+		err := syscall.Exec(args[0], args, os.Environ())
+		fmt.Fprintln(os.Stderr, "misbehave: exec:", err)
+		os.Exit(2)
 	}
 }
 
