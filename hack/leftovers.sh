@@ -13,8 +13,7 @@
 #   cluster  the test cluster (hack/cluster): its processes (pid files, and
 #            anything running from its state or data directory), kube-router
 #            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules, e2e's Pushgateway, its
-#            node and bridge links, nftables tables, check-isolation netns,
-#            the node-local fault rule of the node-by-node regression test
+#            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
 #            squid, labtool servers), its network namespaces and what
 #            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
@@ -160,11 +159,6 @@ for c in "${components[@]}"; do
         for t in sandprobe_cluster sandprobe_e2e_witness; do
           nft list table inet "$t" &>/dev/null && found cluster "nftables table inet $t"
         done
-      fi
-      # The node-local fault runner/kube's node-by-node regression puts in
-      # the mangle table (and removes, however the test ends).
-      if command -v iptables >/dev/null && iptables -w -t mangle -S 2>/dev/null | grep -q 'sandprobe-test node-local fault'; then
-        found cluster "iptables mangle rule of the node-local fault test (runner/kube TestClusterNodeByNodeRegression)"
       fi
       # kube-router's chains, jumps and ipsets (hack/cluster/netpol.sh).
       if command -v iptables >/dev/null && iptables -S 2>/dev/null | grep -qE '^-N (KUBE-ROUTER-|KUBE-NWPLCY-|KUBE-POD-FW-)'; then

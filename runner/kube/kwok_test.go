@@ -437,6 +437,24 @@ func TestKwokNodeByNodeRegressionSimulated(t *testing.T) {
 			if tc.alert {
 				assertAlertNamesOnly(t, run.metrics, brokenNode)
 			}
+			// A node whose result is refused is an unprobed node, named with
+			// its reason; the other 39 were checked, so the run could check.
+			unprobed := map[string]string{}
+			if mf := run.metrics[report.MetricNodeUnprobed]; mf != nil {
+				for _, m := range mf.Metric {
+					unprobed[labelOf(m, "node")] = labelOf(m, "reason")
+				}
+			}
+			wantUnprobed := map[string]string{}
+			if !tc.alert {
+				wantUnprobed[brokenNode] = tc.subject
+			}
+			if fmt.Sprint(unprobed) != fmt.Sprint(wantUnprobed) {
+				t.Errorf("%s: %v, want %v", report.MetricNodeUnprobed, unprobed, wantUnprobed)
+			}
+			if up := run.metrics[report.MetricUp]; up == nil || up.Metric[0].GetGauge().GetValue() != 1 {
+				t.Errorf("%s is not 1: %d of %d nodes were checked", report.MetricUp, wantProbes, nodes)
+			}
 			if left := f.podsLeft(t); len(left) > 0 {
 				t.Errorf("%d pods left after the run: %v", len(left), left)
 			}

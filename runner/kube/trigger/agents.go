@@ -60,9 +60,11 @@ func ParseAgent(s string) (Agent, error) {
 var daemonSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
 
 // agents finds the agents' DaemonSets (requests on pctx) and makes a pod
-// informer for each, with the DaemonSet's own selector. A named agent that
-// does not exist is a warning: its pods would start no cycle.
-func (w *Watcher) agents(ctx, pctx context.Context) ([]string, []cache.SharedIndexInformer, error) {
+// informer for each, with the DaemonSet's own selector. A wanted agent not
+// there yet (a CNI installed after sandprobe, an API server that did not
+// answer at start) is watched for: a DaemonSet informer of its namespace
+// starts the pod informer, through spawn, when it appears.
+func (w *Watcher) agents(ctx, pctx context.Context, spawn func(cache.SharedIndexInformer)) ([]string, []cache.SharedIndexInformer, error) {
 	wanted, auto := w.Agents, w.Agents == nil
 	if auto {
 		wanted = KnownAgents
@@ -89,39 +91,40 @@ func (w *Watcher) agents(ctx, pctx context.Context) ([]string, []cache.SharedInd
 			if ctx.Err() != nil {
 				return nil, nil, errorf("list daemonsets in %s: %w", ns, ctx.Err())
 			}
-			w.log().Error("watch: cannot list the DaemonSets in "+ns+": its CNI agents start no cycle", "err", err.Error())
-			continue
+			w.log().Error("watch: cannot list the DaemonSets in "+ns+" now: their pods are watched once they can be", "err", err.Error())
 		}
 		seen := map[string]bool{}
-		for i := range list.Items {
-			ds := &list.Items[i]
-			if !slices.Contains(byNS[ns], ds.GetName()) {
-				continue
+		if err == nil {
+			for i := range list.Items {
+				ds := &list.Items[i]
+				if !slices.Contains(byNS[ns], ds.GetName()) {
+					continue
+				}
+				inf, err := st.podInformer(Agent{ns, ds.GetName()}, ds)
+				if err != nil {
+					w.log().Error("watch: DaemonSet "+ns+"/"+ds.GetName()+": its pods cannot be told apart", "err", err.Error())
+					continue
+				}
+				seen[ds.GetName()] = true
+				informers = append(informers, inf)
+				found = append(found, ns+"/"+ds.GetName())
 			}
-			sel, err := selectorOf(ds)
-			if err != nil {
-				w.log().Error("watch: DaemonSet "+ns+"/"+ds.GetName()+": its pods cannot be told apart", "err", err.Error())
-				continue
-			}
-			seen[ds.GetName()] = true
-			a := Agent{ns, ds.GetName()}
-			inf := w.podInformer(a, sel)
-			if _, err := inf.AddEventHandler(st.handler(a)); err != nil {
-				return nil, nil, errorf("watch the pods of %s: %w", a, err)
-			}
-			informers = append(informers, inf)
-			found = append(found, a.String())
 		}
-		if !auto {
-			for _, name := range byNS[ns] {
-				if !seen[name] {
-					w.log().Warn("watch: --watch-cni DaemonSet not found: a restart of its pods starts no cycle", "daemonset", ns+"/"+name)
+		var missing []string
+		for _, name := range byNS[ns] {
+			if !seen[name] {
+				missing = append(missing, name)
+				if !auto {
+					w.log().Warn("watch: --watch-cni DaemonSet not found yet: its pods are watched once it appears", "daemonset", ns+"/"+name)
 				}
 			}
 		}
+		if len(missing) > 0 {
+			informers = append(informers, st.lateAgents(ctx, ns, missing, spawn))
+		}
 	}
 	if len(found) == 0 {
-		w.log().Warn("watch: no CNI agent DaemonSet found: an agent restart starts no cycle (name yours with --watch-cni=NAMESPACE/DAEMONSET)")
+		w.log().Warn("watch: no CNI agent DaemonSet found (yet): an agent restart starts no cycle until one appears (name yours with --watch-cni=NAMESPACE/DAEMONSET)")
 	}
 	return found, informers, nil
 }
@@ -146,9 +149,60 @@ func selectorOf(ds *unstructured.Unstructured) (string, error) {
 	return sel.String(), nil
 }
 
-// podInformer lists and watches the pods of one agent (its selector, its
+// podInformer is the informer of one agent's pods, judged by st, for the
+// agent's DaemonSet ds.
+func (st *agentState) podInformer(a Agent, ds *unstructured.Unstructured) (cache.SharedIndexInformer, error) {
+	sel, err := selectorOf(ds)
+	if err != nil {
+		return nil, err
+	}
+	inf := st.w.podsOf(a, sel)
+	if _, err := inf.AddEventHandler(st.handler(a)); err != nil {
+		return nil, errorf("watch the pods of %s: %w", a, err)
+	}
+	return inf, nil
+}
+
+// lateAgents watches namespace ns for the agents' DaemonSets named
+// missing, and starts the pod informer of each that appears (its initial
+// list starts no cycle, like any other's).
+func (st *agentState) lateAgents(ctx context.Context, ns string, missing []string, spawn func(cache.SharedIndexInformer)) cache.SharedIndexInformer {
+	w := st.w
+	inf := metadataInformer(w.Metadata.Resource(daemonSets).Namespace(ns))
+	var mu sync.Mutex
+	started := map[string]bool{}
+	appeared := func(obj any) {
+		m, ok := metaOf(obj)
+		if !ok || !slices.Contains(missing, m.GetName()) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if started[m.GetName()] || ctx.Err() != nil {
+			return
+		}
+		a := Agent{ns, m.GetName()}
+		list, err := w.DaemonSets.ListResource(ctx, daemonSets, ns, metav1.ListOptions{FieldSelector: "metadata.name=" + a.Name})
+		if err != nil || len(list.Items) != 1 {
+			w.log().Error("watch: CNI agent DaemonSet "+a.String()+" appeared but cannot be read: its pods start no cycle", "err", fmt.Sprint(err))
+			return
+		}
+		pods, err := st.podInformer(a, &list.Items[0])
+		if err != nil {
+			w.log().Error("watch: DaemonSet "+a.String()+": its pods cannot be told apart", "err", err.Error())
+			return
+		}
+		started[a.Name] = true
+		w.log().Info("watch: a CNI agent DaemonSet appeared: watching its pods", "daemonset", a.String())
+		spawn(pods)
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: appeared})
+	return inf
+}
+
+// podsOf lists and watches the pods of one agent (its selector, its
 // namespace): one watch, whatever the node count.
-func (w *Watcher) podInformer(a Agent, selector string) cache.SharedIndexInformer {
+func (w *Watcher) podsOf(a Agent, selector string) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector = selector

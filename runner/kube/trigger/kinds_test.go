@@ -112,6 +112,21 @@ func agentPod(t *testing.T, cs kubernetes.Interface, ds *appsv1.DaemonSet, name,
 	return setReady(t, cs, p, readyNow, restarts)
 }
 
+// mkDS is a DaemonSet kube-system/name, as a CNI's install makes it.
+func mkDS(t *testing.T, cs kubernetes.Interface, name string) *appsv1.DaemonSet {
+	t.Helper()
+	labels := map[string]string{"k8s-app": name}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent:v1"}}}}}}
+	out, err := cs.AppsV1().DaemonSets("kube-system").Create(context.Background(), ds, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func setReady(t *testing.T, cs kubernetes.Interface, p *corev1.Pod, ready bool, restarts int32) *corev1.Pod {
 	t.Helper()
 	st := corev1.ConditionFalse
@@ -143,19 +158,7 @@ func TestAgentRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkDS := func(name string) *appsv1.DaemonSet {
-		labels := map[string]string{"k8s-app": name}
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
-			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent:v1"}}}}}}
-		out, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, ds, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	router, other := mkDS("kube-router"), mkDS("node-exporter")
+	router, other := mkDS(t, cs, "kube-router"), mkDS(t, cs, "node-exporter")
 	old1 := agentPod(t, cs, router, "kube-router-old1", "node-1", true, 0)
 	agentPod(t, cs, router, "kube-router-n2", "node-2", true, 0)
 	exporter := agentPod(t, cs, other, "node-exporter-1", "node-1", true, 0)
@@ -204,4 +207,36 @@ func TestAgentRestart(t *testing.T) {
 	if r.events["cni-agent"] != 4 {
 		t.Errorf("cni-agent events %d, want 4", r.events["cni-agent"])
 	}
+}
+
+// TestAgentAppearsLater: the named agent's DaemonSet does not exist when
+// the watch starts (the CNI is installed after sandprobe): once it
+// appears, its pods are watched — its first pod Ready on a node is a cycle
+// for that node, and so is its replacement.
+func TestAgentAppearsLater(t *testing.T) {
+	cfg := testenv.APIServer(t)
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cfg, cfg, []string{"sandboxes"}, []trigger.Agent{{Namespace: "kube-system", Name: "late-agent"}}, 3*time.Second)
+	if logs := r.logs.String(); !strings.Contains(logs, "not found yet") {
+		t.Fatalf("the log does not say the agent is not there yet:\n%s", logs)
+	}
+	ds := mkDS(t, cs, "late-agent")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(r.logs.String(), "a CNI agent DaemonSet appeared") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // its pod informer's initial list
+	first := agentPod(t, cs, ds, "late-agent-1", "node-7", true, 0)
+	r.expect("the new agent's first pod Ready", "nodes=node-7")
+	if err := cs.CoreV1().Pods("kube-system").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agentPod(t, cs, ds, "late-agent-2", "node-7", true, 0)
+	// The replacement at once, and its settle re-check (the first pod's
+	// went with it: the node's agent was down in between).
+	r.expect("node-7's agent replaced", "nodes=node-7", "nodes=node-7")
 }

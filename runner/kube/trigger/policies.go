@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sandprobe/sandprobe/drift"
@@ -92,7 +93,11 @@ func (w *Watcher) policies(ctx, pctx context.Context) ([]string, []cache.SharedI
 // metadata only. (client-go's metadatainformer would do the same, but it
 // links every typed informer of client-go: 13 MB more in the runner.)
 func (w *Watcher) metadataInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	res := w.Metadata.Resource(gvr)
+	return metadataInformer(w.Metadata.Resource(gvr))
+}
+
+// metadataInformer lists and watches res as metadata only.
+func metadataInformer(res metadata.ResourceInterface) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return res.List(ctx, opts)

@@ -92,7 +92,8 @@ func (w *Watcher) Start(ctx context.Context) (*Running, error) {
 		cancel()
 		return nil, err
 	}
-	agents, agentInformers, err := w.agents(ctx, pctx)
+	spawn := func(inf cache.SharedIndexInformer) { r.wg.Go(func() { inf.RunWithContext(ctx) }) }
+	agents, agentInformers, err := w.agents(ctx, pctx, spawn)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -101,8 +102,8 @@ func (w *Watcher) Start(ctx context.Context) (*Running, error) {
 	for _, inf := range informers {
 		r.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
+	syncCtx, syncCancel := context.WithTimeout(ctx, syncTimeout)
+	defer syncCancel()
 	synced := []cache.InformerSynced{}
 	for _, inf := range informers {
 		synced = append(synced, inf.HasSynced)

@@ -2,18 +2,23 @@
 // runner/kube's node-by-node regression on the real cluster. kube-router
 // programs a pod's firewall only once the API shows the pod's address, and
 // under load the kubelet posts it after a gVisor probe has started
-// dialling: the probe's first attempts then answer
-// (hack/cluster/README.md, "A new pod's first moments are not covered").
-// That window is kube-router's, the same on every node, and not what the
-// test is about, so the probe waits for the engine's own effect: until the
-// sentinel destination in /firewallgate.target — one the pod's
-// NetworkPolicy denies, a live listener that answers when nothing blocks it
-// — stops answering, for at most the duration on its second line. Where a
-// node-local fault keeps egress open, the sentinel never stops answering:
-// the probe starts when the wait runs out, and finds egress open.
+// dialling (hack/cluster/README.md, "A new pod's first moments are not
+// covered"): its first attempts answer. That window is kube-router's, the
+// same on every node, and not what the test is about, so each vantage
+// waits for the
+// engine's own effect on the sentinel in /firewallgate.target (a lab
+// listener that answers when nothing blocks it; the pod's NetworkPolicy
+// denies it), for at most the duration on its second line:
 //
-// The control vantage (`probe --control`) and every other subcommand start
-// at once. It prints nothing: the pod's log is the probe's result.
+//   - the probe (`probe`): until the sentinel is refused — kube-router's
+//     REJECT, so its firewall is in place. Where a node-local fault keeps
+//     egress open, the sentinel keeps answering: the probe starts when the
+//     wait runs out and finds egress open.
+//   - the control vantage (`probe --control`, no policy selects it): until
+//     the sentinel answers (its path to the lab works).
+//
+// Every other subcommand starts at once. It prints nothing: the pod's log
+// is the probe's result.
 package main
 
 import (
@@ -30,14 +35,14 @@ const real = "/sandprobe-probe.real"
 
 func main() {
 	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "probe" && !slices.Contains(args, "--control") {
+	if len(args) > 0 && args[0] == "probe" {
 		if raw, err := os.ReadFile("/firewallgate.target"); err == nil {
 			target, limit, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
 			max, err := time.ParseDuration(strings.TrimSpace(limit))
 			if err != nil {
 				max = 10 * time.Second
 			}
-			wait(strings.TrimSpace(target), max)
+			wait(strings.TrimSpace(target), max, slices.Contains(args, "--control"))
 		}
 	}
 	err := syscall.Exec(real, append([]string{real}, args...), os.Environ())
@@ -45,19 +50,20 @@ func main() {
 	os.Exit(3)
 }
 
-// wait returns once target no longer completes a TCP handshake (refused,
-// unreachable or silent: the firewall is in place), or after max.
-func wait(target string, max time.Duration) {
+// wait returns once a TCP handshake with target is refused (answered, for
+// the control), or after max.
+func wait(target string, max time.Duration, control bool) {
 	end := time.Now().Add(max)
 	for time.Now().Before(end) {
 		c, err := net.DialTimeout("tcp", target, 300*time.Millisecond)
-		if err != nil {
-			var ne net.Error
-			if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || (errors.As(err, &ne) && ne.Timeout()) {
+		switch {
+		case err == nil:
+			c.Close()
+			if control {
 				return
 			}
-		} else {
-			c.Close()
+		case !control && errors.Is(err, syscall.ECONNREFUSED):
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
