@@ -15,6 +15,8 @@ FUZZ_LOAD     ?= 30000x
 FUZZ_HOSTRULE ?= 60000x
 FUZZ_RENDERED ?= 2000x
 FUZZ_BLOCKYAML ?= 50000x
+FUZZ_DECODENODE ?= 10000x
+FUZZ_DOCSTREAM ?= 10000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
@@ -81,6 +83,8 @@ fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_HOSTRULE))
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
+	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODENODE))
+	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
 
 # Ends with hack/leftovers.sh lab: nothing of the lab outlives it.
 demo: deps build
