@@ -71,7 +71,8 @@ func RunControl(ctx context.Context, env *Env) result.ProbeResult {
 		res.Seconds = env.Now().Sub(start).Seconds()
 		return res
 	}
-	// Direct TCP dials only: no proxy to go through, no TLS to verify.
+	// Direct attempts only (TCP dials, DNS queries, ClientHellos to the
+	// fronts): no proxy to go through, no TLS to verify.
 	direct := policy.Egress{}
 	client, err := NewNetClient(direct)
 	if err == nil && env.dnsServer != "" {
