@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/sandprobe/sandprobe/report"
 )
 
 // errNotPlainYAML says a document is outside the block-YAML subset that
@@ -340,7 +342,7 @@ func appendNodeJSON(out []byte, n *lnode) []byte {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendJSONString(out, n.kids[k].key)
+			out = report.AppendJSONString(out, n.kids[k].key)
 			out = append(out, ':')
 			out = appendNodeJSON(out, n.kids[k].val)
 		}
@@ -357,7 +359,7 @@ func appendNodeJSON(out []byte, n *lnode) []byte {
 	}
 	switch n.tok {
 	case tokString:
-		return appendJSONString(out, n.value)
+		return report.AppendJSONString(out, n.value)
 	case tokNull:
 		return append(out, "null"...)
 	}
@@ -629,50 +631,3 @@ func isDecimal(v []byte) bool {
 	}
 	return true
 }
-
-// appendJSONString writes s (valid UTF-8, no control characters: the
-// reader refuses them) as encoding/json does.
-func appendJSONString(out []byte, s string) []byte {
-	out = append(out, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			out = append(out, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				out = append(out, '\\', c)
-			case '\n':
-				out = append(out, '\\', 'n')
-			case '\r':
-				out = append(out, '\\', 'r')
-			case '\t':
-				out = append(out, '\\', 't')
-			case '\b':
-				out = append(out, '\\', 'b')
-			case '\f':
-				out = append(out, '\\', 'f')
-			default:
-				out = append(out, '\\', 'u', '0', '0', hexDigit(c>>4), hexDigit(c&0xF))
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == '\u2028' || r == '\u2029' {
-			out = append(out, s[start:i]...)
-			out = append(out, '\\', 'u', '2', '0', '2', hexDigit(byte(r&0xF)))
-			start = i + size
-		}
-		i += size
-	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
-}
-
-func hexDigit(b byte) byte { return "0123456789abcdef"[b] }

@@ -143,7 +143,7 @@ func appendFindingJSON(x []byte, f *Finding) ([]byte, error) {
 		x = append(x, '"')
 		x = append(x, name...)
 		x = append(x, `": `...)
-		x = appendJSONString(x, v)
+		x = AppendJSONString(x, v)
 	}
 	field("check", f.Check, false)
 	field("target", f.Target, true)
@@ -212,10 +212,10 @@ var jsonPlain = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// appendJSONString quotes s as encoding/json does with HTML escaping (its
+// AppendJSONString quotes s as encoding/json does with HTML escaping (its
 // default): <, > and & as \u escapes, control characters, invalid UTF-8 as
 // \ufffd, and U+2028/U+2029.
-func appendJSONString(x []byte, s string) []byte {
+func AppendJSONString(x []byte, s string) []byte {
 	x = append(x, '"')
 	start := 0
 	for i := 0; i < len(s); {
