@@ -299,9 +299,20 @@ func TestClusterNodeByNodeRegression(t *testing.T) {
 	})
 	netpol := filepath.Join(testenv.ModuleRoot(t), "hack", "cluster", "netpol.sh")
 	t.Run("real node: node-local fault", func(t *testing.T) {
-		undo := crashNodeAgent(t, netpol, clusterNS, render.EgressPolicyName(p))
-		r := e.perNodeRun(t, doc, controlNS)
-		undo()
+		// Now and then the dead agent leaves the new probe pod with no
+		// network at all (every allowed host and the resolver time out)
+		// instead of an open one: node-local too, but not the break this
+		// case is about; it is logged and the fault made once more.
+		var r regressionRun
+		for attempt := 1; ; attempt++ {
+			undo := crashNodeAgent(t, netpol, clusterNS, render.EgressPolicyName(p))
+			r = e.perNodeRun(t, doc, controlNS)
+			undo()
+			if attempt == 3 || !deadNetwork(r, realNode) {
+				break
+			}
+			t.Logf("attempt %d: the dead agent left the probe pod on %s with no network, not an open one; making the fault again", attempt, realNode)
+		}
 		if r.code != report.ExitNonConformant {
 			t.Errorf("exit %d, want 1\n%s", r.code, tail(r.stderr, 3000))
 		}
@@ -372,4 +383,19 @@ func (e *clusterEnv) realNode(t *testing.T) string {
 	}
 	slices.Sort(real)
 	return real[0]
+}
+
+// deadNetwork reports whether every egress.allowed verdict on node failed:
+// the probe pod there had no network at all.
+func deadNetwork(r regressionRun, node string) bool {
+	allowed, failed := 0, 0
+	for _, f := range r.report.Findings {
+		if f.Check == "egress.allowed" && report.NodeLabel(f.Target) == node {
+			allowed++
+			if f.Status == report.Fail {
+				failed++
+			}
+		}
+	}
+	return allowed > 0 && failed == allowed
 }
