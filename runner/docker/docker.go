@@ -337,6 +337,17 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 		return res, a.cannot(runner.ReasonLogsUnavailable, "read the logs of container %s: %v", shortID(id), err)
 	}
 	st := state.Container.State
+	// Docker learns of an OOM kill from the runtime's OOM event, which can
+	// land after the exit: a probe SIGKILLed under a memory limit is asked
+	// about again (for up to a second) before it is called a crash.
+	for i := 0; i < 10 && !st.OOMKilled && st.ExitCode == 137 && memoryLimited(state.Container.HostConfig); i++ {
+		time.Sleep(100 * time.Millisecond)
+		again, err := b.Client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			break
+		}
+		st = again.Container.State
+	}
 	b.log().Debug("probe container state", "container", shortID(id), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
 	switch {
 	case st.OOMKilled:
@@ -503,3 +514,5 @@ func shortNonce(n string) string {
 }
 
 var _ runner.Backend = (*Backend)(nil)
+
+func memoryLimited(hc *container.HostConfig) bool { return hc != nil && hc.Memory > 0 }
