@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/sourcegraph/conc/stream"
 )
 
 // JSON writes the run as one indented JSON document.
@@ -73,20 +70,15 @@ func (JSON) Write(w io.Writer, run Run) error {
 }
 
 // writeFindingsJSON writes the findings list's elements: read in order,
-// encoded in batches on every core (the report is written after the scan,
-// alone: at 100,000 pods encoding was most of it), written in order. The
-// first error stops the writing.
+// encoded in batches on every core (orderedOut), written in order.
 func writeFindingsJSON(b io.Writer, set FindingSet) error {
-	const batchSize = 512
-	st := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
-	var werr error
-	batch := make([]Finding, 0, batchSize)
+	o := newOrderedOut(b)
+	batch := make([]Finding, 0, batchFindings)
 	first := true
 	flush := func() {
 		fs, lead := batch, !first
-		batch, first = make([]Finding, 0, batchSize), false
-		st.Go(func() stream.Callback {
-			x := make([]byte, 0, len(fs)*1024)
+		batch, first = make([]Finding, 0, batchFindings), false
+		o.Go(func(x []byte) ([]byte, error) {
 			var err error
 			for i := range fs {
 				if i > 0 || lead {
@@ -96,21 +88,12 @@ func writeFindingsJSON(b io.Writer, set FindingSet) error {
 					break
 				}
 			}
-			return func() {
-				if werr != nil {
-					return
-				}
-				if err != nil {
-					werr = err
-					return
-				}
-				_, werr = b.Write(x)
-			}
+			return x, err
 		})
 	}
 	err := set.Each(func(f *Finding) error {
 		batch = append(batch, *f)
-		if len(batch) == batchSize {
+		if len(batch) == batchFindings {
 			flush()
 		}
 		return nil
@@ -118,11 +101,10 @@ func writeFindingsJSON(b io.Writer, set FindingSet) error {
 	if len(batch) > 0 {
 		flush()
 	}
-	st.Wait()
-	if err != nil {
-		return err
+	if werr := o.Wait(); err == nil {
+		err = werr
 	}
-	return werr
+	return err
 }
 
 // appendFindingJSON writes f as encoding/json would at depth 2 of the
@@ -217,6 +199,12 @@ var jsonPlain = func() (t [utf8.RuneSelf]bool) {
 // \ufffd, and U+2028/U+2029.
 func AppendJSONString(x []byte, s string) []byte {
 	x = append(x, '"')
+	x = appendJSONInner(x, s)
+	return append(x, '"')
+}
+
+// appendJSONInner is AppendJSONString without the quotes.
+func appendJSONInner(x []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
@@ -262,6 +250,5 @@ func AppendJSONString(x []byte, s string) []byte {
 		}
 		i += size
 	}
-	x = append(x, s[start:]...)
-	return append(x, '"')
+	return append(x, s[start:]...)
 }

@@ -46,90 +46,17 @@ func (JUnit) Write(w io.Writer, run Run) error {
 	x = xmlAttr(x, "time", secs(run.Seconds))
 	x = append(x, '>')
 	stamp := run.StartedAt.UTC().Format("2006-01-02T15:04:05")
-	for gi, g := range groups {
-		name := g.Target
-		if name == "" {
-			name = "sandprobe"
-		}
-		x = append(x, "\n  <testsuite"...)
-		x = xmlAttr(x, "name", name)
-		x = xmlSuiteTallies(x, g.Counts)
-		x = xmlAttr(x, "time", secs(g.Seconds))
-		if stamp != "" {
-			x = xmlAttr(x, "timestamp", stamp)
-		}
-		x = append(x, ">\n    <properties>\n      <property"...)
-		x = xmlAttr(x, "name", "policy")
-		x = xmlAttr(x, "value", run.Policy)
-		x = append(x, "></property>\n      <property"...)
-		x = xmlAttr(x, "name", "version")
-		x = xmlAttr(x, "value", run.Version)
-		x = append(x, "></property>\n    </properties>"...)
-		err := set.EachIn(gi, func(f *Finding) error {
-			// name (f.Name()), classname and time, appended without the
-			// strings built for them (a space or a dot between two
-			// escaped parts escapes as the whole does).
-			x = append(x, "\n    <testcase name=\""...)
-			x = xmlEscape(x, f.Check)
-			if f.Subject != "" {
-				x = append(x, ' ')
-				x = xmlEscape(x, f.Subject)
-			}
-			x = append(x, "\" classname=\"sandprobe."...)
-			x = xmlEscape(x, Area(f.Check))
-			x = append(x, "\" time=\""...)
-			x = strconv.AppendFloat(x, f.Seconds, 'f', 3, 64)
-			x = append(x, '"')
-			if f.File != "" {
-				x = xmlAttr(x, "file", f.File)
-			}
-			if f.Line != 0 {
-				x = xmlAttr(x, "line", strconv.Itoa(f.Line))
-			}
-			x = append(x, '>')
-			children := false
-			var out string
-			switch f.Status {
-			case Pass:
-				out = passBody(*f)
-			case Fail:
-				x, children = xmlProblem(x, "failure", ExpectedActual(*f), f.Check, problemBody(*f)), true
-			case Skip, Inconclusive:
-				msg := string(f.Status)
-				if f.Actual != "" {
-					msg += ": " + f.Actual
-				}
-				x = append(x, "\n      <skipped"...)
-				x = xmlAttr(x, "message", msg)
-				x = append(x, "></skipped>"...)
-				children = true
-				out = evidenceBody(*f)
-			default:
-				x, children = xmlProblem(x, "error", "could not check: "+f.Actual, f.Check, problemBody(*f)), true
-			}
-			if out != "" {
-				x = append(x, "\n      <system-out>"...)
-				x = xmlEscape(x, out)
-				x = append(x, "</system-out>"...)
-				children = true
-			}
-			if children {
-				x = append(x, "\n    "...)
-			}
-			x = append(x, "</testcase>"...)
-			if len(x) > 32<<10 {
-				if _, err := b.Write(x); err != nil {
-					return err
-				}
-				x = x[:0]
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		x = append(x, "\n  </testsuite>"...)
+	if _, err := b.Write(x); err != nil {
+		return err
 	}
+	// Each suite is formatted on every core, written in order.
+	err := writeGroups(b, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
+		return appendSuite(x, run, stamp, groups[gi], fs), nil
+	})
+	if err != nil {
+		return err
+	}
+	x = x[:0]
 	if len(groups) > 0 {
 		x = append(x, '\n')
 	}
@@ -138,6 +65,87 @@ func (JUnit) Write(w io.Writer, run Run) error {
 		return err
 	}
 	return b.Flush()
+}
+
+// appendSuite appends one target's testsuite: a testcase per finding.
+func appendSuite(x []byte, run Run, stamp string, g Group, fs []Finding) []byte {
+	name := g.Target
+	if name == "" {
+		name = "sandprobe"
+	}
+	x = append(x, "\n  <testsuite"...)
+	x = xmlAttr(x, "name", name)
+	x = xmlSuiteTallies(x, g.Counts)
+	x = xmlAttr(x, "time", secs(g.Seconds))
+	if stamp != "" {
+		x = xmlAttr(x, "timestamp", stamp)
+	}
+	x = append(x, ">\n    <properties>\n      <property"...)
+	x = xmlAttr(x, "name", "policy")
+	x = xmlAttr(x, "value", run.Policy)
+	x = append(x, "></property>\n      <property"...)
+	x = xmlAttr(x, "name", "version")
+	x = xmlAttr(x, "value", run.Version)
+	x = append(x, "></property>\n    </properties>"...)
+	for i := range fs {
+		x = appendTestcase(x, &fs[i])
+	}
+	return append(x, "\n  </testsuite>"...)
+}
+
+// appendTestcase appends f's testcase.
+func appendTestcase(x []byte, f *Finding) []byte {
+	// name (f.Name()), classname and time, appended without the
+	// strings built for them (a space or a dot between two
+	// escaped parts escapes as the whole does).
+	x = append(x, "\n    <testcase name=\""...)
+	x = xmlEscape(x, f.Check)
+	if f.Subject != "" {
+		x = append(x, ' ')
+		x = xmlEscape(x, f.Subject)
+	}
+	x = append(x, "\" classname=\"sandprobe."...)
+	x = xmlEscape(x, Area(f.Check))
+	x = append(x, "\" time=\""...)
+	x = strconv.AppendFloat(x, f.Seconds, 'f', 3, 64)
+	x = append(x, '"')
+	if f.File != "" {
+		x = xmlAttr(x, "file", f.File)
+	}
+	if f.Line != 0 {
+		x = xmlAttr(x, "line", strconv.Itoa(f.Line))
+	}
+	x = append(x, '>')
+	children := false
+	var out string
+	switch f.Status {
+	case Pass:
+		out = passBody(*f)
+	case Fail:
+		x, children = xmlProblem(x, "failure", ExpectedActual(*f), f.Check, problemBody(*f)), true
+	case Skip, Inconclusive:
+		msg := string(f.Status)
+		if f.Actual != "" {
+			msg += ": " + f.Actual
+		}
+		x = append(x, "\n      <skipped"...)
+		x = xmlAttr(x, "message", msg)
+		x = append(x, "></skipped>"...)
+		children = true
+		out = evidenceBody(*f)
+	default:
+		x, children = xmlProblem(x, "error", "could not check: "+f.Actual, f.Check, problemBody(*f)), true
+	}
+	if out != "" {
+		x = append(x, "\n      <system-out>"...)
+		x = xmlEscape(x, out)
+		x = append(x, "</system-out>"...)
+		children = true
+	}
+	if children {
+		x = append(x, "\n    "...)
+	}
+	return append(x, "</testcase>"...)
 }
 
 func xmlSuiteTallies(x []byte, c Counts) []byte {

@@ -79,6 +79,9 @@ type Unprobed struct{ Node, Namespace, Reason string }
 // Unprobed lists the run's unprobed nodes (NodeUnprobed), sorted.
 func (r Run) Unprobed() []Unprobed {
 	var out []Unprobed
+	if r.Set().Counts().Error == 0 {
+		return nil // an unprobed node is a could-not-run finding
+	}
 	r.Set().Each(func(f *Finding) error {
 		if NodeUnprobed(*f) {
 			out = append(out, Unprobed{Node: NodeLabel(f.Target), Namespace: unprobedNamespace(*f), Reason: f.Subject})

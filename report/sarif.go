@@ -134,7 +134,31 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	for _, id := range append(slices.Collect(maps.Keys(pre.known)), "") {
 		ruleIndex[id] = r.GetRuleIndex(id)
 	}
-	var x []byte
+	// Each result is formatted on every core (orderedOut), in batches
+	// read in order.
+	type result struct {
+		ruleIndex int
+		uri       string
+		g         *sarifGroup
+	}
+	o := newOrderedOut(b)
+	layout := newSARIFLayout(indent)
+	batch := make([]result, 0, batchFindings)
+	flush := func(lead bool) {
+		rs := batch
+		batch = make([]result, 0, batchFindings)
+		o.Go(func(x []byte) ([]byte, error) {
+			for i, r := range rs {
+				if i > 0 || lead {
+					x = append(x, ',')
+				}
+				x = append(x, '\n')
+				x = append(x, indent...)
+				x = s.appendResult(x, layout, r.ruleIndex, r.uri, r.g)
+			}
+			return x, nil
+		})
+	}
 	var uriOf, uri string
 	i, n := 0, 0
 	err = set.Each(func(fp *Finding) error {
@@ -154,28 +178,25 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 		default:
 			g.f, g.written = *fp, true
 		}
-		if n > 0 {
-			x = append(x, ',')
-		}
 		n++
-		x = append(x, '\n')
-		x = append(x, indent...)
 		if g.f.File != uriOf {
 			uriOf, uri = g.f.File, s.uri(g.f.File)
 		}
-		x = s.appendResult(x, indent, ruleIndex[g.f.Check], uri, g)
-		if len(x) > 64<<10 {
-			if _, err := b.Write(x); err != nil {
-				return err
-			}
-			x = x[:0]
+		batch = append(batch, result{ruleIndex[g.f.Check], uri, g})
+		if len(batch) == batchFindings {
+			flush(n > len(batch))
 		}
 		return nil
 	})
+	if len(batch) > 0 {
+		flush(n > len(batch))
+	}
+	if werr := o.Wait(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return err
 	}
-	b.Write(x)
 	if n == 0 {
 		// "results": [] on one line.
 		tail = tail[1+len(indent)-2:]
@@ -384,116 +405,96 @@ func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 	return res
 }
 
-// appendResult writes g's result exactly as json.MarshalIndent(s.result(r,
-// g), in, "  ") does (TestSARIFResultMatchesGoSARIF), without building
-// go-sarif's tree and reflecting over it: a result is a few KB of
-// mostly fixed text, and reflection was most of SARIF's cost.
-func (s SARIF) appendResult(x []byte, in string, ruleIndex int, uri string, g *sarifGroup) []byte {
-	f := &g.f
+// sarifLayout is the fixed text of a result at one indentation, in the
+// runs between the values: a result is a few KB of mostly fixed text.
+type sarifLayout struct {
+	open, afterSum, levelError, levelWarning, locations, targetOpen, targetClose, targetsEnd  string
+	physical, region, physicalEnd, message, properties, propKey, bagEnd, rank, ruleIndex, end string
+}
+
+func newSARIFLayout(in string) *sarifLayout {
 	i1, i2, i3, i4, i5 := "\n"+in+"  ", "\n"+in+"    ", "\n"+in+"      ", "\n"+in+"        ", "\n"+in+"          "
-	sum := sha256.Sum256([]byte(strings.Join([]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")))
+	l := &sarifLayout{
+		open:         "{" + i1 + `"partialFingerprints": {` + i2 + `"sandprobeFinding/v1": "`,
+		afterSum:     `"` + i1 + "},",
+		levelError:   `"error",`,
+		levelWarning: `"warning",`,
+		locations: i1 + `"locations": [` + i2 + "{" + i3 + `"annotations": [],` + i3 + `"id": -1,` +
+			i3 + `"logicalLocations": [`,
+		targetOpen:  i4 + "{" + i5 + `"fullyQualifiedName": `,
+		targetClose: "," + i5 + `"index": -1,` + i5 + `"kind": "resource",` + i5 + `"parentIndex": -1` + i4 + "}",
+		targetsEnd:  i3,
+		physical: i3 + `"physicalLocation": {` + i4 + `"artifactLocation": {` + i5 + `"index": -1,` +
+			i5 + `"uri": `,
+		region: i4 + "}," + i4 + `"region": {` + i5 + `"byteOffset": -1,` + i5 + `"charOffset": -1,` +
+			i5 + `"startLine": `,
+		physicalEnd: i4 + "}" + i3 + "},",
+		message: i3 + `"relationships": []` + i2 + "}" + i1 + "]," + i1 + `"message": {` + i2 + `"arguments": [],` +
+			i2 + `"text": `,
+		properties: i1 + "}," + i1 + `"properties": {`,
+		propKey:    i2 + `"`,
+		bagEnd:     i1,
+		rank:       "}," + i1 + `"rank": -1,` + i1 + `"relatedLocations": [],` + i1 + `"ruleId": `,
+		ruleIndex:  "," + i1 + `"ruleIndex": `,
+		end:        "," + i1 + `"stacks": [],` + i1 + `"taxa": []` + "\n" + in + "}",
+	}
+	for _, k := range []string{"attachments", "codeFlows", "fixes", "graphTraversals", "graphs"} {
+		l.afterSum += i1 + `"` + k + `": [],`
+	}
+	l.afterSum += i1 + `"kind": "fail",` + i1 + `"level": `
+	return l
+}
+
+// appendResult writes g's result exactly as json.MarshalIndent(s.result(r,
+// g), in, "  ") does, where l is newSARIFLayout(in)
+// (TestSARIFResultMatchesGoSARIF), without building go-sarif's tree and
+// reflecting over it (reflection was most of SARIF's cost).
+func (s SARIF) appendResult(x []byte, l *sarifLayout, ruleIndex int, uri string, g *sarifGroup) []byte {
+	f := &g.f
+	// The fingerprint: a hash of the parts joined by NULs, hashed from a
+	// buffer on the stack when they fit.
+	var scratch [512]byte
+	key := scratch[:0]
+	for i, part := range [...]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual} {
+		if i > 0 {
+			key = append(key, 0)
+		}
+		key = append(key, part...)
+	}
+	sum := sha256.Sum256(key)
 	var hexSum [32]byte
 	hex.Encode(hexSum[:], sum[:16])
-	x = append(x, '{')
-	x = append(x, i1...)
-	x = append(x, `"partialFingerprints": {`...)
-	x = append(x, i2...)
-	x = append(x, `"sandprobeFinding/v1": "`...)
+	x = append(x, l.open...)
 	x = append(x, hexSum[:]...)
-	x = append(x, '"')
-	x = append(x, i1...)
-	x = append(x, '}', ',')
-	for _, k := range []string{"attachments", "codeFlows", "fixes", "graphTraversals", "graphs"} {
-		x = append(x, i1...)
-		x = append(x, '"')
-		x = append(x, k...)
-		x = append(x, `": [],`...)
-	}
-	x = append(x, i1...)
-	x = append(x, `"kind": "fail",`...)
-	x = append(x, i1...)
-	x = append(x, `"level": `...)
+	x = append(x, l.afterSum...)
 	if f.Status == Inconclusive {
-		x = append(x, `"warning",`...)
+		x = append(x, l.levelWarning...)
 	} else {
-		x = append(x, `"error",`...)
+		x = append(x, l.levelError...)
 	}
-	x = append(x, i1...)
-	x = append(x, `"locations": [`...)
-	x = append(x, i2...)
-	x = append(x, '{')
-	x = append(x, i3...)
-	x = append(x, `"annotations": [],`...)
-	x = append(x, i3...)
-	x = append(x, `"id": -1,`...)
-	x = append(x, i3...)
-	x = append(x, `"logicalLocations": [`...)
+	x = append(x, l.locations...)
 	for ti, t := range g.targets {
 		if ti > 0 {
 			x = append(x, ',')
 		}
-		x = append(x, i4...)
-		x = append(x, '{')
-		x = append(x, i5...)
-		x = append(x, `"fullyQualifiedName": `...)
+		x = append(x, l.targetOpen...)
 		x = AppendJSONString(x, t)
-		x = append(x, ',')
-		x = append(x, i5...)
-		x = append(x, `"index": -1,`...)
-		x = append(x, i5...)
-		x = append(x, `"kind": "resource",`...)
-		x = append(x, i5...)
-		x = append(x, `"parentIndex": -1`...)
-		x = append(x, i4...)
-		x = append(x, '}')
+		x = append(x, l.targetClose...)
 	}
 	if len(g.targets) > 0 {
-		x = append(x, i3...)
+		x = append(x, l.targetsEnd...)
 	}
 	x = append(x, `],`...)
 	if f.File != "" {
-		x = append(x, i3...)
-		x = append(x, `"physicalLocation": {`...)
-		x = append(x, i4...)
-		x = append(x, `"artifactLocation": {`...)
-		x = append(x, i5...)
-		x = append(x, `"index": -1,`...)
-		x = append(x, i5...)
-		x = append(x, `"uri": `...)
+		x = append(x, l.physical...)
 		x = AppendJSONString(x, uri)
-		x = append(x, i4...)
-		x = append(x, `},`...)
-		x = append(x, i4...)
-		x = append(x, `"region": {`...)
-		x = append(x, i5...)
-		x = append(x, `"byteOffset": -1,`...)
-		x = append(x, i5...)
-		x = append(x, `"charOffset": -1,`...)
-		x = append(x, i5...)
-		x = append(x, `"startLine": `...)
+		x = append(x, l.region...)
 		x = strconv.AppendInt(x, int64(max(f.Line, 1)), 10)
-		x = append(x, i4...)
-		x = append(x, '}')
-		x = append(x, i3...)
-		x = append(x, `},`...)
+		x = append(x, l.physicalEnd...)
 	}
-	x = append(x, i3...)
-	x = append(x, `"relationships": []`...)
-	x = append(x, i2...)
-	x = append(x, '}')
-	x = append(x, i1...)
-	x = append(x, `],`...)
-	x = append(x, i1...)
-	x = append(x, `"message": {`...)
-	x = append(x, i2...)
-	x = append(x, `"arguments": [],`...)
-	x = append(x, i2...)
-	x = append(x, `"text": `...)
-	x = AppendJSONString(x, s.resultText(g))
-	x = append(x, i1...)
-	x = append(x, `},`...)
-	x = append(x, i1...)
-	x = append(x, `"properties": {`...)
+	x = append(x, l.message...)
+	x = s.appendResultText(x, g)
+	x = append(x, l.properties...)
 	props := 0
 	for _, kv := range [...][2]string{{"actual", f.Actual}, {"evidence", f.Evidence}, {"expected", f.Expected}, {"fix", f.Fix}, {"namespace", f.Namespace}} {
 		if kv[1] == "" {
@@ -503,35 +504,48 @@ func (s SARIF) appendResult(x []byte, in string, ruleIndex int, uri string, g *s
 			x = append(x, ',')
 		}
 		props++
-		x = append(x, i2...)
-		x = append(x, '"')
+		x = append(x, l.propKey...)
 		x = append(x, kv[0]...)
 		x = append(x, `": `...)
 		x = AppendJSONString(x, kv[1])
 	}
 	if props > 0 {
-		x = append(x, i1...)
+		x = append(x, l.bagEnd...)
 	}
-	x = append(x, `},`...)
-	x = append(x, i1...)
-	x = append(x, `"rank": -1,`...)
-	x = append(x, i1...)
-	x = append(x, `"relatedLocations": [],`...)
-	x = append(x, i1...)
-	x = append(x, `"ruleId": `...)
+	x = append(x, l.rank...)
 	x = AppendJSONString(x, f.Check)
-	x = append(x, ',')
-	x = append(x, i1...)
-	x = append(x, `"ruleIndex": `...)
+	x = append(x, l.ruleIndex...)
 	x = strconv.AppendInt(x, int64(ruleIndex), 10)
-	x = append(x, ',')
-	x = append(x, i1...)
-	x = append(x, `"stacks": [],`...)
-	x = append(x, i1...)
-	x = append(x, `"taxa": []`...)
-	x = append(x, '\n')
-	x = append(x, in...)
-	return append(x, '}')
+	return append(x, l.end...)
+}
+
+// appendResultText appends resultText(g) as a JSON string, a part at a
+// time: every part is joined to the next by ASCII, so quoting the parts
+// one by one writes what quoting the whole would.
+func (s SARIF) appendResultText(x []byte, g *sarifGroup) []byte {
+	f := &g.f
+	x = append(x, '"')
+	if f.Subject != "" {
+		x = appendJSONInner(x, f.Subject)
+		x = append(x, ": "...)
+	}
+	x = append(x, "expected "...)
+	x = appendJSONInner(x, orDash(f.Expected))
+	x = append(x, ", actual "...)
+	x = appendJSONInner(x, orDash(f.Actual))
+	if f.Fix != "" {
+		x = append(x, ". Fix: "...)
+		x = appendJSONInner(x, f.Fix)
+	}
+	for i, t := range g.targets {
+		if i == 0 {
+			x = append(x, ". Affects "...)
+		} else {
+			x = append(x, ", "...)
+		}
+		x = appendJSONInner(x, t)
+	}
+	return append(x, '"')
 }
 
 // resultText is a result's message.

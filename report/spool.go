@@ -143,8 +143,9 @@ type Spool struct {
 	err     error
 }
 
-// spoolWindow is how much of the spool EachIn reads at a time.
-const spoolWindow = 1 << 20
+// spoolWindow is how much of the spool Each and EachIn read at a time (a
+// variable for the tests).
+var spoolWindow = 1 << 20
 
 type segment struct {
 	off, end int64
@@ -278,17 +279,35 @@ func (s *Spool) Each(fn func(*Finding) error) error {
 	if err != nil {
 		return err
 	}
-	// One pass over everything: a buffered reader a chunk at a time.
-	br := bufio.NewReaderSize(io.NewSectionReader(ra, 0, s.size), 256<<10)
+	// One pass over everything, a window at a time, each record decoded
+	// where it lies (a record cut by the window's end is read again at
+	// the start of the next).
+	buf := make([]byte, spoolWindow)
+	var off int64 // of buf[0] in the spool
+	have, at := 0, 0
 	var f Finding
-	var rec []byte
 	for i := 0; i < s.n; i++ {
-		if rec, err = readRecord(br, rec[:0]); err != nil {
-			return fmt.Errorf("read spooled findings: %w", err)
+		n, err := decodeFinding(buf[at:have], &f)
+		for err != nil {
+			if off+int64(have) >= s.size {
+				return fmt.Errorf("read spooled findings: %w", err)
+			}
+			// Move the cut record to the front, grow the window if the
+			// record fills it, and read on.
+			have = copy(buf, buf[at:have])
+			off += int64(at)
+			at = 0
+			if have == len(buf) {
+				buf = append(buf, make([]byte, len(buf))...)
+			}
+			want := int(min(int64(len(buf)), s.size-off))
+			if _, rerr := ra.ReadAt(buf[have:want], off+int64(have)); rerr != nil && !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("read spooled findings: %w", rerr)
+			}
+			have = want
+			n, err = decodeFinding(buf[at:have], &f)
 		}
-		if _, err := decodeFinding(rec, &f); err != nil {
-			return fmt.Errorf("read spooled findings: %w", err)
-		}
+		at += n
 		f.Attempt = s.attempts[i]
 		if err := fn(&f); err != nil {
 			return err
@@ -338,7 +357,7 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 
 // The record: every string field as a uvarint length and its bytes, then
 // Seconds as IEEE bits and Line as a varint. A new Finding field must be
-// added to encodeFinding, readRecord and decodeFinding
+// added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
 const recordStrings = 13
 
@@ -349,33 +368,6 @@ func encodeFinding(b []byte, f *Finding) []byte {
 	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
 	return binary.AppendVarint(b, int64(f.Line))
-}
-
-// readRecord appends the next whole record of br to rec.
-func readRecord(br *bufio.Reader, rec []byte) ([]byte, error) {
-	var lenBuf [binary.MaxVarintLen64]byte
-	for range recordStrings {
-		n, err := binary.ReadUvarint(br)
-		if err != nil {
-			return rec, unexpected(err)
-		}
-		rec = append(rec, lenBuf[:binary.PutUvarint(lenBuf[:], n)]...)
-		start := len(rec)
-		rec = append(rec, make([]byte, n)...)
-		if _, err := io.ReadFull(br, rec[start:]); err != nil {
-			return rec, unexpected(err)
-		}
-	}
-	start := len(rec)
-	rec = append(rec, make([]byte, 8)...)
-	if _, err := io.ReadFull(br, rec[start:]); err != nil {
-		return rec, unexpected(err)
-	}
-	line, err := binary.ReadVarint(br)
-	if err != nil {
-		return rec, unexpected(err)
-	}
-	return binary.AppendVarint(rec, line), nil
 }
 
 // decodeFinding decodes the record at the start of b into f and returns
@@ -414,11 +406,4 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12],
 	}
 	return i + w, nil
-}
-
-func unexpected(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }

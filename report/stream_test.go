@@ -204,6 +204,37 @@ func TestSpoolRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSpoolWindows: reading a spilled spool a window at a time gives every
+// finding back, whatever the window: records cut by its end, records
+// longer than the window, the last record ending the file.
+func TestSpoolWindows(t *testing.T) {
+	run := generatedRun(3000, 5)
+	defer func(w int) { spoolWindow = w }(spoolWindow)
+	for _, w := range []int{1, 7, 100, 4096, 1 << 20} {
+		spoolWindow = w
+		r := spooled(t, run, -1)
+		got, err := r.Spooled.Slice()
+		if err != nil {
+			t.Fatalf("window %d: %v", w, err)
+		}
+		if !reflect.DeepEqual(got, run.Findings) {
+			t.Fatalf("window %d: Each gave other findings", w)
+		}
+		var in []Finding
+		set := r.Set()
+		want := newSliceSet(run.Findings)
+		for g := range set.Groups() {
+			in = in[:0]
+			set.EachIn(g, func(f *Finding) error { in = append(in, *f); return nil })
+			var wantIn []Finding
+			want.EachIn(g, func(f *Finding) error { wantIn = append(wantIn, *f); return nil })
+			if !reflect.DeepEqual(in, wantIn) {
+				t.Fatalf("window %d: EachIn(%d) gave other findings", w, g)
+			}
+		}
+	}
+}
+
 // sarifWithRules declares some of generatedRun's checks (not all: the
 // others become rules as they are met), with a base directory.
 var sarifWithRules = SARIF{BaseDir: "/repo", Rules: []SARIFRule{
@@ -272,7 +303,7 @@ func TestSARIFResultMatchesGoSARIF(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := s.appendResult(nil, in, r.GetRuleIndex(g.f.Check), s.uri(g.f.File), g)
+				got := s.appendResult(nil, newSARIFLayout(in), r.GetRuleIndex(g.f.Check), s.uri(g.f.File), g)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("result %d differs at byte %d:\n got %s\nwant %s", gi, diffAt(got, want), got, want)
 				}

@@ -44,64 +44,12 @@ func (t Text) Write(w io.Writer, run Run) error {
 	}
 	fmt.Fprintf(b, "  %.2fs\n", run.Seconds)
 	width := min(set.NameWidth(), 48)
-	var line []byte // one finding's lines, written at once (fmt per line was a third of the writer)
-	for gi, g := range set.Groups() {
-		name := g.Target
-		if name == "" {
-			name = "(no target)"
-		}
-		fmt.Fprintf(b, "\n%s\n", t.paint(ansiBold, name))
-		passed := 0
-		err := set.EachIn(gi, func(f *Finding) error {
-			if f.Status == Pass && !t.Verbose {
-				passed++
-				return nil
-			}
-			mark, color := statusMark(f.Status)
-			name := f.Name()
-			msg := ExpectedActual(*f)
-			if f.Status == Pass {
-				msg = f.Actual
-				if f.Evidence != "" {
-					msg += t.paint(ansiDim, " · "+f.Evidence)
-				}
-			}
-			if f.Class != "" && f.Status != Pass {
-				msg += " [" + f.Class + "]"
-			}
-			if f.Deny == DenyUnproven {
-				msg += " [deny unproven" + controlText(*f) + "]"
-			}
-			// "  %s %-*s  %s\n": the name padded to width runes.
-			line = append(line[:0], "  "...)
-			line = append(line, t.paint(color, mark)...)
-			line = append(line, ' ')
-			line = append(line, name...)
-			for n := utf8.RuneCountInString(name); n < width; n++ {
-				line = append(line, ' ')
-			}
-			line = append(line, "  "...)
-			line = append(line, oneLine(msg)...)
-			line = append(line, '\n')
-			if f.Fix != "" && f.Status != Pass && f.Status != Skip {
-				line = append(line, "       "...)
-				line = append(line, t.paint(ansiDim, "fix:")...)
-				line = append(line, ' ')
-				line = append(line, oneLine(f.Fix)...)
-				if f.File != "" {
-					line = append(line, t.paint(ansiDim, " ("+f.File+":"+strconv.Itoa(f.Line)+")")...)
-				}
-				line = append(line, '\n')
-			}
-			_, err := b.Write(line)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if passed > 0 {
-			fmt.Fprintf(b, "  %s %d passed\n", t.paint(ansiGreen, "ok  "), passed)
-		}
+	// Each target's block is formatted on every core, written in order.
+	err := writeGroups(b, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
+		return t.appendBlock(x, set.Groups()[gi].Target, width, fs), nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, n := range run.Notes {
 		fmt.Fprintf(b, "\nnote: %s\n", n)
@@ -119,6 +67,69 @@ func (t Text) Write(w io.Writer, run Run) error {
 	fmt.Fprintf(b, "\n%d findings: %d pass, %d fail, %d inconclusive, %d error, %d skipped — %s (exit %d)\n",
 		c.Total(), c.Pass, c.Fail, c.Inconclusive, c.Error, c.Skip, verdict, code)
 	return b.Flush()
+}
+
+// appendBlock appends one target's block: a line per finding that is not a
+// pass (with its fix underneath), then how many passed.
+func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []byte {
+	if target == "" {
+		target = "(no target)"
+	}
+	x = append(x, '\n')
+	x = append(x, t.paint(ansiBold, target)...)
+	x = append(x, '\n')
+	passed := 0
+	for i := range fs {
+		f := &fs[i]
+		if f.Status == Pass && !t.Verbose {
+			passed++
+			continue
+		}
+		mark, color := statusMark(f.Status)
+		name := f.Name()
+		msg := ExpectedActual(*f)
+		if f.Status == Pass {
+			msg = f.Actual
+			if f.Evidence != "" {
+				msg += t.paint(ansiDim, " · "+f.Evidence)
+			}
+		}
+		if f.Class != "" && f.Status != Pass {
+			msg += " [" + f.Class + "]"
+		}
+		if f.Deny == DenyUnproven {
+			msg += " [deny unproven" + controlText(*f) + "]"
+		}
+		// "  %s %-*s  %s\n": the name padded to width runes.
+		x = append(x, "  "...)
+		x = append(x, t.paint(color, mark)...)
+		x = append(x, ' ')
+		x = append(x, name...)
+		for n := utf8.RuneCountInString(name); n < width; n++ {
+			x = append(x, ' ')
+		}
+		x = append(x, "  "...)
+		x = append(x, oneLine(msg)...)
+		x = append(x, '\n')
+		if f.Fix != "" && f.Status != Pass && f.Status != Skip {
+			x = append(x, "       "...)
+			x = append(x, t.paint(ansiDim, "fix:")...)
+			x = append(x, ' ')
+			x = append(x, oneLine(f.Fix)...)
+			if f.File != "" {
+				x = append(x, t.paint(ansiDim, " ("+f.File+":"+strconv.Itoa(f.Line)+")")...)
+			}
+			x = append(x, '\n')
+		}
+	}
+	if passed > 0 {
+		x = append(x, "  "...)
+		x = append(x, t.paint(ansiGreen, "ok  ")...)
+		x = append(x, ' ')
+		x = strconv.AppendInt(x, int64(passed), 10)
+		x = append(x, " passed\n"...)
+	}
+	return x
 }
 
 // unprobedLine says which nodes of the pool went without a verdict (the
