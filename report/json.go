@@ -69,42 +69,21 @@ func (JSON) Write(w io.Writer, run Run) error {
 	return b.Flush()
 }
 
-// writeFindingsJSON writes the findings list's elements: read in order,
-// encoded in batches on every core (orderedOut), written in order.
+// writeFindingsJSON writes the findings list's elements: encoded in
+// batches on every core (writeBatches), written in order.
 func writeFindingsJSON(b io.Writer, set FindingSet) error {
-	o := newOrderedOut(b)
-	batch := make([]Finding, 0, batchFindings)
-	first := true
-	flush := func() {
-		fs, lead := batch, !first
-		batch, first = make([]Finding, 0, batchFindings), false
-		o.Go(func(x []byte) ([]byte, error) {
-			var err error
-			for i := range fs {
-				if i > 0 || lead {
-					x = append(x, ",\n    "...)
-				}
-				if x, err = appendFindingJSON(x, &fs[i]); err != nil {
-					break
-				}
+	return writeBatches(b, set, func(x []byte, first int, fs []Finding) ([]byte, error) {
+		var err error
+		for i := range fs {
+			if i > 0 || first > 0 {
+				x = append(x, ",\n    "...)
 			}
-			return x, err
-		})
-	}
-	err := set.Each(func(f *Finding) error {
-		batch = append(batch, *f)
-		if len(batch) == batchFindings {
-			flush()
+			if x, err = appendFindingJSON(x, &fs[i]); err != nil {
+				break
+			}
 		}
-		return nil
+		return x, err
 	})
-	if len(batch) > 0 {
-		flush()
-	}
-	if werr := o.Wait(); err == nil {
-		err = werr
-	}
-	return err
 }
 
 // appendFindingJSON writes f as encoding/json would at depth 2 of the

@@ -56,10 +56,60 @@ func (o *orderedOut) Wait() error {
 // batchFindings is about how many findings one piece formats.
 const batchFindings = 512
 
+// writeBatches writes every finding of set, in order, formatted on every
+// core in batches: format appends the findings fs, the first of them
+// number first, to x. A spool's batches are decoded on the workers too.
+func writeBatches(w io.Writer, set FindingSet, format func(x []byte, first int, fs []Finding) ([]byte, error)) error {
+	o := newOrderedOut(w)
+	var err error
+	switch set := set.(type) {
+	case *Spool:
+		err = set.batches(func(rb rawBatch) error {
+			o.Go(func(x []byte) ([]byte, error) {
+				fs, err := rb.decode(make([]Finding, 0, rb.n))
+				if err != nil {
+					return x, err
+				}
+				return format(x, rb.first, fs)
+			})
+			return nil
+		})
+	case *sliceSet:
+		for first := 0; first < len(set.fs); first += batchFindings {
+			fs := set.fs[first:min(first+batchFindings, len(set.fs))]
+			o.Go(func(x []byte) ([]byte, error) { return format(x, first, fs) })
+		}
+	default:
+		batch, first, n := make([]Finding, 0, batchFindings), 0, 0
+		flush := func() {
+			fs, at := batch, first
+			batch, first = make([]Finding, 0, batchFindings), n
+			o.Go(func(x []byte) ([]byte, error) { return format(x, at, fs) })
+		}
+		err = set.Each(func(f *Finding) error {
+			batch = append(batch, *f)
+			if n++; len(batch) == batchFindings {
+				flush()
+			}
+			return nil
+		})
+		if len(batch) > 0 {
+			flush()
+		}
+	}
+	if werr := o.Wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
 // writeGroups writes the set's groups in order, formatted on every core
 // in batches of whole groups: format appends group g, whose findings are
 // fs (in the order added), to x.
 func writeGroups(w io.Writer, set FindingSet, format func(x []byte, g int, fs []Finding) ([]byte, error)) error {
+	if sp, ok := set.(*Spool); ok && sp.groupRuns() {
+		return writeGroupRuns(w, sp, format)
+	}
 	o := newOrderedOut(w)
 	type group struct{ g, from, to int }
 	var groups []group
@@ -90,6 +140,49 @@ func writeGroups(w io.Writer, set FindingSet, format func(x []byte, g int, fs []
 	}
 	if err == nil && len(groups) > 0 {
 		flush()
+	}
+	if werr := o.Wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// writeGroupRuns is writeGroups for a spool whose groups are runs one
+// after another: a batch of groups is read in one piece and decoded on the
+// worker that formats it.
+func writeGroupRuns(w io.Writer, sp *Spool, format func(x []byte, g int, fs []Finding) ([]byte, error)) error {
+	ra, err := sp.reader()
+	if err != nil {
+		return err
+	}
+	o := newOrderedOut(w)
+	for g := 0; g < len(sp.groups) && err == nil; {
+		h, n := g, 0
+		for h < len(sp.groups) && n < batchFindings {
+			n += sp.segs[h][0].n
+			h++
+		}
+		var rb rawBatch
+		if rb, err = sp.groupBatch(ra, g, h); err != nil {
+			break
+		}
+		from := g
+		o.Go(func(x []byte) ([]byte, error) {
+			fs, err := rb.decode(make([]Finding, 0, rb.n))
+			if err != nil {
+				return x, err
+			}
+			at := 0
+			for gi := from; gi < h; gi++ {
+				k := sp.segs[gi][0].n
+				if x, err = format(x, gi, fs[at:at+k]); err != nil {
+					return x, err
+				}
+				at += k
+			}
+			return x, nil
+		})
+		g = h
 	}
 	if werr := o.Wait(); err == nil {
 		err = werr

@@ -56,7 +56,7 @@ type sarifGroup struct {
 	targets []string
 	seen    map[string]bool // targets, so a group of 100,000 pods stays linear
 	key     string          // the group's key (sarifKey), to tell hash collisions
-	written bool
+	first   int             // the number of its first finding
 }
 
 func (s SARIF) Write(w io.Writer, run Run) error {
@@ -64,13 +64,16 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	// Pass 1: what the report says before its results (rules met only in
 	// findings, the invocation's notifications), and a hash of each
 	// result's key, to find the keys more than one finding shares.
+	// hashes is by finding number: 0 for a finding that is no result.
 	pre := s.newPrelude()
-	var hashes []uint64
+	hashes := make([]uint64, 0, set.Len())
 	seed := maphash.MakeSeed()
 	err := set.Each(func(f *Finding) error {
+		var h uint64
 		if pre.see(f) {
-			hashes = append(hashes, sarifKeyHash(seed, f))
+			h = max(sarifKeyHash(seed, f), 1) // a shared 1 is a collision the keys tell
 		}
+		hashes = append(hashes, h)
 		return nil
 	})
 	if err != nil {
@@ -83,7 +86,7 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	sorted := slices.Clone(hashes)
 	slices.Sort(sorted)
 	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] && shared[sorted[i]] == nil {
+		if sorted[i] != 0 && sorted[i] == sorted[i-1] && shared[sorted[i]] == nil {
 			shared[sorted[i]] = &sarifGroup{seen: map[string]bool{}}
 		}
 	}
@@ -92,9 +95,6 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 		collision := false
 		i := 0
 		err := set.Each(func(f *Finding) error {
-			if f.Status != Fail && f.Status != Inconclusive {
-				return nil
-			}
 			g := shared[hashes[i]]
 			i++
 			if g == nil {
@@ -102,7 +102,8 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 			}
 			key := sarifKey(f)
 			if g.key == "" {
-				g.key = key
+				// The result is written where its group first appears.
+				g.key, g.f, g.first = key, *f, i-1
 			} else if g.key != key {
 				collision = true
 			}
@@ -134,68 +135,44 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	for _, id := range append(slices.Collect(maps.Keys(pre.known)), "") {
 		ruleIndex[id] = r.GetRuleIndex(id)
 	}
-	// Each result is formatted on every core (orderedOut), in batches
-	// read in order.
-	type result struct {
-		ruleIndex int
-		uri       string
-		g         *sarifGroup
-	}
-	o := newOrderedOut(b)
+	// Each result is formatted on every core, in batches of findings
+	// decoded there too (writeBatches): a finding is a result where it is
+	// no shared group's or where its group first appears. Each result is
+	// written after a comma; the first comma is dropped.
 	layout := newSARIFLayout(indent)
-	batch := make([]result, 0, batchFindings)
-	flush := func(lead bool) {
-		rs := batch
-		batch = make([]result, 0, batchFindings)
-		o.Go(func(x []byte) ([]byte, error) {
-			for i, r := range rs {
-				if i > 0 || lead {
-					x = append(x, ',')
+	cw := &firstByteCut{w: b}
+	err = writeBatches(cw, set, func(x []byte, first int, fs []Finding) ([]byte, error) {
+		var uriOf, uri string
+		for k := range fs {
+			fp := &fs[k]
+			if fp.Status != Fail && fp.Status != Inconclusive {
+				continue
+			}
+			g := shared[hashes[first+k]]
+			switch {
+			case g == nil:
+				g = &sarifGroup{f: *fp}
+				if fp.Target != "" {
+					g.targets = []string{fp.Target}
 				}
-				x = append(x, '\n')
-				x = append(x, indent...)
-				x = s.appendResult(x, layout, r.ruleIndex, r.uri, r.g)
+			case g.first != first+k:
+				continue
 			}
-			return x, nil
-		})
-	}
-	var uriOf, uri string
-	i, n := 0, 0
-	err = set.Each(func(fp *Finding) error {
-		if fp.Status != Fail && fp.Status != Inconclusive {
-			return nil
-		}
-		g := shared[hashes[i]]
-		i++
-		switch {
-		case g == nil:
-			g = &sarifGroup{f: *fp}
-			if fp.Target != "" {
-				g.targets = []string{fp.Target}
+			if g.f.File != uriOf || uri == "" {
+				uriOf, uri = g.f.File, s.uri(g.f.File)
 			}
-		case g.written:
-			return nil
-		default:
-			g.f, g.written = *fp, true
+			x = append(x, ",\n"...)
+			x = append(x, indent...)
+			x = s.appendResult(x, layout, ruleIndex[g.f.Check], uri, g)
 		}
-		n++
-		if g.f.File != uriOf {
-			uriOf, uri = g.f.File, s.uri(g.f.File)
-		}
-		batch = append(batch, result{ruleIndex[g.f.Check], uri, g})
-		if len(batch) == batchFindings {
-			flush(n > len(batch))
-		}
-		return nil
+		return x, nil
 	})
-	if len(batch) > 0 {
-		flush(n > len(batch))
-	}
-	if werr := o.Wait(); err == nil {
-		err = werr
-	}
 	if err != nil {
 		return err
+	}
+	n := 0
+	if cw.cut {
+		n = 1
 	}
 	if n == 0 {
 		// "results": [] on one line.
@@ -204,6 +181,21 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	b.Write(tail)
 	b.WriteString("\n")
 	return b.Flush()
+}
+
+// firstByteCut writes to w all but the first byte written to it.
+type firstByteCut struct {
+	w   io.Writer
+	cut bool
+}
+
+func (c *firstByteCut) Write(p []byte) (int, error) {
+	if c.cut || len(p) == 0 {
+		return c.w.Write(p)
+	}
+	c.cut = true
+	n, err := c.w.Write(p[1:])
+	return n + 1, err
 }
 
 // writeWhole is Write with every group in memory (two keys shared a hash).

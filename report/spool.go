@@ -133,6 +133,9 @@ type Spool struct {
 	segs   [][]segment // per group: runs of consecutive records
 	index  map[string]int
 	last   int // group of the last record, -1 before the first
+	// marks are the offsets of every markEvery-th record, so a reader can
+	// cut the spool into batches without decoding it (batches).
+	marks []int64
 	// attempts are kept as they are (a few per probe target): their
 	// times must come back exactly as the probe wrote them.
 	attempts map[int]*Attempt
@@ -141,6 +144,93 @@ type Spool struct {
 	readBuf []byte
 	winOff  int64
 	err     error
+}
+
+// markEvery is how many records apart the spool marks an offset: about 40
+// KB of records, 8 bytes of index per 256 findings.
+const markEvery = 256
+
+// rawBatch is a run of whole records read from the spool, for a worker to
+// decode (decode): records first to first+n-1.
+type rawBatch struct {
+	s        *Spool
+	b        []byte
+	first, n int
+}
+
+// decode appends the batch's findings to dst. Safe for concurrent use
+// (the spool is not written while it is read).
+func (r rawBatch) decode(dst []Finding) ([]Finding, error) {
+	b := r.b
+	for i := 0; i < r.n; i++ {
+		var f Finding
+		n, err := decodeFinding(b, &f)
+		if err != nil {
+			return dst, fmt.Errorf("read spooled findings: %w", err)
+		}
+		b = b[n:]
+		f.Attempt = r.s.attempts[r.first+i]
+		dst = append(dst, f)
+	}
+	return dst, nil
+}
+
+// readRaw reads the bytes [off, end) of the spool: a slice of the memory
+// when it is held there (read-only), else a new buffer.
+func (s *Spool) readRaw(ra io.ReaderAt, off, end int64) ([]byte, error) {
+	if s.file == nil {
+		return s.mem.Bytes()[off:end], nil
+	}
+	b := make([]byte, end-off)
+	if _, err := ra.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && end == s.size) {
+		return nil, fmt.Errorf("read spooled findings: %w", err)
+	}
+	return b, nil
+}
+
+// batches calls fn with every record in order, in undecoded batches of
+// markEvery records (the last may be shorter), for writers that decode
+// them on every core.
+func (s *Spool) batches(fn func(rawBatch) error) error {
+	ra, err := s.reader()
+	if err != nil {
+		return err
+	}
+	for k, off := range s.marks {
+		end, n := s.size, s.n-k*markEvery
+		if k+1 < len(s.marks) {
+			end, n = s.marks[k+1], markEvery
+		}
+		b, err := s.readRaw(ra, off, end)
+		if err != nil {
+			return err
+		}
+		if err := fn(rawBatch{s: s, b: b, first: k * markEvery, n: n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupRuns reports whether every group's records are one run, the groups
+// one after another in order (a drift's objects, each judged at once):
+// then groups g..h-1 are read in one piece (groupBatch).
+func (s *Spool) groupRuns() bool {
+	next := 0
+	for g := range s.groups {
+		if len(s.segs[g]) != 1 || s.segs[g][0].first != next {
+			return false
+		}
+		next += s.segs[g][0].n
+	}
+	return true
+}
+
+// groupBatch reads groups [g, h) as one batch (groupRuns must hold).
+func (s *Spool) groupBatch(ra io.ReaderAt, g, h int) (rawBatch, error) {
+	first, last := s.segs[g][0], s.segs[h-1][0]
+	b, err := s.readRaw(ra, first.off, last.end)
+	return rawBatch{s: s, b: b, first: first.first, n: last.first + last.n - first.first}, err
 }
 
 // spoolWindow is how much of the spool Each and EachIn read at a time (a
@@ -193,6 +283,9 @@ func (s *Spool) add(f *Finding) {
 	}
 	if f.Attempt != nil {
 		s.attempts[s.n] = f.Attempt
+	}
+	if s.n%markEvery == 0 {
+		s.marks = append(s.marks, s.size)
 	}
 	b := encodeFinding(s.scratch[:0], f)
 	s.scratch = b

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,11 @@ func TestWritersMatchLegacy(t *testing.T) {
 			f.Subject, f.Expected, f.Actual, f.Namespace, f.File, f.Line = "networkpolicy/open spec.egress[0]", "no world", "0.0.0.0/0", "ns", "np.yaml", 7
 		}
 	}
-	runs := map[string]Run{"sample": sampleRun(), "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2),
+	// Each target's findings one after another, as drift adds them: the
+	// spool's groups are runs, read in one piece per batch.
+	grouped := generatedRun(3000, 6)
+	slices.SortStableFunc(grouped.Findings, func(a, b Finding) int { return strings.Compare(a.Target, b.Target) })
+	runs := map[string]Run{"sample": sampleRun(), "grouped-3000": grouped, "empty": empty, "generated-50": generatedRun(50, 1), "generated-3000": generatedRun(3000, 2),
 		"generated-13-probes": generatedRun(13, 3), "probes-no-findings": probesOnly, "shared": shared}
 	legacy := map[string]func(Run) []byte{
 		"text":         func(r Run) []byte { var b bytes.Buffer; legacyText(Text{}, &b, r); return b.Bytes() },
@@ -102,6 +107,9 @@ func TestWritersMatchLegacy(t *testing.T) {
 		forms := map[string]Run{"slice": run, "spool-memory": spooled(t, run, 1<<30), "spool-file": spooled(t, run, -1)}
 		if len(run.Findings) > 0 && (!forms["spool-file"].Spooled.Spilled() || forms["spool-memory"].Spooled.Spilled()) {
 			t.Fatal("spool did not spill as asked")
+		}
+		if rname == "grouped-3000" && !forms["spool-file"].Spooled.groupRuns() {
+			t.Fatal("grouped run: the spool's groups are not runs")
 		}
 		for wname, w := range writers {
 			want := legacy[wname](run)
