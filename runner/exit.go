@@ -26,9 +26,21 @@ func ExitProblem(target string, code int, stderr string) error {
 		return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: "the probe panicked" + tail}
 	case code == report.ExitBadInput && strings.TrimSpace(stderr) != "":
 		return &CouldNotRun{Target: target, Reason: ReasonBadPolicy, Detail: "the probe rejected its input" + tail}
+	case code == report.ExitBadInput:
+		// Every refusal of the probe prints its reason first, so a silent 2
+		// is someone else's exit code: gVisor's sentry exits 2 when it
+		// panics, and writes the panic to its own log, not the container's.
+		return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: SilentExit2, Fix: SilentExit2Fix}
 	}
 	return &CouldNotRun{Target: target, Reason: ReasonCrashed, Detail: fmt.Sprintf("the probe exited %d%s", code, tail)}
 }
+
+// SilentExit2 is the detail of an exit 2 with nothing on stderr, and
+// SilentExit2Fix its fix; a backend that knows the runtime says more.
+const (
+	SilentExit2    = "the probe's container exited 2 with nothing on stderr: the probe prints why whenever it refuses its input, so something else ended it (the container runtime, or a wrapper around the probe)"
+	SilentExit2Fix = "read the container runtime's own log for why it ended the sandbox (gVisor: runsc --panic-log=FILE or --debug-log=DIR/ in the runtime's arguments); a gVisor sandbox dies this way when its own threads reach the container's pids limit: raise spec.resources.pids"
+)
 
 // GoCrash recognises a Go runtime crash in a probe's stderr.
 func GoCrash(stderr string) bool {

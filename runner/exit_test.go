@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sandprobe/sandprobe/report"
@@ -36,6 +37,48 @@ func TestCheckExit(t *testing.T) {
 			var cnr *CouldNotRun
 			if c.ok != (err == nil) || (err != nil && (!errors.As(err, &cnr) || cnr.Reason != ReasonInconsistentExit)) {
 				t.Errorf("CheckExit = %v, want ok %v", err, c.ok)
+			}
+		})
+	}
+}
+
+// TestExitProblem: each exit code a probe container can end with is named;
+// a 2 with nothing on stderr is not the probe refusing its input (every
+// refusal prints why) but something else ending the container, and says so.
+func TestExitProblem(t *testing.T) {
+	cases := []struct {
+		name, stderr string
+		code         int
+		reason       string // "" = no problem
+		detail, fix  string
+	}{
+		{name: "conformant", code: 0},
+		{name: "not conformant", code: 1},
+		{name: "could not check", code: 3},
+		{name: "policy rejected", code: 2, stderr: "sandprobe probe: spec.identity.uid: required\n", reason: ReasonBadPolicy, detail: "rejected its input; stderr: sandprobe probe: spec.identity.uid"},
+		{name: "Go panic", code: 2, stderr: "panic: runtime error: index out of range\n\ngoroutine 1 [running]:", reason: ReasonCrashed, detail: "the probe panicked"},
+		{name: "silent exit 2", code: 2, reason: ReasonCrashed, detail: "exited 2 with nothing on stderr", fix: "spec.resources.pids"},
+		{name: "silent exit 2, blank stderr", code: 2, stderr: " \n", reason: ReasonCrashed, detail: "exited 2 with nothing on stderr"},
+		{name: "not started", code: 127, reason: ReasonLaunch, detail: "could not be started (exit 127)"},
+		{name: "signal", code: 139, reason: ReasonCrashed, detail: "died of signal 11"},
+		{name: "odd code", code: 42, stderr: "boom", reason: ReasonCrashed, detail: "the probe exited 42; stderr: boom"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := ExitProblem("t", c.code, c.stderr)
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("exit %d: %v, want no problem", c.code, err)
+				}
+				return
+			}
+			var cnr *CouldNotRun
+			if !errors.As(err, &cnr) || cnr.Reason != c.reason {
+				t.Fatalf("exit %d: %v, want reason %s", c.code, err, c.reason)
+			}
+			f := cnr.Finding()
+			if !strings.Contains(f.Actual, c.detail) || !strings.Contains(f.Fix, c.fix) || f.Fix == "" {
+				t.Errorf("exit %d: actual %q (want %q), fix %q (want %q)", c.code, f.Actual, c.detail, f.Fix, c.fix)
 			}
 		})
 	}

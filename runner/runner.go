@@ -74,6 +74,8 @@ type CouldNotRun struct {
 	Target string // "local/sandbox", "node/worker-1"
 	Reason string // one of the Reason constants
 	Detail string
+	// Fix, when the cause is known, replaces the reason's general fix.
+	Fix string
 }
 
 func (e *CouldNotRun) Error() string {
@@ -89,8 +91,15 @@ func (e *CouldNotRun) Finding() report.Finding {
 		Check: "probe.run", Target: e.Target, Subject: e.Reason, Status: report.Error,
 		Expected: "a complete probe result echoing this run's nonce",
 		Actual:   e.Detail,
-		Fix:      fixFor(e.Reason),
+		Fix:      e.fix(),
 	}
+}
+
+func (e *CouldNotRun) fix() string {
+	if e.Fix != "" {
+		return e.Fix
+	}
+	return fixFor(e.Reason)
 }
 
 func fixFor(reason string) string {

@@ -29,6 +29,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -140,6 +141,7 @@ type attempt struct {
 	ctx      context.Context // the caller's: cancelled on ctrl-C
 	runCtx   context.Context // ctx bounded by the deadline
 	deadline time.Duration
+	gvisor   bool // the runtime is gVisor's runsc
 }
 
 func (a *attempt) cannot(reason, format string, args ...any) error {
@@ -163,6 +165,7 @@ type engineFacts struct {
 	imageCmd   []string // the image's ENTRYPOINT + CMD
 	runtime    string   // the runtime the container will use
 	hostKernel string   // the engine host's kernel release
+	gvisor     bool     // that runtime is gVisor's runsc (by its name or its binary)
 }
 
 // Run inspects the image, runs the probe in a constrained container, collects
@@ -193,6 +196,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if class == "" {
 		class = facts.runtime
 	}
+	a.gvisor = facts.gvisor || spec.Policy.Spec.Runtime.IsolationFor(class) == policy.IsolationGVisor
 	bin, err := b.binary()
 	if err != nil {
 		return nil, a.cannot(runner.ReasonLaunch, "%v", err)
@@ -287,10 +291,12 @@ func (b *Backend) inspect(a *attempt) (engineFacts, error) {
 	if facts.runtime == "" {
 		facts.runtime = info.Info.DefaultRuntime
 	}
-	if _, ok := info.Info.Runtimes[facts.runtime]; !ok && len(info.Info.Runtimes) > 0 {
+	rt, ok := info.Info.Runtimes[facts.runtime]
+	if !ok && len(info.Info.Runtimes) > 0 {
 		have := slices.Sorted(maps.Keys(info.Info.Runtimes))
 		return facts, a.cannot(runner.ReasonLaunch, "runtime %q is not registered with the Docker engine (it has: %s)", facts.runtime, strings.Join(have, ", "))
 	}
+	facts.gvisor = strings.Contains(facts.runtime, "runsc") || filepath.Base(rt.Path) == "runsc"
 	return facts, nil
 }
 
@@ -348,7 +354,7 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 		}
 		st = again.Container.State
 	}
-	b.log().Debug("probe container state", "container", shortID(id), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String())
+	b.log().Debug("probe container state", "container", shortID(id), "exit", st.ExitCode, "oom", st.OOMKilled, "error", st.Error, "stderr", stderr.String(), "stdout_bytes", stdout.Len())
 	switch {
 	case st.OOMKilled:
 		return res, a.cannot(runner.ReasonOOM, "the probe container was killed for exceeding its memory limit%s", runner.StderrTail(stderr.String()))
@@ -356,6 +362,9 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 		return res, a.cannot(runner.ReasonLaunch, "the runtime could not run the probe: %s", st.Error)
 	}
 	if err := runner.ExitProblem(a.target, st.ExitCode, stderr.String()); err != nil {
+		if a.gvisor && st.ExitCode == report.ExitBadInput && strings.TrimSpace(stderr.String()) == "" {
+			return res, gvisorDied(a.target, state.Container.HostConfig, stdout.Len())
+		}
 		return res, err
 	}
 	if stdout.Overflow {
@@ -516,3 +525,28 @@ func shortNonce(n string) string {
 var _ runner.Backend = (*Backend)(nil)
 
 func memoryLimited(hc *container.HostConfig) bool { return hc != nil && hc.Memory > 0 }
+
+// gvisorDied names what ended a gVisor container with a silent exit 2: runsc
+// runs its sentry with stdio on /dev/null and exits 2 when the sentry
+// panics, so the container's stderr is empty. Under a pids limit the panic
+// is almost always gVisor's own host threads reaching it (gVisor issues
+// 2490, 3942): the container's pids cgroup counts the sentry's and the
+// gofer's threads and, on the ptrace platform, a traced stub thread for
+// each sentry thread in each of the sandbox's processes — measured here,
+// Debian + Chromium peaks at ~115 tasks under runc and 400-512 under runsc.
+// The kernel refuses the clone, and the sentry dies instead of failing
+// the sandbox's fork.
+func gvisorDied(target string, hc *container.HostConfig, stdoutBytes int) error {
+	printed := "it had printed nothing on stdout yet"
+	if stdoutBytes > 0 {
+		printed = fmt.Sprintf("it had printed %d bytes on stdout", stdoutBytes)
+	}
+	detail := "gVisor's sandbox ended the container with exit 2 and nothing on stderr, which is how runsc's sentry exits when it panics (the panic goes to runsc's own log, not the container's output); " + printed
+	fix := runner.SilentExit2Fix
+	if hc != nil && hc.PidsLimit != nil && *hc.PidsLimit > 0 {
+		limit := *hc.PidsLimit
+		detail += fmt.Sprintf("; the container's pids limit is %d, and gVisor counts its own host threads against it (the sentry's, the gofer's and, on the ptrace platform, a stub thread per sentry thread for every process in the sandbox): when they reach the limit the sentry panics (\"error initializing first thread: resource temporarily unavailable\") instead of the sandbox's fork failing", limit)
+		fix = fmt.Sprintf("raise spec.resources.pids (%d) so that it covers gVisor's own threads as well as the sandbox's processes (on the ptrace platform several times what the same workload needs under runc), or run runsc on the systrap or KVM platform; runsc --panic-log=FILE in the runtime's arguments records the panic", limit)
+	}
+	return &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: detail, Fix: fix}
+}

@@ -3,6 +3,8 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
+	"github.com/sandprobe/sandprobe/runner/docker"
 )
 
 // TestGVisorOCISeccomp proves the fix caps.seccomp gives under gVisor: runsc
@@ -91,6 +95,53 @@ func TestGVisorOCISeccomp(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// TestGVisorPidsLimit: a sandbox whose own processes fit its pids limit dies
+// under gVisor all the same, because the container's pids cgroup also counts
+// gVisor's host threads (the sentry's, the gofer's, and on the ptrace
+// platform a stub thread per sentry thread in every sandbox process). When
+// the kernel refuses one, the sentry panics and runsc exits 2 with nothing
+// on stderr: the report must name that, not "the probe exited 2". The same
+// hundred processes under runc, at the same limit, leave the probe to report.
+func TestGVisorPidsLimit(t *testing.T) {
+	e := newEngine(t)
+	testenv.DockerImage(t, e.host, debianImage)
+	const limit, sleepers = 160, 100 // runc: ~105 tasks; runsc: past 160 every time (measured)
+	for _, rt := range []string{"runc", gvisor} {
+		t.Run(rt, func(t *testing.T) {
+			testenv.DockerRuntime(t, e.host, rt)
+			p, raw := loadFixture(t, "scratch-policy.yaml")
+			p.Spec.Resources.Pids = limit
+			probe := docker.ProbePath + " probe --policy " + docker.PolicyPath + " --only identity --nonce " + nonce(t)
+			be := &docker.Backend{Image: debianImage, Runtime: rt, RuntimeClass: "runsc-nonet",
+				Command: []string{"/bin/sh", "-c", fmt.Sprintf("for i in $(seq %d); do sleep 60 & done; exec %s", sleepers, probe)}}
+			run, err := e.verify(t, be, p, raw, 30*time.Second)
+			if rt == "runc" {
+				if err != nil {
+					t.Fatalf("%d processes under a limit of %d, runc: %v", sleepers, limit, err)
+				}
+				if len(run.Findings) == 0 {
+					t.Fatal("no findings")
+				}
+				return
+			}
+			var cnr *runner.CouldNotRun
+			if !errors.As(err, &cnr) {
+				t.Fatalf("under gVisor: err %v, want the sandbox's death as a CouldNotRun (findings %v)", err, names(run.Findings))
+			}
+			f := cnr.Finding()
+			for _, want := range []string{"gVisor's sandbox ended the container with exit 2", "pids limit is 160", "gVisor counts its own host threads"} {
+				if !strings.Contains(f.Actual, want) {
+					t.Errorf("actual %q does not say %q", f.Actual, want)
+				}
+			}
+			if cnr.Reason != runner.ReasonCrashed || !strings.Contains(f.Fix, "raise spec.resources.pids (160)") {
+				t.Errorf("reason %q, fix %q", cnr.Reason, f.Fix)
+			}
+			t.Logf("%s: %s; fix: %s", cnr.Reason, f.Actual, f.Fix)
 		})
 	}
 }
