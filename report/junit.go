@@ -122,7 +122,7 @@ func appendTestcase(x []byte, f *Finding) []byte {
 	case Pass:
 		out = passBody(*f)
 	case Fail:
-		x, children = xmlProblem(x, "failure", ExpectedActual(*f), f.Check, problemBody(*f)), true
+		x, children = xmlProblem(x, "failure", f, ExpectedActual(*f)), true
 	case Skip, Inconclusive:
 		msg := string(f.Status)
 		if f.Actual != "" {
@@ -134,7 +134,7 @@ func appendTestcase(x []byte, f *Finding) []byte {
 		children = true
 		out = evidenceBody(*f)
 	default:
-		x, children = xmlProblem(x, "error", "could not check: "+f.Actual, f.Check, problemBody(*f)), true
+		x, children = xmlProblem(x, "error", f, "could not check: "+f.Actual), true
 	}
 	if out != "" {
 		x = append(x, "\n      <system-out>"...)
@@ -155,16 +155,41 @@ func xmlSuiteTallies(x []byte, c Counts) []byte {
 	return xmlAttr(x, "skipped", strconv.Itoa(c.Skip+c.Inconclusive))
 }
 
-func xmlProblem(x []byte, elem, msg, typ, body string) []byte {
+// xmlProblem appends a failure or error element: msg, f's check as its
+// type, and f's expected, actual, evidence and fix as its body.
+func xmlProblem(x []byte, elem string, f *Finding, msg string) []byte {
 	x = append(x, "\n      <"...)
 	x = append(x, elem...)
 	x = xmlAttr(x, "message", msg)
-	x = xmlAttr(x, "type", typ)
+	x = xmlAttr(x, "type", f.Check)
 	x = append(x, '>')
-	x = xmlEscape(x, body)
+	x = appendProblemBody(x, f)
 	x = append(x, "</"...)
 	x = append(x, elem...)
 	return append(x, '>')
+}
+
+// appendProblemBody appends a problem's body, escaped: its expected,
+// actual, evidence and fix lines. Escaped a part at a time: every part
+// ends in a newline, so that writes what escaping the whole body would
+// (TestWritersMatchLegacy).
+func appendProblemBody(x []byte, f *Finding) []byte {
+	line := func(label, v string) {
+		x = append(x, label...)
+		x = xmlEscape(x, v)
+		x = append(x, "&#xA;"...)
+	}
+	if f.Expected != "" {
+		line("expected: ", f.Expected)
+	}
+	if f.Actual != "" {
+		line("actual:   ", f.Actual)
+	}
+	x = xmlEscape(x, evidenceBody(*f))
+	if f.Fix != "" {
+		line("fix:      ", f.Fix)
+	}
+	return x
 }
 
 func xmlAttr(x []byte, name, value string) []byte {
@@ -232,27 +257,6 @@ func xmlChar(r rune) bool {
 		r >= 0x20 && r <= 0xD7FF ||
 		r >= 0xE000 && r <= 0xFFFD ||
 		r >= 0x10000 && r <= 0x10FFFF
-}
-
-func problemBody(f Finding) string {
-	var b strings.Builder
-	if f.Expected != "" {
-		b.WriteString("expected: ")
-		b.WriteString(f.Expected)
-		b.WriteString("\n")
-	}
-	if f.Actual != "" {
-		b.WriteString("actual:   ")
-		b.WriteString(f.Actual)
-		b.WriteString("\n")
-	}
-	b.WriteString(evidenceBody(f))
-	if f.Fix != "" {
-		b.WriteString("fix:      ")
-		b.WriteString(f.Fix)
-		b.WriteString("\n")
-	}
-	return b.String()
 }
 
 // passBody is a pass's proof: its evidence and, for a network attempt,

@@ -56,35 +56,49 @@ func (o *orderedOut) Wait() error {
 // batchFindings is about how many findings one piece formats.
 const batchFindings = 512
 
-// writeBatches writes every finding of set, in order, formatted on every
-// core in batches: format appends the findings fs, the first of them
-// number first, to x. A spool's batches are decoded on the workers too.
-func writeBatches(w io.Writer, set FindingSet, format func(x []byte, first int, fs []Finding) ([]byte, error)) error {
-	o := newOrderedOut(w)
+// eachBatch reads the set's findings in order, in batches, and runs work
+// with each on every core (a spool's batches decoded there too); the
+// callbacks work returns run in order, one at a time. The first error
+// (reading, or a callback's) is returned.
+func eachBatch(set FindingSet, work func(first int, fs []Finding) (func() error, error)) error {
+	st := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
+	var cerr error
+	submit := func(first int, get func() ([]Finding, error)) {
+		st.Go(func() stream.Callback {
+			fs, err := get()
+			var cb func() error
+			if err == nil {
+				cb, err = work(first, fs)
+			}
+			return func() {
+				if cerr == nil {
+					if err != nil {
+						cerr = err
+					} else {
+						cerr = cb()
+					}
+				}
+			}
+		})
+	}
 	var err error
 	switch set := set.(type) {
 	case *Spool:
 		err = set.batches(func(rb rawBatch) error {
-			o.Go(func(x []byte) ([]byte, error) {
-				fs, err := rb.decode(make([]Finding, 0, rb.n))
-				if err != nil {
-					return x, err
-				}
-				return format(x, rb.first, fs)
-			})
+			submit(rb.first, func() ([]Finding, error) { return rb.decode(make([]Finding, 0, rb.n)) })
 			return nil
 		})
 	case *sliceSet:
 		for first := 0; first < len(set.fs); first += batchFindings {
 			fs := set.fs[first:min(first+batchFindings, len(set.fs))]
-			o.Go(func(x []byte) ([]byte, error) { return format(x, first, fs) })
+			submit(first, func() ([]Finding, error) { return fs, nil })
 		}
 	default:
 		batch, first, n := make([]Finding, 0, batchFindings), 0, 0
 		flush := func() {
 			fs, at := batch, first
+			submit(at, func() ([]Finding, error) { return fs, nil })
 			batch, first = make([]Finding, 0, batchFindings), n
-			o.Go(func(x []byte) ([]byte, error) { return format(x, at, fs) })
 		}
 		err = set.Each(func(f *Finding) error {
 			batch = append(batch, *f)
@@ -97,10 +111,27 @@ func writeBatches(w io.Writer, set FindingSet, format func(x []byte, first int, 
 			flush()
 		}
 	}
-	if werr := o.Wait(); err == nil {
-		err = werr
+	st.Wait()
+	if err == nil {
+		err = cerr
 	}
 	return err
+}
+
+// writeBatches writes every finding of set, in order, formatted on every
+// core in batches (eachBatch): format appends the findings fs, the first
+// of them number first, to x.
+func writeBatches(w io.Writer, set FindingSet, format func(x []byte, first int, fs []Finding) ([]byte, error)) error {
+	return eachBatch(set, func(first int, fs []Finding) (func() error, error) {
+		buf := outBufs.Get().(*[]byte)
+		x, err := format((*buf)[:0], first, fs)
+		return func() error {
+			_, err := w.Write(x)
+			*buf = x
+			outBufs.Put(buf)
+			return err
+		}, err
+	})
 }
 
 // writeGroups writes the set's groups in order, formatted on every core

@@ -65,16 +65,37 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	// findings, the invocation's notifications), and a hash of each
 	// result's key, to find the keys more than one finding shares.
 	// hashes is by finding number: 0 for a finding that is no result.
+	// The findings are read on every core; what the prelude learns is
+	// taken in order.
 	pre := s.newPrelude()
 	hashes := make([]uint64, 0, set.Len())
 	seed := maphash.MakeSeed()
-	err := set.Each(func(f *Finding) error {
-		var h uint64
-		if pre.see(f) {
-			h = max(sarifKeyHash(seed, f), 1) // a shared 1 is a collision the keys tell
+	err := eachBatch(set, func(first int, fs []Finding) (func() error, error) {
+		hs := make([]uint64, len(fs))
+		var checks, notes []string
+		seen := map[string]bool{}
+		for i := range fs {
+			f := &fs[i]
+			switch f.Status {
+			case Fail, Inconclusive:
+				hs[i] = max(sarifKeyHash(seed, f), 1) // a shared 1 is a collision the keys tell
+				if !seen[f.Check] {
+					seen[f.Check] = true
+					checks = append(checks, f.Check)
+				}
+			case Pass, Skip:
+			default:
+				notes = append(notes, notification(f))
+			}
 		}
-		hashes = append(hashes, h)
-		return nil
+		return func() error {
+			hashes = append(hashes, hs...)
+			for _, c := range checks {
+				pre.meet(c)
+			}
+			pre.notifications = append(pre.notifications, notes...)
+			return nil
+		}, nil
 	})
 	if err != nil {
 		return err
@@ -263,14 +284,25 @@ func (pre *sarifPrelude) see(f *Finding) bool {
 		return false
 	default:
 		// Could not check: about the run, not about a line of code.
-		pre.notifications = append(pre.notifications, fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual))
+		pre.notifications = append(pre.notifications, notification(f))
 		return false
 	}
-	if !pre.known[f.Check] {
-		pre.known[f.Check] = true
-		pre.extraRules = append(pre.extraRules, f.Check)
-	}
+	pre.meet(f.Check)
 	return true
+}
+
+// meet takes the check of a result: a rule of its own if none describes it.
+func (pre *sarifPrelude) meet(check string) {
+	if !pre.known[check] {
+		pre.known[check] = true
+		pre.extraRules = append(pre.extraRules, check)
+	}
+}
+
+// notification is what the invocation says of a finding that could not
+// be checked.
+func notification(f *Finding) string {
+	return fmt.Sprintf("%s %s: could not check: %s", f.Name(), f.Target, f.Actual)
 }
 
 // newRun is the run without results: the tool with every rule (the

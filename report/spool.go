@@ -304,6 +304,15 @@ func (s *Spool) write(b []byte) {
 		}
 		return
 	}
+	if s.mem.Len()+len(b) > s.mem.Cap() && s.memMax > 0 && s.memMax <= 64<<20 {
+		// 256 KB, then straight to the bound: not a chain of doublings,
+		// each a copy of everything so far.
+		want := 256 << 10
+		if s.mem.Cap() >= want {
+			want = s.memMax + len(b)
+		}
+		s.mem.Grow(max(want-s.mem.Len(), len(b)))
+	}
 	s.mem.Write(b)
 	if s.memMax >= 0 && s.mem.Len() <= s.memMax {
 		return

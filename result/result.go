@@ -7,7 +7,6 @@
 package result
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -88,7 +87,7 @@ func (f Finding) Name() string {
 func ExpectedActual(f Finding) string {
 	switch {
 	case f.Expected != "" && f.Actual != "":
-		return fmt.Sprintf("expected %s, actual %s", f.Expected, f.Actual)
+		return "expected " + f.Expected + ", actual " + f.Actual
 	case f.Actual != "":
 		return f.Actual
 	}
