@@ -21,7 +21,10 @@ import (
 // hack/kube-score.sh). Every output format of drift -f (-o text, json,
 // junit, sarif) is a row; --html, a page for people that lays every
 // finding out, is not held to these goals (docs/fleet.md). Each child's wall time and peak RSS come from
-// testdata/maxrss. Goals: every format ≥ 10× faster than kube-score, the
+// testdata/maxrss; each command's best of two runs at 10,000 pods, kube-score's
+// too, one run each at 100,000. A last row writes -o json, --junit and
+// --metrics-file in one run (three outputs, printed beside the formats, not
+// one of them). Goals: every format ≥ 10× faster than kube-score, the
 // cost linear (100,000 pods ≤ 11× the 10,000-pod time), peak RSS ≤ 150 MB
 // whatever the file size. SANDPROBE_BENCH_FILE_PODS overrides the sizes
 // ("10000,100000").
@@ -122,7 +125,9 @@ func TestBenchDriftFiles(t *testing.T) {
 			rounds = 1 // the machine is shared: one run of the big file each
 		}
 		outFile := filepath.Join(tmp, "out")
-		rows[0].m = append(rows[0].m, best(1, func() measure {
+		// The peer gets as many rounds as sandprobe (its best against our
+		// best, on a shared machine).
+		rows[0].m = append(rows[0].m, best(rounds, func() measure {
 			return run("kube-score", outFile, kubeScore, "score", "-o", "ci", file)
 		}))
 		for i, f := range formats {
@@ -149,14 +154,19 @@ func TestBenchDriftFiles(t *testing.T) {
 	}
 	fmt.Println(head)
 	peer := rows[0].m
+	// The speed goal is per output format (the -o rows); the last row
+	// writes three outputs in one run and is printed beside them.
+	combined := len(rows) - 1
 	worstSpeedup, worstCPUSpeedup, worstRatio, worstCPURatio, worstMB := 1e9, 1e9, 0.0, 0.0, 0.0
 	for ri, r := range rows {
 		line := fmt.Sprintf("  %-50s", r.name)
 		for i, m := range r.m {
 			line += fmt.Sprintf(" %7.2f s %7.2f s %7.1f MB  ", m.seconds, m.cpu, m.mb)
-			if ri > 0 {
+			if ri > 0 && ri != combined {
 				worstSpeedup = min(worstSpeedup, peer[i].seconds/m.seconds)
 				worstCPUSpeedup = min(worstCPUSpeedup, peer[i].cpu/m.cpu)
+			}
+			if ri > 0 {
 				worstMB = max(worstMB, m.mb)
 			}
 		}
@@ -182,7 +192,7 @@ func TestBenchDriftFiles(t *testing.T) {
 		}
 		return "MISSED"
 	}
-	fmt.Printf("  worst: %.1fx faster than kube-score (CPU %.1fx) — goal ≥ 10x: %s\n", worstSpeedup, worstCPUSpeedup, verdict(worstSpeedup >= 10))
+	fmt.Printf("  worst output format (-o text, json, junit, sarif): %.1fx faster than kube-score (CPU %.1fx) — goal ≥ 10x: %s\n", worstSpeedup, worstCPUSpeedup, verdict(worstSpeedup >= 10))
 	if len(sizes) == 2 {
 		limit := 1.1 * float64(sizes[1]) / float64(sizes[0]) // 11x for 10x the pods
 		fmt.Printf("  worst: %.2fx time (CPU %.2fx) for %dx the pods — goal ≤ %.3gx: %s\n", worstRatio, worstCPURatio, sizes[1]/sizes[0], limit, verdict(worstRatio <= limit))
