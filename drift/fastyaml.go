@@ -2,6 +2,7 @@ package drift
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"sort"
 	"unicode/utf8"
@@ -55,6 +56,10 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 		return nil, errNotPlainYAML
 	}
 	for i := 0; i < len(raw); {
+		if i+8 <= len(raw) && plainASCII8(binary.LittleEndian.Uint64(raw[i:])) {
+			i += 8 // eight plain bytes at once: most of a document
+			continue
+		}
 		c := raw[i]
 		if c < utf8.RuneSelf {
 			if (c < 0x20 && c != '\n') || c == 0x7f {
@@ -105,6 +110,22 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 		return nil, errNotPlainYAML
 	}
 	return root, nil
+}
+
+// plainASCII8 reports whether the eight bytes of w are all ASCII that the
+// loop above takes one by one: no byte of 0x80 or more, none below 0x20
+// but '\n', no 0x7f. For ASCII bytes the sums below carry out of no byte:
+// b+0x60 has its top bit clear exactly when b < 0x20, and (b^k)+0x7f
+// exactly when b == k.
+func plainASCII8(w uint64) bool {
+	const hi, ones = 0x8080808080808080, 0x0101010101010101
+	if w&hi != 0 {
+		return false
+	}
+	low := ^(w + 0x60*ones) & hi               // bytes below 0x20
+	nl := ^((w ^ '\n'*ones) + 0x7f*ones) & hi  // bytes equal to '\n'
+	del := ^((w ^ 0x7f*ones) + 0x7f*ones) & hi // bytes equal to 0x7f
+	return low&^nl|del == 0
 }
 
 // yamlPrintable is go-yaml's set of characters a document may hold.

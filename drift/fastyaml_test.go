@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	yaml3 "go.yaml.in/yaml/v3"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -207,4 +209,32 @@ func docPaths(n *yaml3.Node, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// TestPlainASCII8 holds the eight-byte test to the byte-by-byte rule, for
+// every byte value at every position and for random words.
+func TestPlainASCII8(t *testing.T) {
+	plain := func(b byte) bool { return b < utf8.RuneSelf && (b >= 0x20 || b == '\n') && b != 0x7f }
+	check := func(w uint64) {
+		want := true
+		for k := 0; k < 8; k++ {
+			want = want && plain(byte(w>>(8*k)))
+		}
+		if got := plainASCII8(w); got != want {
+			t.Fatalf("plainASCII8(%#016x) = %v, want %v", w, got, want)
+		}
+	}
+	for _, base := range []uint64{0x6161616161616161, 0x0a0a0a0a0a0a0a0a, 0x2020202020202020, 0x7e7e7e7e7e7e7e7e} {
+		for k := 0; k < 8; k++ {
+			for v := 0; v < 256; v++ {
+				check(base&^(0xff<<(8*k)) | uint64(v)<<(8*k))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		w := rng.Uint64()
+		check(w)
+		check(w & 0x7f7f7f7f7f7f7f7f) // ASCII only: the carries matter here
+	}
 }
