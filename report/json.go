@@ -44,7 +44,11 @@ func (JSON) Write(w io.Writer, run Run) error {
 		b.WriteString("[]")
 	} else {
 		b.WriteString("[\n    ")
-		if err := writeFindingsJSON(b, set); err != nil {
+		// The findings' pieces (hundreds of KB each) go straight to w.
+		if err := b.Flush(); err != nil {
+			return err
+		}
+		if err := writeFindingsJSON(w, set); err != nil {
 			return err
 		}
 		b.WriteString("\n  ]")

@@ -50,7 +50,11 @@ func (JUnit) Write(w io.Writer, run Run) error {
 		return err
 	}
 	// Each suite is formatted on every core, written in order.
-	err := writeGroups(b, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
+	// The pieces (hundreds of KB each) go straight to w.
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	err := writeGroups(w, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
 		return appendSuite(x, run, stamp, groups[gi], fs), nil
 	})
 	if err != nil {

@@ -161,7 +161,11 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	// no shared group's or where its group first appears. Each result is
 	// written after a comma; the first comma is dropped.
 	layout := newSARIFLayout(indent)
-	cw := &firstByteCut{w: b}
+	// The pieces (hundreds of KB each) go straight to w.
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	cw := &firstByteCut{w: w}
 	err = writeBatches(cw, set, func(x []byte, first int, fs []Finding) ([]byte, error) {
 		var uriOf, uri string
 		for k := range fs {

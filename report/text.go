@@ -45,7 +45,11 @@ func (t Text) Write(w io.Writer, run Run) error {
 	fmt.Fprintf(b, "  %.2fs\n", run.Seconds)
 	width := min(set.NameWidth(), 48)
 	// Each target's block is formatted on every core, written in order.
-	err := writeGroups(b, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
+	// The pieces (hundreds of KB each) go straight to w.
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	err := writeGroups(w, set, func(x []byte, gi int, fs []Finding) ([]byte, error) {
 		return t.appendBlock(x, set.Groups()[gi].Target, width, fs), nil
 	})
 	if err != nil {
