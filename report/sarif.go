@@ -373,13 +373,18 @@ func sarifKey(f *Finding) string {
 }
 
 func sarifKeyHash(seed maphash.Seed, f *Finding) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	for _, part := range []string{f.Check, string(f.Status), f.File, strconv.Itoa(f.Line), f.Namespace, f.Subject, f.Expected, f.Actual} {
-		h.WriteString(part)
-		h.WriteByte(0)
+	// The parts, each followed by a NUL, hashed at once from a buffer on
+	// the stack when they fit.
+	var scratch [512]byte
+	key := scratch[:0]
+	for _, part := range [...]string{f.Check, string(f.Status), f.File} {
+		key = append(append(key, part...), 0)
 	}
-	return h.Sum64()
+	key = append(strconv.AppendInt(key, int64(f.Line), 10), 0)
+	for _, part := range [...]string{f.Namespace, f.Subject, f.Expected, f.Actual} {
+		key = append(append(key, part...), 0)
+	}
+	return maphash.Bytes(seed, key)
 }
 
 func (s SARIF) addRule(r *sarif.Run, rule SARIFRule) {

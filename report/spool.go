@@ -169,7 +169,9 @@ func (r rawBatch) decode(dst []Finding) ([]Finding, error) {
 			return dst, fmt.Errorf("read spooled findings: %w", err)
 		}
 		b = b[n:]
-		f.Attempt = r.s.attempts[r.first+i]
+		if len(r.s.attempts) > 0 { // drift has none: no lookup per finding
+			f.Attempt = r.s.attempts[r.first+i]
+		}
 		dst = append(dst, f)
 	}
 	return dst, nil
@@ -410,7 +412,9 @@ func (s *Spool) Each(fn func(*Finding) error) error {
 			n, err = decodeFinding(buf[at:have], &f)
 		}
 		at += n
-		f.Attempt = s.attempts[i]
+		if len(s.attempts) > 0 {
+			f.Attempt = s.attempts[i]
+		}
 		if err := fn(&f); err != nil {
 			return err
 		}
@@ -448,7 +452,9 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 				return fmt.Errorf("read spooled findings: %w", err)
 			}
 			buf = buf[n:]
-			f.Attempt = s.attempts[seg.first+i]
+			if len(s.attempts) > 0 {
+				f.Attempt = s.attempts[seg.first+i]
+			}
 			if err := fn(&f); err != nil {
 				return err
 			}
