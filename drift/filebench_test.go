@@ -58,6 +58,7 @@ func TestBenchDriftFiles(t *testing.T) {
 		return out
 	}
 	maxrss, genpods := tool("maxrss"), tool("genpods")
+	junitFile, metricsFile := filepath.Join(tmp, "drift.xml"), filepath.Join(tmp, "drift.prom")
 	policyPath := filepath.Join(repoRoot(), "fixtures", "policy.yaml")
 
 	type measure struct {
@@ -73,8 +74,11 @@ func TestBenchDriftFiles(t *testing.T) {
 		defer out.Close()
 		var errb strings.Builder
 		// The last command's output (300 MB at 100,000 pods) is written
-		// back before this one starts, not during it: each run pays for
-		// its own writing only.
+		// back before this one starts, not during it, and its side files
+		// are gone (a run replacing them would pay for freeing the old
+		// ones): each run pays for its own writing only.
+		os.Remove(junitFile)
+		os.Remove(metricsFile)
 		syscall.Sync()
 		cmd := exec.Command(maxrss, args...)
 		cmd.Stdout, cmd.Stderr = out, &errb
@@ -127,9 +131,9 @@ func TestBenchDriftFiles(t *testing.T) {
 			for _, a := range strings.Fields(f.flags) {
 				switch a {
 				case "J":
-					a = filepath.Join(tmp, "drift.xml")
+					a = junitFile
 				case "M":
-					a = filepath.Join(tmp, "drift.prom")
+					a = metricsFile
 				}
 				args = append(args, a)
 			}
