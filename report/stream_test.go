@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -316,6 +317,47 @@ func TestSARIFResultMatchesGoSARIF(t *testing.T) {
 				got := s.appendResult(nil, newSARIFLayout(in), r.GetRuleIndex(g.f.Check), s.uri(g.f.File), g)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("result %d differs at byte %d:\n got %s\nwant %s", gi, diffAt(got, want), got, want)
+				}
+			}
+		}
+	}
+}
+
+// failAfter accepts n bytes, then fails every write, as a full disk does.
+type failAfter struct{ n int }
+
+var errDiskFull = errors.New("no space left on device")
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		k := w.n
+		w.n = 0
+		return k, errDiskFull
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// TestWritersReportWriteErrors: a writer whose output fails part way
+// returns that error — wherever it fails, whichever core formatted the
+// piece — and never a short report with no error.
+func TestWritersReportWriteErrors(t *testing.T) {
+	run := generatedRun(3000, 9)
+	grouped := generatedRun(3000, 10)
+	slices.SortStableFunc(grouped.Findings, func(a, b Finding) int { return strings.Compare(a.Target, b.Target) })
+	writers := map[string]Writer{"text": Text{}, "json": JSON{}, "junit": JUnit{}, "sarif": SARIF{}}
+	for rname, r := range map[string]Run{"generated": run, "grouped": grouped} {
+		for form, fr := range map[string]Run{"slice": r, "spool-file": spooled(t, r, -1)} {
+			for wname, w := range writers {
+				var full bytes.Buffer
+				if err := w.Write(&full, fr); err != nil {
+					t.Fatal(err)
+				}
+				for _, at := range []int{0, 1, 100, full.Len() / 3, full.Len() - 1} {
+					err := w.Write(&failAfter{n: at}, fr)
+					if !errors.Is(err, errDiskFull) {
+						t.Errorf("%s/%s/%s failing after %d of %d bytes: error %v, want the write's", rname, form, wname, at, full.Len(), err)
+					}
 				}
 			}
 		}
