@@ -424,10 +424,8 @@ func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 		loc.AddLogicalLocation(sarif.NewLogicalLocation().WithFullyQualifiedName(t).WithKind("resource"))
 	}
 	res.AddLocation(loc)
-	// A fingerprint without the line, so a result keeps its identity when
-	// lines above it move.
-	sum := sha256.Sum256([]byte(strings.Join([]string{f.Check, s.uri(f.File), f.Namespace, f.Subject, f.Expected, f.Actual}, "\x00")))
-	res.WithPartialFingerprints(map[string]string{"sandprobeFinding/v1": hex.EncodeToString(sum[:16])})
+	fp := sarifFingerprint(&f, s.uri(f.File), g.targets)
+	res.WithPartialFingerprints(map[string]string{sarifFingerprintKey: string(fp[:])})
 	props := sarif.NewPropertyBag()
 	for _, kv := range [][2]string{{"expected", f.Expected}, {"actual", f.Actual}, {"fix", f.Fix}, {"evidence", f.Evidence}, {"namespace", f.Namespace}} {
 		if kv[1] != "" {
@@ -436,6 +434,36 @@ func (s SARIF) result(r *sarif.Run, g *sarifGroup) *sarif.Result {
 	}
 	res.WithProperties(props)
 	return res
+}
+
+// sarifFingerprintKey names the fingerprint's recipe (v1 left the object
+// out: two pods with the same drift in one file shared a fingerprint, and
+// code scanning took them for one alert).
+const sarifFingerprintKey = "sandprobeFinding/v2"
+
+// sarifFingerprint identifies a result across runs, in hex: its check,
+// file, namespace, field and what was expected and found, and the object
+// when the result is about one (a result shared by several objects names
+// the shared one in its subject) — not its line, so a result keeps its
+// identity when the lines above it move.
+func sarifFingerprint(f *Finding, uri string, targets []string) [32]byte {
+	// The parts joined by NULs, hashed from a buffer on the stack when
+	// they fit.
+	var scratch [512]byte
+	key := scratch[:0]
+	for i, part := range [...]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual} {
+		if i > 0 {
+			key = append(key, 0)
+		}
+		key = append(key, part...)
+	}
+	if len(targets) == 1 {
+		key = append(append(key, 0), targets[0]...)
+	}
+	sum := sha256.Sum256(key)
+	var out [32]byte
+	hex.Encode(out[:], sum[:16])
+	return out
 }
 
 // sarifLayout is the fixed text of a result at one indentation, in the
@@ -448,7 +476,7 @@ type sarifLayout struct {
 func newSARIFLayout(in string) *sarifLayout {
 	i1, i2, i3, i4, i5 := "\n"+in+"  ", "\n"+in+"    ", "\n"+in+"      ", "\n"+in+"        ", "\n"+in+"          "
 	l := &sarifLayout{
-		open:         "{" + i1 + `"partialFingerprints": {` + i2 + `"sandprobeFinding/v1": "`,
+		open:         "{" + i1 + `"partialFingerprints": {` + i2 + `"` + sarifFingerprintKey + `": "`,
 		afterSum:     `"` + i1 + "},",
 		levelError:   `"error",`,
 		levelWarning: `"warning",`,
@@ -484,19 +512,7 @@ func newSARIFLayout(in string) *sarifLayout {
 // reflecting over it (reflection was most of SARIF's cost).
 func (s SARIF) appendResult(x []byte, l *sarifLayout, ruleIndex int, uri string, g *sarifGroup) []byte {
 	f := &g.f
-	// The fingerprint: a hash of the parts joined by NULs, hashed from a
-	// buffer on the stack when they fit.
-	var scratch [512]byte
-	key := scratch[:0]
-	for i, part := range [...]string{f.Check, uri, f.Namespace, f.Subject, f.Expected, f.Actual} {
-		if i > 0 {
-			key = append(key, 0)
-		}
-		key = append(key, part...)
-	}
-	sum := sha256.Sum256(key)
-	var hexSum [32]byte
-	hex.Encode(hexSum[:], sum[:16])
+	hexSum := sarifFingerprint(f, uri, g.targets)
 	x = append(x, l.open...)
 	x = append(x, hexSum[:]...)
 	x = append(x, l.afterSum...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,10 +28,11 @@ type sarifLog struct {
 			ExecutionSuccessful bool `json:"executionSuccessful"`
 		} `json:"invocations"`
 		Results []struct {
-			RuleID    string                `json:"ruleId"`
-			Level     string                `json:"level"`
-			Message   struct{ Text string } `json:"message"`
-			Locations []struct {
+			RuleID              string                `json:"ruleId"`
+			PartialFingerprints map[string]string     `json:"partialFingerprints"`
+			Level               string                `json:"level"`
+			Message             struct{ Text string } `json:"message"`
+			Locations           []struct {
 				PhysicalLocation *struct {
 					ArtifactLocation struct{ URI string } `json:"artifactLocation"`
 					Region           struct {
@@ -201,6 +203,54 @@ func TestDriftSARIFPullRequest(t *testing.T) {
 
 // podOf is the first Pod of a multi-document file, renamed, as a new
 // document.
+// TestDriftSARIFFingerprints: two sandbox pods in one file with the same
+// drift (each privileged) are two results with two fingerprints — code
+// scanning takes results with one fingerprint for one alert, so a shared
+// one would fold the second pod's problem into the first's — and each
+// fingerprint stays when lines above move (the file edited elsewhere).
+func TestDriftSARIFFingerprints(t *testing.T) {
+	hardened, err := os.ReadFile(fx + "drift/hardened.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := filepath.Abs(fx + "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := sarifSchema(t)
+	privileged := strings.Replace(podOf(t, hardened), "    securityContext:\n", "    securityContext:\n      privileged: true\n", 1)
+	second := strings.Replace(privileged, "-pr\n", "-pr-2\n", 1)
+	if second == privileged {
+		t.Fatal("could not rename the second pod")
+	}
+	fingerprints := func(body string) []string {
+		t.Helper()
+		repo := t.TempDir()
+		os.WriteFile(filepath.Join(repo, "agents.yaml"), []byte(body), 0o644)
+		t.Chdir(repo)
+		code, stdout, stderr := runApp(t, "", "drift", "--policy", policy, "-f", "agents.yaml", "-o", "sarif")
+		if code != 1 {
+			t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+		}
+		var out []string
+		for _, r := range validateSARIF(t, sch, []byte(stdout)).Runs[0].Results {
+			if r.RuleID == "drift.pod.privileged" {
+				out = append(out, r.PartialFingerprints["sandprobeFinding/v2"])
+			}
+		}
+		return out
+	}
+	two := string(hardened) + "\n---\n" + privileged + "\n---\n" + second
+	got := fingerprints(two)
+	if len(got) != 2 || got[0] == "" || got[0] == got[1] {
+		t.Fatalf("fingerprints of the two privileged pods: %q, want two different ones", got)
+	}
+	moved := fingerprints("# a comment\n# and another, above everything\n" + two)
+	if !slices.Equal(moved, got) {
+		t.Fatalf("fingerprints moved with the lines: %q, were %q", moved, got)
+	}
+}
+
 func podOf(t *testing.T, data []byte) string {
 	for _, doc := range strings.Split(string(data), "\n---") {
 		if strings.Contains(doc, "kind: Pod") && strings.Contains(doc, "    securityContext:\n") {
