@@ -167,15 +167,7 @@ func TestDriftSARIFFixtures(t *testing.T) {
 // that file, relative to the repository root; a missing field lands on the
 // container that lacks it.
 func TestDriftSARIFPullRequest(t *testing.T) {
-	hardened, err := os.ReadFile(fx + "drift/hardened.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := filepath.Abs(fx + "policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := sarifSchema(t)
+	hardened, policy, sch := hardenedFixture(t)
 	repo := t.TempDir()
 	os.MkdirAll(filepath.Join(repo, "deploy"), 0o755)
 	added := string(hardened) + "\n---\n# added by the pull request\n" + strings.Replace(podOf(t, hardened), "    securityContext:\n", "    securityContext:\n      privileged: true\n", 1)
@@ -209,15 +201,7 @@ func TestDriftSARIFPullRequest(t *testing.T) {
 // one would fold the second pod's problem into the first's — and each
 // fingerprint stays when lines above move (the file edited elsewhere).
 func TestDriftSARIFFingerprints(t *testing.T) {
-	hardened, err := os.ReadFile(fx + "drift/hardened.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := filepath.Abs(fx + "policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := sarifSchema(t)
+	hardened, policy, sch := hardenedFixture(t)
 	privileged := strings.Replace(podOf(t, hardened), "    securityContext:\n", "    securityContext:\n      privileged: true\n", 1)
 	second := strings.Replace(privileged, "-pr\n", "-pr-2\n", 1)
 	if second == privileged {
@@ -249,6 +233,21 @@ func TestDriftSARIFFingerprints(t *testing.T) {
 	if !slices.Equal(moved, got) {
 		t.Fatalf("fingerprints moved with the lines: %q, were %q", moved, got)
 	}
+}
+
+// hardenedFixture is the hardened drift fixture, the policy's absolute
+// path and the SARIF schema (before any t.Chdir).
+func hardenedFixture(t *testing.T) ([]byte, string, *jsonschema.Schema) {
+	t.Helper()
+	hardened, err := os.ReadFile(fx + "drift/hardened.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := filepath.Abs(fx + "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hardened, policy, sarifSchema(t)
 }
 
 func podOf(t *testing.T, data []byte) string {
