@@ -158,23 +158,32 @@ type rawBatch struct {
 	first, n int
 }
 
-// decode appends the batch's findings to dst. Safe for concurrent use
-// (the spool is not written while it is read).
-func (r rawBatch) decode(dst []Finding) ([]Finding, error) {
+// each calls fn with the batch's findings in order; f is only valid
+// during the call. Safe for concurrent use (the spool is not written while
+// it is read).
+func (r rawBatch) each(fn func(f *Finding) error) error {
 	b := r.b
+	var f Finding
 	for i := 0; i < r.n; i++ {
-		var f Finding
 		n, err := decodeFinding(b, &f)
 		if err != nil {
-			return dst, fmt.Errorf("read spooled findings: %w", err)
+			return fmt.Errorf("read spooled findings: %w", err)
 		}
 		b = b[n:]
 		if len(r.s.attempts) > 0 { // drift has none: no lookup per finding
 			f.Attempt = r.s.attempts[r.first+i]
 		}
-		dst = append(dst, f)
+		if err := fn(&f); err != nil {
+			return err
+		}
 	}
-	return dst, nil
+	return nil
+}
+
+// decode appends the batch's findings to dst.
+func (r rawBatch) decode(dst []Finding) ([]Finding, error) {
+	err := r.each(func(f *Finding) error { dst = append(dst, *f); return nil })
+	return dst, err
 }
 
 // readRaw reads the bytes [off, end) of the spool: a slice of the memory
@@ -235,8 +244,8 @@ func (s *Spool) groupBatch(ra io.ReaderAt, g, h int) (rawBatch, error) {
 	return rawBatch{s: s, b: b, first: first.first, n: last.first + last.n - first.first}, err
 }
 
-// spoolWindow is how much of the spool Each and EachIn read at a time (a
-// variable for the tests).
+// spoolWindow is how much of the spool EachIn reads at a time (a variable
+// for the tests).
 var spoolWindow = 1 << 20
 
 type segment struct {
@@ -379,47 +388,9 @@ func (s *Spool) Slice() ([]Finding, error) {
 }
 
 func (s *Spool) Each(fn func(*Finding) error) error {
-	ra, err := s.reader()
-	if err != nil {
-		return err
-	}
-	// One pass over everything, a window at a time, each record decoded
-	// where it lies (a record cut by the window's end is read again at
-	// the start of the next).
-	buf := make([]byte, spoolWindow)
-	var off int64 // of buf[0] in the spool
-	have, at := 0, 0
-	var f Finding
-	for i := 0; i < s.n; i++ {
-		n, err := decodeFinding(buf[at:have], &f)
-		for err != nil {
-			if off+int64(have) >= s.size {
-				return fmt.Errorf("read spooled findings: %w", err)
-			}
-			// Move the cut record to the front, grow the window if the
-			// record fills it, and read on.
-			have = copy(buf, buf[at:have])
-			off += int64(at)
-			at = 0
-			if have == len(buf) {
-				buf = append(buf, make([]byte, len(buf))...)
-			}
-			want := int(min(int64(len(buf)), s.size-off))
-			if _, rerr := ra.ReadAt(buf[have:want], off+int64(have)); rerr != nil && !errors.Is(rerr, io.EOF) {
-				return fmt.Errorf("read spooled findings: %w", rerr)
-			}
-			have = want
-			n, err = decodeFinding(buf[at:have], &f)
-		}
-		at += n
-		if len(s.attempts) > 0 {
-			f.Attempt = s.attempts[i]
-		}
-		if err := fn(&f); err != nil {
-			return err
-		}
-	}
-	return nil
+	// One pass over everything, a batch of records at a time (batches),
+	// each decoded where it lies.
+	return s.batches(func(rb rawBatch) error { return rb.each(fn) })
 }
 
 func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
