@@ -631,3 +631,44 @@ func TestOfflineReadLikeTheAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// TestUnicodeLineBreaksHideNothing: YAML (and so the API server) ends a
+// comment at NEL, LS and PS as at '\n'. A line written after one inside a
+// comment is part of the object the API server stores, so drift must see
+// it, in memory and streamed.
+func TestUnicodeLineBreaksHideNothing(t *testing.T) {
+	p := loadPolicy(t, "policy.yaml")
+	clean := string(toYAML(t, append(egressBase(p, false), hardenedPod(p, "sandboxes", "agent"))))
+	for _, br := range []string{"\u0085", "\u2028", "\u2029"} {
+		for _, c := range []struct{ after, hidden, check string }{
+			{"spec:\n", "  hostNetwork: true", drift.PodHostNetwork},
+			{"spec:\n", "  hostPID: true", drift.PodHostPID},
+		} {
+			pod := strings.Index(clean, "kind: Pod\n")
+			i := strings.Index(clean[max(pod, 0):], c.after) + pod
+			if pod < 0 || i < pod {
+				t.Fatalf("no %q in the rendered pod", c.after)
+			}
+			doc := clean[:i+len(c.after)] + "  # reviewed" + br + c.hidden + "\n" + clean[i+len(c.after):]
+			_, col := checkYAML(t, p, []byte(doc))
+			if got := checksByTarget(col.Findings)["pod/sandboxes/agent"]; !slices.Contains(got, c.check) {
+				t.Errorf("%U before %q: checks %v, want %s", []rune(br)[0], c.hidden, got, c.check)
+			}
+			path := filepath.Join(t.TempDir(), "pods.yaml")
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, sp, err := streamed(t, p, []string{path}, nil, "", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sfs, err := sp.Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checksByTarget(sfs)["pod/sandboxes/agent"]; !slices.Contains(got, c.check) {
+				t.Errorf("streamed, %U before %q: checks %v, want %s", []rune(br)[0], c.hidden, got, c.check)
+			}
+		}
+	}
+}

@@ -69,8 +69,10 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 			continue
 		}
 		r, n := utf8.DecodeRune(raw[i:])
-		if (r == utf8.RuneError && n == 1) || !yamlPrintable(r) {
-			return nil, errNotPlainYAML // invalid UTF-8, or what go-yaml refuses
+		if (r == utf8.RuneError && n == 1) || !yamlPrintable(r) || unicodeBreak(r) {
+			// Invalid UTF-8, what go-yaml refuses, or a line break this
+			// reader does not split at (NEL, LS, PS): left to go-yaml.
+			return nil, errNotPlainYAML
 		}
 		i += n
 	}
@@ -126,6 +128,17 @@ func plainASCII8(w uint64) bool {
 	nl := ^((w ^ '\n'*ones) + 0x7f*ones) & hi  // bytes equal to '\n'
 	del := ^((w ^ 0x7f*ones) + 0x7f*ones) & hi // bytes equal to 0x7f
 	return low&^nl|del == 0
+}
+
+// unicodeBreak reports whether r is one of the line breaks YAML 1.1 (and
+// so go-yaml, and the API server) knows beside '\n' and '\r': NEL, LS and
+// PS. A comment ends at one of them, so a line hidden after one is part of
+// the document.
+func unicodeBreak(r rune) bool { return r == 0x85 || r == 0x2028 || r == 0x2029 }
+
+// hasUnicodeBreak reports whether b holds NEL, LS or PS in UTF-8.
+func hasUnicodeBreak(b []byte) bool {
+	return bytes.Contains(b, []byte("\u0085")) || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029"))
 }
 
 // yamlPrintable is go-yaml's set of characters a document may hold.

@@ -141,7 +141,14 @@ func init() {
 		"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
 		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n",
 		// What encoding/json escapes, and keys out of order.
-		"z: <a> & \"b\"\nb: x\u2028y\u2029\na:\n  y: 1\n  x: '<&>'\n")
+		"z: <a> & \"b\"\nb: x\u2028y\u2029\na:\n  y: 1\n  x: '<&>'\n",
+		// A comment ends at NEL, LS and PS as at '\n' (YAML 1.1): what
+		// follows one is a key the API server stores.
+		"a: b # c\u2028d: e\n",
+		"a: b # c\u0085d: e\n",
+		"a: b # c\u2029d: e\n",
+		"spec:\n  containers:\n  - name: a # x\u2028    securityContext: {privileged: true}\n",
+		"# only a comment\u2028hostNetwork: true\n")
 }
 
 // TestWalkLinesMatchesWalk: for every path into every document the

@@ -108,6 +108,11 @@ func (m *Manifests) addDocument(doc *document, source string) error {
 }
 
 func stripComments(b []byte) []byte {
+	if hasUnicodeBreak(b) {
+		// A comment ends at NEL, LS or PS too: what looks like a comment
+		// line may hold a key. go-yaml decides whether anything is there.
+		return b
+	}
 	var out []byte
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		t := bytes.TrimSpace(line)

@@ -420,6 +420,9 @@ func (s *FileScan) stdinCopy() (scanSource, func(), error) {
 // in pass 1; a document taken for a Pod is still decoded whole in pass 2
 // and refused if it is not one.
 func looksLikePod(raw []byte) bool {
+	if hasUnicodeBreak(raw) {
+		return false // a line may hide after one: decoded whole in pass 1
+	}
 	kinds, versions := 0, 0
 	pod, v1 := false, false
 	for len(raw) > 0 {
