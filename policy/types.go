@@ -99,6 +99,30 @@ type Spec struct {
 	Docker          Docker        `json:"docker"`
 	Credentials     []Credential  `json:"credentials,omitempty" validate:"dive"`
 	Probe           ProbeSettings `json:"probe"`
+	// Phases is what outlives one phase of an attempt: the workspace the
+	// phases share and the package caches a node keeps (docs/phases.md).
+	Phases Phases `json:"phases,omitzero"`
+}
+
+// Phases: the phases of one attempt run in fresh sandboxes but share a
+// workspace volume, and every node keeps package caches that outlive the
+// runs. What one phase leaves there runs in the next.
+type Phases struct {
+	// Workspace is where the shared workspace volume is mounted in the
+	// sandbox. At the start of a phase, whatever on it would run or change
+	// how tools run in the next one (git hooks and config, shell start-up
+	// files, tool config, lifecycle scripts, symlinks out) is a finding
+	// unless Baseline vouches for it (check phase.persistence).
+	Workspace string `json:"workspace,omitempty"`
+	// Baseline is the manifest the trusted step that cloned the repository
+	// sealed (`sandprobe scan-workspace DIR --seal FILE`), mounted into the
+	// sandbox read-only from outside the workspace: a phase must not be
+	// able to rewrite what vouches for the workspace.
+	Baseline string `json:"baseline,omitempty"`
+	// Caches are the package caches mounted into the sandbox: each must
+	// refuse writes with EROFS (check phase.cache-readonly), or one phase
+	// poisons every later one on the node, and the sync every node.
+	Caches []string `json:"caches,omitempty"`
 }
 
 // Selector is a Kubernetes-style label selector (matchLabels only: an

@@ -224,6 +224,7 @@ func (s *Spec) validate(c *collector) {
 			k.validate(c, fmt.Sprintf("spec.credentials[%d].kubernetes", i))
 		}
 	}
+	s.validatePhases(c)
 	for i, t := range s.Placement.Tolerations {
 		if t.Operator == "Exists" && t.Value != "" {
 			c.add(fmt.Sprintf("spec.placement.tolerations[%d].value", i), "must be empty when operator is Exists")
@@ -540,5 +541,53 @@ func (k *KubeCredential) validate(c *collector, pth string) {
 		if !dns1123Label(ns) {
 			c.add(fmt.Sprintf("%s.namespaces[%d]", pth, j), fmt.Sprintf("must be a namespace name, got %q", ns))
 		}
+	}
+}
+
+// validatePhases: the workspace, its baseline and the caches are clean
+// absolute paths, and none contradicts another: a baseline or a cache on
+// the workspace (or a cache under a writable path) is one a phase can
+// rewrite, and a workspace the phases share cannot be empty at start.
+func (s *Spec) validatePhases(c *collector) {
+	ph := s.Phases
+	checkAbs := func(pth, p string) bool {
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			c.add(pth, fmt.Sprintf("%q must be an absolute path", p))
+		case p == "/":
+			c.add(pth, "must not be / (that is the root itself)")
+		case path.Clean(p) != p:
+			c.add(pth, fmt.Sprintf("%q is not clean (did you mean %q?)", p, path.Clean(p)))
+		default:
+			return true
+		}
+		return false
+	}
+	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	ws := ph.Workspace != "" && checkAbs("spec.phases.workspace", ph.Workspace)
+	if ws && slices.Contains(s.Filesystem.EmptyAtStart, ph.Workspace) {
+		c.add("spec.phases.workspace", fmt.Sprintf("%s is also in spec.filesystem.emptyAtStart: a workspace the phases share is not empty when a later phase starts", ph.Workspace))
+	}
+	if ph.Baseline != "" {
+		switch {
+		case ph.Workspace == "":
+			c.add("spec.phases.baseline", "set without spec.phases.workspace: there is no workspace to compare with it")
+		case checkAbs("spec.phases.baseline", ph.Baseline) && ws && under(ph.Baseline, ph.Workspace):
+			c.add("spec.phases.baseline", fmt.Sprintf("%s is on the workspace %s: a phase could rewrite what vouches for the workspace; mount it read-only from elsewhere", ph.Baseline, ph.Workspace))
+		}
+	}
+	seen := map[string]bool{}
+	for i, cache := range ph.Caches {
+		pth := fmt.Sprintf("spec.phases.caches[%d]", i)
+		switch {
+		case !checkAbs(pth, cache):
+		case seen[cache]:
+			c.add(pth, fmt.Sprintf("%q is listed twice", cache))
+		case ws && under(cache, ph.Workspace):
+			c.add(pth, fmt.Sprintf("%s is on the workspace %s: the phases write there, so the cache could never be read-only", cache, ph.Workspace))
+		case s.Filesystem.WritableFor(cache):
+			c.add(pth, fmt.Sprintf("%s is under a writable path (spec.filesystem.writable): the cache could never be read-only", cache))
+		}
+		seen[cache] = true
 	}
 }
