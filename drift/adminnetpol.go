@@ -55,8 +55,14 @@ type adminPolicy struct {
 	podSel labels.Selector // nil: every pod of the selected namespaces
 	// podKey/podValue index the policy by one of its pod matchLabels.
 	podKey, podValue string
-	pos              int // place in the evaluation order
-	rules            []adminRule
+	// nsLabelDep: the namespace selector reads labels other than the
+	// name label, so it cannot be judged for a namespace whose labels are
+	// unknown (files without its Namespace object); nsNameSel is the part
+	// of it that reads the name label.
+	nsLabelDep bool
+	nsNameSel  labels.Selector
+	pos        int // place in the evaluation order
+	rules      []adminRule
 }
 
 type adminRule struct {
@@ -83,6 +89,9 @@ type adminIndex struct {
 type adminLookup struct {
 	scan    []*adminPolicy
 	byLabel map[string]map[string][]*adminPolicy
+	// undetermined are the policies whose namespace selector reads labels
+	// the namespace (unknown) may or may not carry.
+	undetermined []*adminPolicy
 }
 
 // AddAdminNetworkPolicy adds an AdminNetworkPolicy, BaselineAdminNetworkPolicy
@@ -210,6 +219,7 @@ func (m *egressModel) compileAdmin(obj *unstructured.Unstructured) (*adminPolicy
 	default:
 		return nil, fmt.Errorf("%s: spec.subject: neither namespaces nor pods", id)
 	}
+	ap.nsNameSel, ap.nsLabelDep = splitNameLabel(ap.nsSel)
 	tierText := "the admin tier: it is judged before any NetworkPolicy, and its Allow overrides them all"
 	if ap.tier == tierBaseline {
 		tierText = "the baseline tier: it decides the traffic no NetworkPolicy selects the pod for"
@@ -400,11 +410,17 @@ func (m *egressModel) adminPeerIsProxy(nsSel *metav1.LabelSelector, ports []port
 }
 
 // selecting returns the policies of a tier that select a pod in namespace
-// ns, in the order the tier evaluates them (priority, then name).
-func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels map[string]string) []*adminPolicy {
-	l := idx.lookup(tier, ns, nsLabels)
-	var out []*adminPolicy
+// ns, in the order the tier evaluates them (priority, then name), and, for
+// a namespace whose labels are not known, the policies that may select it
+// depending on labels it may carry (left out of the first list).
+func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels map[string]string, known bool, podLabels map[string]string) (out, undetermined []*adminPolicy) {
+	l := idx.lookup(tier, ns, nsLabels, known)
 	podSet := labels.Set(podLabels)
+	for _, ap := range l.undetermined {
+		if ap.podSel == nil || ap.podSel.Matches(podSet) {
+			undetermined = append(undetermined, ap)
+		}
+	}
 	match := func(ap *adminPolicy) {
 		if ap.podSel == nil || ap.podSel.Matches(podSet) {
 			out = append(out, ap)
@@ -421,12 +437,12 @@ func (idx *adminIndex) selecting(tier adminTier, ns string, nsLabels, podLabels 
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].pos < out[j].pos })
 	}
-	return out
+	return out, undetermined
 }
 
 // lookup is the tier's policies whose namespace selector matches ns,
 // sorted and indexed on first use.
-func (idx *adminIndex) lookup(tier adminTier, ns string, nsLabels map[string]string) *adminLookup {
+func (idx *adminIndex) lookup(tier adminTier, ns string, nsLabels map[string]string, known bool) *adminLookup {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	if !idx.sorted {
@@ -453,6 +469,12 @@ func (idx *adminIndex) lookup(tier adminTier, ns string, nsLabels map[string]str
 		inNS = &[2]adminLookup{}
 		nsSet := labels.Set(nsLabels)
 		for _, ap := range idx.policies {
+			if !known && ap.nsLabelDep {
+				if ap.nsNameSel.Matches(nsSet) {
+					inNS[ap.tier].undetermined = append(inNS[ap.tier].undetermined, ap)
+				}
+				continue
+			}
 			if !ap.nsSel.Matches(nsSet) {
 				continue
 			}
@@ -478,33 +500,116 @@ func (idx *adminIndex) lookup(tier adminTier, ns string, nsLabels map[string]str
 // every Allow rule that traffic can still reach, and whether a Deny (or,
 // for the admin tier, a Pass) of everything ends the tier before the rest.
 type tierVerdict struct {
-	hits     []*adminRule
-	ids      []string
-	denyAll  string // the policy whose Deny of everything ends the tier
-	passAll  string // the policy whose Pass of everything hands all traffic on
-	selected []string
+	hits    []tierHit
+	denyAll string // the policies whose Deny of everything ends the tier
+	passAll string // the policies whose Pass of everything hands all traffic on
+	// endPriority is the priority at which the tier ended (denyAll or
+	// passAll set): policies after it are never reached.
+	endPriority int32
 }
 
+// tierHit is an Allow rule traffic can reach; tie, when set, says it is
+// reached only because the API leaves the order of equal priorities open.
+type tierHit struct {
+	rule *adminRule
+	from string // the policy's id
+	tie  string
+}
+
+// walkTier judges the worst case where priorities tie: the API leaves the
+// order of policies of equal priority undefined (an implementation may
+// take either first), so every Allow of a tied policy that its own rules
+// do not shadow is reachable, and a Deny of everything in the group ends
+// the tier only after the whole group, and only if no tied policy passes
+// everything on instead (a Pass is the weaker outcome).
 func walkTier(aps []*adminPolicy) tierVerdict {
 	var v tierVerdict
-	for _, ap := range aps {
-		v.selected = append(v.selected, ap.id)
-		for i := range ap.rules {
-			r := &ap.rules[i]
-			switch {
-			case r.action == actionAllow && len(r.findings) > 0:
-				v.hits = append(v.hits, r)
-				v.ids = append(v.ids, ap.id)
-			case r.action == actionDeny && r.coversAll:
-				v.denyAll = ap.id
-				return v
-			case r.action == actionPass && r.coversAll:
-				v.passAll = ap.id
-				return v
+	for i := 0; i < len(aps); {
+		j := i + 1
+		for j < len(aps) && aps[j].priority == aps[i].priority {
+			j++
+		}
+		group := aps[i:j]
+		i = j
+		var denies, passes []*adminPolicy
+		first := len(v.hits)
+		for _, ap := range group {
+		rules:
+			for k := range ap.rules {
+				r := &ap.rules[k]
+				switch {
+				case r.action == actionAllow && len(r.findings) > 0:
+					v.hits = append(v.hits, tierHit{rule: r, from: ap.id})
+				case r.action == actionDeny && r.coversAll:
+					denies = append(denies, ap)
+					break rules
+				case r.action == actionPass && r.coversAll:
+					passes = append(passes, ap)
+					break rules
+				}
 			}
+		}
+		// An Allow is reached only through the tie when another policy of
+		// its group would end the tier: say so, naming both.
+		for k := first; k < len(v.hits); k++ {
+			v.hits[k].tie = tieText(v.hits[k].from, group[0].priority, denies, passes)
+		}
+		switch {
+		case len(passes) > 0:
+			v.passAll, v.endPriority = policyIDs(passes), group[0].priority
+			return v
+		case len(denies) > 0:
+			v.denyAll, v.endPriority = policyIDs(denies), group[0].priority
+			return v
 		}
 	}
 	return v
+}
+
+// tieText is the evidence for an Allow of policy id reached in a tie with
+// the policies that end the tier, or "" when none of them is another.
+func tieText(id string, priority int32, denies, passes []*adminPolicy) string {
+	var others []string
+	for _, ap := range denies {
+		if ap.id != id {
+			others = append(others, ap.id+" (Deny of everything)")
+		}
+	}
+	for _, ap := range passes {
+		if ap.id != id {
+			others = append(others, ap.id+" (Pass of everything)")
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s shares priority %d with %s: the API leaves the order of equal priorities undefined, so an implementation may reach this Allow first (judged at the worst case; give the policies distinct priorities)",
+		id, priority, strings.Join(others, ", "))
+}
+
+func policyIDs(aps []*adminPolicy) string {
+	ids := make([]string, len(aps))
+	for i, ap := range aps {
+		ids[i] = ap.id
+	}
+	return strings.Join(ids, ", ")
+}
+
+// splitNameLabel splits a namespace selector: the part that reads the
+// name label every namespace carries, and whether it reads anything else
+// (labels a namespace whose object is not known may or may not carry).
+func splitNameLabel(sel labels.Selector) (labels.Selector, bool) {
+	reqs, _ := sel.Requirements()
+	name := labels.NewSelector()
+	other := false
+	for _, r := range reqs {
+		if r.Key() == namespaceNameLabel {
+			name = name.Add(r)
+		} else {
+			other = true
+		}
+	}
+	return name, other
 }
 
 // adminKnown says whether any cluster-wide policy was loaded.

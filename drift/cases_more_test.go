@@ -247,6 +247,37 @@ func anpCases() []anpCase {
 					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Allow", world)}}),
 			}
 		}},
+		{"anp-tie", []string{drift.ANPWorld}, false, func(ns string) []any {
+			// The same two at one priority: the API leaves their order
+			// undefined, and the Deny's name sorts first. Worst case: the
+			// Allow is reached.
+			return []any{
+				admin(drift.AdminNetworkPolicyKind, ns+"-a-deny", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Deny", world)}}),
+				admin(drift.AdminNetworkPolicyKind, ns+"-b-allow", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Allow", world)}}),
+			}
+		}},
+		{"anp-tie-deny-pass", nil, false, func(ns string) []any {
+			// A Deny and a Pass of everything tied: at worst the Pass wins and
+			// the NetworkPolicy (rendered, strict) decides. Nothing opens.
+			return []any{
+				admin(drift.AdminNetworkPolicyKind, ns+"-a-deny", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Deny", world)}}),
+				admin(drift.AdminNetworkPolicyKind, ns+"-b-pass", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Pass", world)}}),
+			}
+		}},
+		{"anp-tie-deny-pass-no-netpol", []string{drift.NetpolEgressUnrestricted}, true, func(ns string) []any {
+			// The same tie with no NetworkPolicy behind it: if the Pass is
+			// taken, nothing restricts the pod.
+			return []any{
+				admin(drift.AdminNetworkPolicyKind, ns+"-a-deny", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Deny", world)}}),
+				admin(drift.AdminNetworkPolicyKind, ns+"-b-pass", map[string]any{
+					"priority": int64(10), "subject": nsSubject(ns), "egress": []any{egressRule("Pass", world)}}),
+			}
+		}},
 		{"anp-pass", nil, false, func(ns string) []any {
 			// Pass hands everything to the NetworkPolicies: the later Allow
 			// of the admin tier is never reached.

@@ -112,6 +112,12 @@ type ciliumIndex struct {
 	// clusterSelectors counts rules selecting on the cluster label, whose
 	// verdict depends on the cluster's Cilium name.
 	clusterSelectors int
+	// clusterNSDep are the cluster-wide rules whose endpoint selector reads
+	// namespace labels (io.cilium.k8s.namespace.labels.*): for a namespace
+	// whose labels are unknown they may select its pods or not.
+	clusterNSDep []*compiledCiliumRule
+	// nsDep are the namespaced ones, by namespace.
+	nsDep map[string][]*compiledCiliumRule
 }
 
 type compiledCiliumRule struct {
@@ -129,6 +135,26 @@ type compiledCiliumRule struct {
 	fqdns []fqdnAllow
 	// world is set when the rule allows every destination anyway.
 	world bool
+	// nsLabelDep: the selector reads namespace labels; sansNSLabels is
+	// the selector without those requirements.
+	nsLabelDep   bool
+	sansNSLabels labels.Selector
+}
+
+// splitNamespaceLabels drops a Cilium selector's requirements on
+// namespace labels and says whether it had any.
+func splitNamespaceLabels(sel labels.Selector) (labels.Selector, bool) {
+	reqs, _ := sel.Requirements()
+	rest := labels.NewSelector()
+	dep := false
+	for _, r := range reqs {
+		if strings.HasPrefix(r.Key(), ciliumNamespaceLabelPrefix) {
+			dep = true
+		} else {
+			rest = rest.Add(r)
+		}
+	}
+	return rest, dep
 }
 
 type fqdnAllow struct {
@@ -217,6 +243,7 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		}
 		cr := &compiledCiliumRule{id: id, selector: sel, egress: r.defaultDenyEgress(),
 			noDefaultDeny: !r.defaultDenyEgress() && len(r.Egress)+len(r.EgressDeny) > 0}
+		cr.sansNSLabels, cr.nsLabelDep = splitNamespaceLabels(sel)
 		e.egress.ciliumFindings(cr, field, r.Egress)
 		ev := fmt.Sprintf("%s %s selects the pod (endpointSelector %s); Cilium policies add up with each other and with NetworkPolicies",
 			id, field, labelSelectorText(normalizeCiliumSelector(r.EndpointSelector), "every endpoint"))
@@ -228,6 +255,9 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		if clusterwide {
 			e.cil.cluster = append(e.cil.cluster, cr)
 			e.cil.lookupCluster.add(cr, norm.MatchLabels)
+			if cr.nsLabelDep {
+				e.cil.clusterNSDep = append(e.cil.clusterNSDep, cr)
+			}
 		} else {
 			ns := cp.Metadata.Namespace
 			e.cil.byNS[ns] = append(e.cil.byNS[ns], cr)
@@ -235,6 +265,12 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 				e.cil.lookupNS[ns] = newCiliumLookup()
 			}
 			e.cil.lookupNS[ns].add(cr, norm.MatchLabels)
+			if cr.nsLabelDep {
+				if e.cil.nsDep == nil {
+					e.cil.nsDep = map[string][]*compiledCiliumRule{}
+				}
+				e.cil.nsDep[ns] = append(e.cil.nsDep[ns], cr)
+			}
 		}
 	}
 	e.cil.count++
@@ -487,15 +523,33 @@ func ciliumLabels(ns string, podLabels map[string]string, serviceAccount string,
 
 // selecting lists the rules, namespaced and cluster-wide, whose endpoint
 // selector matches a pod with these labels and service account in ns, as
-// Cilium sees it (its namespace's labels, the cluster's name).
-func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, cluster string) []*compiledCiliumRule {
+// Cilium sees it (its namespace's labels, the cluster's name). For a
+// namespace whose labels are not known, the rules that read namespace
+// labels are left out of it and returned apart when the rest of their
+// selector matches: they may select the pod or not.
+func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, serviceAccount string, nsLabels map[string]string, known bool, cluster string) (sel, undetermined []*compiledCiliumRule) {
 	set := ciliumLabels(ns, podLabels, serviceAccount, nsLabels, cluster)
-	var sel []*compiledCiliumRule
-	add := func(r *compiledCiliumRule) { sel = append(sel, r) }
+	add := func(r *compiledCiliumRule) {
+		if known || !r.nsLabelDep {
+			sel = append(sel, r)
+		}
+	}
 	if l := idx.lookupNS[ns]; l != nil {
 		l.each(set, add)
 	}
 	idx.lookupCluster.each(set, add)
+	if !known {
+		for _, r := range idx.nsDep[ns] {
+			if r.sansNSLabels.Matches(set) {
+				undetermined = append(undetermined, r)
+			}
+		}
+		for _, r := range idx.clusterNSDep {
+			if r.sansNSLabels.Matches(set) {
+				undetermined = append(undetermined, r)
+			}
+		}
+	}
 	// In the order they were added, namespaced first, as a report reads.
 	sort.Slice(sel, func(i, j int) bool {
 		if sel[i].wide != sel[j].wide {
@@ -503,16 +557,17 @@ func (idx *ciliumIndex) selecting(ns string, podLabels map[string]string, servic
 		}
 		return sel[i].seq < sel[j].seq
 	})
-	return sel
+	return sel, undetermined
 }
 
 // checkPod stamps the findings of every Cilium rule selecting the pod and
-// reports whether any of them restricts its egress.
-func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[string]string, cluster string) bool {
+// reports whether any of them restricts its egress, and the rules that may
+// select it or not (its namespace's labels unknown).
+func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[string]string, known bool, cluster string) (bool, []*compiledCiliumRule) {
 	if idx.count == 0 {
-		return false
+		return false, nil
 	}
-	sel := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName, nsLabels, cluster)
+	sel, und := idx.selecting(pod.Namespace, pod.Labels, pod.Spec.ServiceAccountName, nsLabels, known, cluster)
 	restricted := false
 	for _, r := range sel {
 		if r.egress {
@@ -525,7 +580,7 @@ func (idx *ciliumIndex) checkPod(c *podCheck, pod *corev1.Pod, nsLabels map[stri
 	if restricted {
 		idx.missing(c, sel)
 	}
-	return restricted
+	return restricted, und
 }
 
 // missing reports declared names that no selecting Cilium rule allows, once

@@ -254,7 +254,7 @@ func (c *Collector) Add(fs []report.Finding) {
 		case report.Fail:
 			c.failed[f.Check]++
 			drifted = true
-		case report.Skip:
+		case report.Skip, report.Inconclusive:
 			c.skipped[f.Check]++
 		}
 	}

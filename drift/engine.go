@@ -45,6 +45,9 @@ type Engine struct {
 	// egressKnown says whether the network policies of the cluster are
 	// known: a live cluster always, files only when they hold any.
 	egressKnown bool
+	// undet logs the policies whose namespace selectors could not be
+	// judged (a namespace's labels unknown), for the run's notes.
+	undet undeterminedLog
 }
 
 type declaredLimit struct {
@@ -120,13 +123,13 @@ func (e *Engine) SetNamespace(name string, nsLabels map[string]string) {
 // KnowsNamespace reports whether a namespace was recorded.
 func (e *Engine) KnowsNamespace(name string) bool { _, ok := e.nsLabels[name]; return ok }
 
-// namespaceLabels are a namespace's labels; for one not recorded, only the
-// name label every namespace carries.
-func (e *Engine) namespaceLabels(ns string) map[string]string {
+// namespaceLabels are a namespace's labels and whether they are known;
+// for one not recorded, only the name label every namespace carries.
+func (e *Engine) namespaceLabels(ns string) (map[string]string, bool) {
 	if l, ok := e.nsLabels[ns]; ok {
-		return l
+		return l, true
 	}
-	return map[string]string{namespaceNameLabel: ns}
+	return map[string]string{namespaceNameLabel: ns}, false
 }
 
 // SetCiliumCluster names the Cilium cluster (io.cilium.k8s.policy.cluster).

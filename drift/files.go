@@ -44,6 +44,10 @@ type Manifests struct {
 	Skipped map[string]int
 	// Namespace is where objects without metadata.namespace land; "" is "default".
 	Namespace string
+	// NamespaceLabels give the labels of namespaces (drift -f
+	// --namespace-labels), over those of a Namespace object in the files:
+	// admin network policies and Cilium select on them.
+	NamespaceLabels map[string]map[string]string
 	// origins say where each object was read (Locate).
 	origins origins
 	// onPod, when set, takes each pod instead of Pods (FileScan streams
@@ -335,6 +339,7 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 	for _, p := range m.Pods {
 		checkFilePod(e, ts, col, p)
 	}
+	e.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil
 }
@@ -344,7 +349,12 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 // when they are streamed: FileScan).
 func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates, error) {
 	for _, ns := range m.Namespaces {
-		e.SetNamespace(ns.Name, ns.Labels)
+		if _, given := m.NamespaceLabels[ns.Name]; !given {
+			e.SetNamespace(ns.Name, ns.Labels)
+		}
+	}
+	for _, ns := range sortedKeys(m.NamespaceLabels) {
+		e.SetNamespace(ns, m.NamespaceLabels[ns])
 	}
 	for _, np := range m.NetworkPolicies {
 		if err := e.AddNetworkPolicy(np); err != nil {

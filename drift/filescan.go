@@ -45,6 +45,8 @@ type FileScan struct {
 	Stdin io.Reader
 	// Namespace is where objects without metadata.namespace land.
 	Namespace string
+	// NamespaceLabels give namespaces' labels (Manifests.NamespaceLabels).
+	NamespaceLabels map[string]map[string]string
 	// Workers decode pods in parallel (0: GOMAXPROCS).
 	Workers int
 	// TempDir holds standard input's copy ("" is os.TempDir()).
@@ -70,7 +72,7 @@ func (a docPos) before(b docPos) bool {
 
 // Run reads the files and adds their findings to col.
 func (s *FileScan) Run(col *Collector) error {
-	m := &Manifests{Namespace: s.Namespace}
+	m := &Manifests{Namespace: s.Namespace, NamespaceLabels: s.NamespaceLabels}
 	m.Skipped = map[string]int{}
 	var sources []scanSource
 	var cleanup []func()
@@ -258,6 +260,7 @@ pass1:
 	case setupErr != nil:
 		return setupErr
 	}
+	s.Engine.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil
 }

@@ -133,20 +133,36 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 	if pod.Spec.HostNetwork {
 		return // reported as host-network: no network policy applies there anyway
 	}
-	nsLabels := e.namespaceLabels(pod.Namespace)
+	nsLabels, nsKnown := e.namespaceLabels(pod.Namespace)
 	restricted := false
+	first := len(c.out)
 	stamp := func(rfs []ruleFinding) {
 		for _, rf := range rfs {
 			c.out = append(c.out, rf.on(c.ensureTarget(), c.ns))
 		}
 	}
-	var admin tierVerdict
-	if e.anp.known() {
-		admin = walkTier(e.anp.selecting(tierAdmin, pod.Namespace, nsLabels, pod.Labels))
-		for _, r := range admin.hits {
-			stamp(r.findings)
+	stampHits := func(hits []tierHit) {
+		for _, h := range hits {
+			for _, rf := range h.rule.findings {
+				f := rf.on(c.ensureTarget(), c.ns)
+				if h.tie != "" {
+					f.Evidence = appendEvidence(f.Evidence, h.tie)
+				}
+				c.out = append(c.out, f)
+			}
 		}
 	}
+	// und is what may select the pod or not: its namespace's labels are
+	// unknown (files without its Namespace object).
+	var und undetermined
+	var admin tierVerdict
+	if e.anp.known() {
+		var sel []*adminPolicy
+		sel, und.admin = e.anp.selecting(tierAdmin, pod.Namespace, nsLabels, nsKnown, pod.Labels)
+		admin = walkTier(sel)
+		stampHits(admin.hits)
+	}
+	und.adminEnd, und.adminEnded = admin.endPriority, admin.denyAll != "" || admin.passAll != ""
 	if admin.denyAll != "" {
 		restricted = true
 	} else {
@@ -167,14 +183,18 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 		}
 		restricted = npSelected
 		if !npSelected && e.anp.known() {
-			base := walkTier(e.anp.selecting(tierBaseline, pod.Namespace, nsLabels, pod.Labels))
-			for _, r := range base.hits {
-				stamp(r.findings)
-			}
+			// The baseline tier decides only for a pod no NetworkPolicy selects.
+			sel, baseUnd := e.anp.selecting(tierBaseline, pod.Namespace, nsLabels, nsKnown, pod.Labels)
+			und.baseline = baseUnd
+			base := walkTier(sel)
+			stampHits(base.hits)
 			restricted = base.denyAll != ""
 		}
 	}
-	if e.cil.checkPod(c, pod, nsLabels, e.ciliumCluster) {
+	tiers := len(c.out)
+	cilRestricts, cilUnd := e.cil.checkPod(c, pod, nsLabels, nsKnown, e.ciliumCluster)
+	und.cilium = cilUnd
+	if cilRestricts {
 		restricted = true
 	}
 	if !restricted {
@@ -186,6 +206,9 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 			"no egress policy selects the pod: every destination is reachable",
 			fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(e.p.Spec.Selector.MatchLabels)),
 			fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
+	}
+	if !und.empty() {
+		e.judgeUndetermined(c, pod.Namespace, und, first, tiers)
 	}
 }
 

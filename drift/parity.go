@@ -25,7 +25,9 @@ func (e *Engine) EgressPolicies(ns string, podLabels map[string]string, serviceA
 			out = append(out, "networkpolicy/"+np.ns+"/"+np.name)
 		}
 	})
-	for _, r := range e.cil.selecting(ns, podLabels, serviceAccount, e.namespaceLabels(ns), e.ciliumCluster) {
+	nsLabels, known := e.namespaceLabels(ns)
+	sel, _ := e.cil.selecting(ns, podLabels, serviceAccount, nsLabels, known, e.ciliumCluster)
+	for _, r := range sel {
 		// enableDefaultDeny {egress: false} denies nothing, but its allows
 		// still govern the pod's egress.
 		if r.egress || r.noDefaultDeny {
@@ -34,7 +36,8 @@ func (e *Engine) EgressPolicies(ns string, podLabels map[string]string, serviceA
 	}
 	// Admin network policies select by namespace labels and pod labels.
 	for _, tier := range []adminTier{tierAdmin, tierBaseline} {
-		for _, ap := range e.anp.selecting(tier, ns, e.namespaceLabels(ns), podLabels) {
+		sel, _ := e.anp.selecting(tier, ns, nsLabels, known, podLabels)
+		for _, ap := range sel {
 			if len(ap.rules) > 0 {
 				out = append(out, ap.id)
 			}

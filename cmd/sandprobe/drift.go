@@ -23,6 +23,7 @@ type driftOptions struct {
 	dockerHost  string
 	files       stringList
 	namespace   string
+	nsLabels    namespaceLabelsFlag
 	ciliumName  string
 	inspect     stringList
 	pageSize    int64
@@ -41,6 +42,7 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	group(fs, groupFiles, func() {
 		fs.VarP(&o.files, "filename", "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
 		fs.StringVarP(&o.namespace, "namespace", "n", "", "-f: the namespace of objects that name none, as kubectl apply -n does (default: default)")
+		fs.Var(&o.nsLabels, "namespace-labels", "-f: the labels of a namespace whose Namespace object is not in the files (admin network policies and Cilium select on them; without them such a verdict is inconclusive), as NS=KEY=VALUE,KEY=VALUE (NS= for none); repeatable, one per namespace")
 	})
 	group(fs, groupKube, func() {
 		fs.StringVar(&o.kubeconfig, "kubeconfig", "", "check this cluster (default $KUBECONFIG, or in-cluster config, when no other source is given)")
@@ -73,6 +75,10 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 		kube := o.kubeconfig != "" || o.kubeContext != ""
 		if o.wouldRefuse {
 			return a.driftWouldRefuse(ctx, &o, p, kube, logger)
+		}
+		if len(o.nsLabels) > 0 && len(o.files) == 0 {
+			fmt.Fprintln(a.stderr, "sandprobe drift: --namespace-labels describes namespaces for -f files: give -f")
+			return report.ExitBadInput
 		}
 		if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
 			if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {

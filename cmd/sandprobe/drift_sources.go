@@ -123,7 +123,7 @@ func readInput(stdin io.Reader, path string) ([]byte, error) {
 // bad input, already said on stderr.
 func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *drift.Engine, col *drift.Collector) bool {
 	if len(o.files) > 0 {
-		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace}
+		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace, NamespaceLabels: o.nsLabels}
 		if err := scan.Run(col); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
 			return false
