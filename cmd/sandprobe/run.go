@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -54,6 +57,7 @@ func (a *app) cmdRun(fs *pflag.FlagSet) runFunc {
 // so a scheduled cycle is built exactly like a one-shot one.
 type cycleFlags struct {
 	policyPath, backend, netns, controlNetns, sabotage string
+	volumes                                            stringList
 	deadline                                           time.Duration
 	noNetwork                                          bool
 	docker                                             dockerFlags
@@ -69,6 +73,7 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 		fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
 		fs.StringVar(&cf.controlNetns, "control-netns", "", "local backend: the control vantage, a named network namespace no sandbox rule governs (the lab: sp-control); every must-fail destination is dialled from there too, and a deny counts only where it answered (default: none, so no deny is proven)")
 		fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
+		fs.Var(&cf.volumes, "volume", "local backend: bind a host directory or file into the sandbox, SRC:DST[:ro|rw] (default rw), as docker -v: the workspace the phases share, a package cache (:ro), a baseline (:ro); repeatable")
 	})
 	group(fs, groupDocker, func() { cf.docker.register(fs) })
 	group(fs, groupKube, func() { cf.kube.register(fs) })
@@ -86,6 +91,14 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 	switch cf.backend {
 	case "local":
 		sb := local.SandboxFor(p, cf.netns)
+		for _, v := range cf.volumes {
+			vol, err := parseVolume(v)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "sandprobe %s: --volume: %v\n", cmd, err)
+				return nil, false
+			}
+			sb.Volumes = append(sb.Volumes, vol)
+		}
 		if err := sb.Sabotage(cf.sabotage); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe %s: --sabotage: %v\n", cmd, err)
 			return nil, false
@@ -154,4 +167,34 @@ func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
 // probeCycle is a backend's cycle, the same for every backend.
 func probeCycle(be runner.Backend, name string) runner.Cycle {
 	return runner.Cycle{Backend: be, Name: name, Version: probes.Version(), FixFor: probes.FixFor}
+}
+
+// parseVolume reads --volume SRC:DST[:ro|rw].
+func parseVolume(v string) (local.Volume, error) {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+		return local.Volume{}, fmt.Errorf("want SRC:DST[:ro|rw], got %q", v)
+	}
+	vol := local.Volume{Source: parts[0], Target: parts[1], Writable: true}
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "ro":
+			vol.Writable = false
+		case "rw":
+		default:
+			return local.Volume{}, fmt.Errorf("want SRC:DST[:ro|rw], got mode %q in %q", parts[2], v)
+		}
+	}
+	if !strings.HasPrefix(vol.Target, "/") || path.Clean(vol.Target) != vol.Target || vol.Target == "/" {
+		return local.Volume{}, fmt.Errorf("DST must be a clean absolute path other than /, got %q", vol.Target)
+	}
+	if _, err := os.Stat(vol.Source); err != nil {
+		return local.Volume{}, fmt.Errorf("SRC %s: %v", vol.Source, unwrapPath(err))
+	}
+	abs, err := filepath.Abs(vol.Source)
+	if err != nil {
+		return local.Volume{}, err
+	}
+	vol.Source = abs
+	return vol, nil
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -77,6 +78,9 @@ func setup(s initSpec) error {
 		}
 	}
 	if err := dropPrivileges(sb); err != nil {
+		return err
+	}
+	if err := runPhase(sb); err != nil {
 		return err
 	}
 	return unix.Exec(s.Argv[0], s.Argv, sb.Env)
@@ -261,6 +265,60 @@ func buildRoot(s initSpec) error {
 		if err := bindReadOnly(m.Source, dst, fi.IsDir()); err != nil {
 			return err
 		}
+	}
+	// Last, so a volume at a writable path replaces its tmpfs: the shared
+	// workspace outlives the sandbox.
+	for _, v := range sb.Volumes {
+		dst := filepath.Join(root, v.Target)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("volume %s at %s: %w", v.Source, v.Target, err)
+		}
+		if _, err := os.Stat(dst); err == nil {
+			if err := unix.Mount(v.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("volume %s: %w", v.Source, err)
+			}
+			if !v.Writable {
+				if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}); err != nil {
+					return fmt.Errorf("make volume %s read-only: %w", v.Source, err)
+				}
+			}
+			continue
+		}
+		fi, err := os.Stat(v.Source)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", v.Source, err)
+		}
+		if v.Writable {
+			err = bind(v.Source, dst, fi.IsDir())
+		} else {
+			err = bindReadOnly(v.Source, dst, fi.IsDir())
+		}
+		if err != nil {
+			return fmt.Errorf("volume %s at %s: %w", v.Source, v.Target, err)
+		}
+	}
+	return nil
+}
+
+// runPhase runs the sandbox's phase script as the sandbox's own process
+// (its uid, no capabilities, its seccomp filter) before the probe starts.
+func runPhase(sb Sandbox) error {
+	if len(sb.Phase) == 0 {
+		return nil
+	}
+	script := strings.Join(sb.Phase, "\n")
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-ec", script}, &syscall.ProcAttr{
+		Dir: "/", Env: sb.Env, Files: []uintptr{0, 2, 2}, // its stdout to stderr: stdout is the probe's result
+	})
+	if err != nil {
+		return fmt.Errorf("phase script: %w", err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		return fmt.Errorf("phase script: %w", err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("phase script failed: %v", ws)
 	}
 	return nil
 }

@@ -48,8 +48,19 @@ type Sandbox struct {
 	KeepCaps     CapSets  // capabilities deliberately left in (sabotage)
 	Binds        []string // host files made visible read-only at the same path (a CA bundle)
 	Mounts       []Mount  // host files or directories mounted read-only elsewhere (a declared credential)
-	NetNS        string   // named network namespace (/run/netns/NAME); "" means a new, empty one
-	Hostname     string
+	// Volumes are host directories that outlive the sandbox, bound at their
+	// target: the workspace the phases of an attempt share (read-write), a
+	// node's package cache (read-only).
+	Volumes []Volume
+	// Workspace is where the shared workspace is (the policy's
+	// spec.phases.workspace): the plant-* sabotages write there.
+	Workspace string
+	// Phase is a shell script (lines) the sandbox runs as its own uid,
+	// with its own privileges, before the probe: a phase's work, or what a
+	// malicious phase leaves for the next one (the plant-* sabotages).
+	Phase    []string
+	NetNS    string // named network namespace (/run/netns/NAME); "" means a new, empty one
+	Hostname string
 
 	// Escape preconditions, for sabotage only (the escape checks must see them).
 	HostPID      bool     // no PID namespace of its own: the host's processes are visible
@@ -64,6 +75,14 @@ type Sandbox struct {
 type Mount struct {
 	Source string `json:"source"`
 	Target string `json:"target"`
+}
+
+// Volume is a host directory (or file) bound into the sandbox at Target,
+// writable or not.
+type Volume struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	Writable bool   `json:"writable,omitempty"`
 }
 
 // CapSets names capabilities to leave in each set.
@@ -85,6 +104,7 @@ func SandboxFor(p *policy.Policy, netns string) Sandbox {
 		Seccomp:      s.Seccomp != policy.SeccompUnconfined,
 		NetNS:        netns,
 		Hostname:     "sandbox",
+		Workspace:    s.Phases.Workspace,
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
 	}
 	for _, g := range s.Identity.SupplementalGroups {

