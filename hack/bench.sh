@@ -43,6 +43,12 @@ SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hac
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
+echo "== egress-usage: 100,000 and 1,000,000 generated Squid access.log lines (200 sandboxes, a long tail of hosts, bursts), sandprobe egress-usage -o json vs grep -c counting the same file twice (goals: ≤ 0.5 × grep's two counts at 1,000,000 lines; peak RSS flat, ≤ 1.5 × from 100,000 to 1,000,000 lines and ≤ 64 MB) =="
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./audit -run '^TestBenchEgressUsage$' -count=1 -timeout 20m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== binary sizes (static, stripped; goals: sandprobe-probe ≤ 12 MB, what every sandbox receives; sandprobe ≤ 35 MB, the runner, no longer copied into sandboxes), the probe against the full binary it was split from =="
 # MB here is 2^20 bytes, as before. sandprobe-probe is what every sandbox
 # receives (docs/probe.md); an empty static Go program is the floor.

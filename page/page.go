@@ -118,6 +118,7 @@ type view struct {
 	Other                                                  []row
 	OtherPassed                                            int
 	Notes                                                  []string
+	Usage                                                  *usageView // the proxy's record, when the run read one (usage.go)
 }
 
 // status is a status as a word and its CSS class.
@@ -150,6 +151,8 @@ type row struct {
 	Evidence                       []string
 	History                        []histCell
 	Since                          string
+	Use                            *allowanceUse // what the proxy's record shows of an allowance
+	allowance                      int           // spec.egress.allow index + 1 of an allowed row; 0 for none
 }
 
 type histCell struct{ Letter, Class, Title string }
@@ -249,6 +252,7 @@ func build(pg Page) view {
 	}
 	sort.SliceStable(v.Attention, func(i, j int) bool { return attentionOrder(v.Attention[i]) < attentionOrder(v.Attention[j]) })
 	v.Allowed = allowedRows(run, egress, reasons, hist)
+	v.Usage = usageOf(run.EgressUsage, v.Allowed)
 	v.Drift = driftGroups(run, reasons, hist)
 	v.Changes = hist.changes(run, func(f report.Finding) row { return mk(f) })
 	return v
@@ -346,7 +350,7 @@ func allowedRows(run report.Run, e policy.Egress, reasons map[string]string, his
 	}
 	var out []row
 	used := map[string]bool{}
-	for _, a := range e.Allow {
+	for i, a := range e.Allow {
 		subjects := []string{allowedSubject(a, e.Proxy != ""), hostPort(a.Host, a.Port)}
 		var fs []report.Finding
 		for _, s := range subjects {
@@ -361,12 +365,14 @@ func allowedRows(run report.Run, e policy.Egress, reasons map[string]string, his
 				S: status{"NO VERDICT", "error"}, Status: "none", Actual: "this run holds no verdict for this allowance (a run without network checks, or a probe that did not report)",
 			}
 			r.Host, r.Port, r.Reason = a.Host, strconv.Itoa(a.Port), a.Reason
+			r.allowance = i + 1
 			out = append(out, r)
 			continue
 		}
 		for _, f := range fs {
 			r := hist.annotate(makeRow(run, f, reasons, e.Proxy))
 			r.Host, r.Port, r.Reason = a.Host, strconv.Itoa(a.Port), a.Reason
+			r.allowance = i + 1
 			if a.Probe != "" {
 				r.Host = a.Host + " (probed as " + a.Probe + ")"
 			}

@@ -96,6 +96,7 @@ type Metrics struct {
 
 	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift,
 	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
+	usage usageDescs // the egress record's (metrics_egress.go)
 }
 
 // NewMetrics creates sandprobe's collectors and registers them on reg.
@@ -145,6 +146,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Unix time the last run that could check (exit 0 or 1) finished.", nil, nil),
 		info: prometheus.NewDesc(MetricInfo,
 			"The version of sandprobe and the policy it checks; always 1.", []string{"version", "policy"}, nil),
+		usage: newUsageDescs(),
 	}
 	// Every result exists from the start so rate() and increase() see the first run.
 	for _, r := range []string{"pass", "fail", "error"} {
@@ -162,6 +164,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.scanned, m.policyNamespaces, m.duration, m.lastRun, m.lastSuccessDesc, m.info} {
 		ch <- d
 	}
+	m.usage.describe(ch)
 	m.runs.Describe(ch)
 	m.skipped.Describe(ch)
 }
@@ -213,6 +216,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range s.phases {
 		gauge(m.duration, x.value, x.labels...)
 	}
+	m.usage.collect(ch, s.usage)
 }
 
 // Observe replaces the gauges with what run found and counts the run. now
@@ -274,6 +278,7 @@ type runSeries struct {
 	driftRan                                                                                        bool
 	version, policy                                                                                 string
 	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift, phases []labelled
+	usage                                                                                           *usageSeries
 }
 
 type labelled struct {
@@ -408,6 +413,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		}
 	}
 	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
+	s.usage = usageSeriesFor(run.EgressUsage)
 	return s // unsorted: the registry sorts what it gathers
 }
 

@@ -27,6 +27,9 @@ type Run struct {
 	Findings           []Finding `json:"findings"`
 	// Probes are the raw probe results, kept for the JSON report.
 	Probes []ProbeResult `json:"probes,omitempty"`
+	// EgressUsage is what the egress record said of the allowances, when
+	// the run read one (--egress-log).
+	EgressUsage *EgressUsage `json:"egressUsage,omitempty"`
 	// Spooled, when set, holds the findings instead of Findings (a run
 	// over more objects than fit in memory as structs). Writers read
 	// either through Set.

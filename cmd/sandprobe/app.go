@@ -45,6 +45,7 @@ func commands() []command {
 		{"install", "copy this static binary to DEST (the probe pod's init container, for a probe in the sandbox's own image)", "DEST", 1, (*app).cmdInstall},
 		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", "--policy FILE [--kubeconfig PATH [--context NAME] | --docker | -f FILE | --inspect FILE]... [flags]", 0, (*app).cmdDrift},
 		{"scan-workspace", "between two phases: name every file on the shared workspace that would run, or change how tools run, in the next phase, against the baseline the trusted step sealed", "DIR [--baseline FILE | --seal FILE] [flags]", 1, (*app).cmdScanWorkspace},
+		{"egress-usage", "the proxy's record held against the policy: each allowance's use, unused ones, risky wildcards, denied attempts, what the policy would block", "--policy FILE --log FILE... [--unused-days N] [flags]", 0, (*app).cmdEgressUsage},
 		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist] [flags]", 0, (*app).cmdRender},
 		{"version", "print the version", "", 0, (*app).cmdVersion},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/admission"
+	"github.com/sandprobe/sandprobe/audit"
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -34,6 +35,11 @@ func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
 			fmt.Fprintln(tw)
 			fmt.Fprintln(tw, "ADMISSION\t\t\tPROVES")
 			fmt.Fprintf(tw, "%s\tpod\t\t%s\n", admission.CheckWouldRefuse, admission.Proves)
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "EGRESS RECORD\t\t\tPROVES")
+			for _, c := range audit.Checks() {
+				fmt.Fprintf(tw, "%s\tpolicy\t\t%s\n", c.ID, c.Proves)
+			}
 			tw.Flush()
 		case "json":
 			type entry struct {
@@ -48,6 +54,9 @@ func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
 				list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
 			}
 			list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
+			for _, c := range audit.Checks() {
+				list = append(list, entry{c.ID, "egress-record", c.Proves, c.Fix, false})
+			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
 			if err := enc.Encode(list); err != nil {
@@ -94,6 +103,15 @@ func writeChecksMarkdown(w io.Writer, cat []probes.Check) {
 	fmt.Fprintf(w, "- **Proves:** %s\n", admission.Proves)
 	fmt.Fprintf(w, "- **Fix when it fails:** %s\n", admission.Fix)
 	fmt.Fprintln(w, "- **Runs:** `sandprobe drift --would-refuse` (the audit stage before the binding says Deny; see [kubernetes.md](kubernetes.md#rolling-it-out-audit-then-warn-then-deny))")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "## egress record")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Judged by `sandprobe egress-usage --policy P --log FILE...` from the proxy's record or the flows ([egress.md](egress.md#evidence-the-proxys-record)), never from inside a sandbox.")
+	for _, c := range audit.Checks() {
+		fmt.Fprintf(w, "\n### `%s`\n\n", c.ID)
+		fmt.Fprintf(w, "- **Proves:** %s\n", c.Proves)
+		fmt.Fprintf(w, "- **Fix when it fails:** %s\n", c.Fix)
+	}
 }
 
 func yesNo(b bool) string {

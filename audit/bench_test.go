@@ -1,0 +1,213 @@
+package audit_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+)
+
+// TestBenchEgressUsage (make bench; SANDPROBE_BENCH=1): `sandprobe
+// egress-usage` over a generated Squid access.log of 1,000,000 lines (and
+// of 100,000, for memory), against `grep -c` counting the same file twice
+// (the denied lines, then the tunnels) in the same run. Each child's wall
+// time, CPU and peak RSS come from drift/testdata/maxrss; each command's
+// best of two rounds, taken in turn. Goals: egress-usage in well under
+// (≤ 0.5×) the time of grep's two counts; peak RSS flat (the 1,000,000-line
+// run ≤ 1.5× the 100,000-line run, ≤ 64 MB). SANDPROBE_BENCH_LOG_LINES
+// overrides the sizes ("100000,1000000").
+//
+// The log is shaped like a real one: 200 sandboxes, destinations drawn
+// from a long tail (a few hot hosts, a hundred and fifty rare ones, most
+// of them denied),
+// each sandbox's requests in bursts, and the probe's own marked attempts.
+func TestBenchEgressUsage(t *testing.T) {
+	if os.Getenv("SANDPROBE_BENCH") != "1" {
+		t.Skip("set SANDPROBE_BENCH=1 (make bench)")
+	}
+	sizes := []int{100000, 1000000}
+	if v := os.Getenv("SANDPROBE_BENCH_LOG_LINES"); v != "" {
+		sizes = nil
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("SANDPROBE_BENCH_LOG_LINES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	bin := testenv.Binary(t)
+	grep, err := exec.LookPath("grep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	maxrss := filepath.Join(tmp, "maxrss")
+	if b, err := exec.Command("go", "build", "-o", maxrss, "../drift/testdata/maxrss").CombinedOutput(); err != nil {
+		t.Fatalf("build maxrss: %v\n%s", err, b)
+	}
+	policyPath := filepath.Join(tmp, "policy.yaml")
+	if err := os.WriteFile(policyPath, []byte(benchPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type measure struct{ seconds, cpu, mb float64 }
+	run := func(okCodes []int, args ...string) measure {
+		var errb strings.Builder
+		cmd := exec.Command(maxrss, args...)
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if !containsInt(okCodes, code) {
+			t.Fatalf("%v: exit %d\n%.2000s", args, code, errb.String())
+		}
+		m := regexp.MustCompile(`maxrss_kib=(\d+) seconds=([\d.]+) cpu=([\d.]+)`).FindStringSubmatch(errb.String())
+		if m == nil {
+			t.Fatalf("%v: no measurement in %q", args, errb.String())
+		}
+		kib, _ := strconv.ParseFloat(m[1], 64)
+		secs, _ := strconv.ParseFloat(m[2], 64)
+		cpu, _ := strconv.ParseFloat(m[3], 64)
+		return measure{secs, cpu, kib / 1024}
+	}
+	best := func(a, b measure) measure {
+		return measure{min(a.seconds, b.seconds), min(a.cpu, b.cpu), min(a.mb, b.mb)}
+	}
+	type result struct {
+		lines        int
+		fileMB       float64
+		grep1, grep2 measure
+		usage        measure
+	}
+	var results []result
+	for _, n := range sizes {
+		file := filepath.Join(tmp, fmt.Sprintf("access-%d.log", n))
+		size := writeBenchLog(t, file, n)
+		r := result{lines: n, fileMB: float64(size) / 1e6}
+		for round := 0; round < 2; round++ {
+			g1 := run([]int{0}, grep, "-c", "TCP_DENIED", file)
+			g2 := run([]int{0}, grep, "-c", "TCP_TUNNEL", file)
+			u := run([]int{0, 1}, bin, "egress-usage", "--policy", policyPath, "--log", file, "-o", "json")
+			if round == 0 {
+				r.grep1, r.grep2, r.usage = g1, g2, u
+			} else {
+				r.grep1, r.grep2, r.usage = best(r.grep1, g1), best(r.grep2, g2), best(r.usage, u)
+			}
+		}
+		results = append(results, r)
+		os.Remove(file)
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Printf("egress-usage bench: generated Squid access.log, sandprobe egress-usage -o json vs grep -c counting the same file twice (TCP_DENIED, then TCP_TUNNEL), same run, best of two rounds\n")
+	for _, r := range results {
+		twice := r.grep1.seconds + r.grep2.seconds
+		fmt.Printf("  %9d lines (%4.0f MB): grep -c ×2 %6.3f s (CPU %.3f s, %5.1f MB) | egress-usage %6.3f s (CPU %.3f s, %5.1f MB peak RSS) = %.2f × grep's two counts\n",
+			r.lines, r.fileMB, twice, r.grep1.cpu+r.grep2.cpu, max(r.grep1.mb, r.grep2.mb), r.usage.seconds, r.usage.cpu, r.usage.mb, r.usage.seconds/twice)
+	}
+	last := results[len(results)-1]
+	ratio := last.usage.seconds / (last.grep1.seconds + last.grep2.seconds)
+	fmt.Printf("  %d lines: egress-usage takes %.2f × the time grep -c takes to count them twice — goal ≤ 0.5×: %s\n", last.lines, ratio, verdict(ratio <= 0.5))
+	if len(results) >= 2 {
+		first := results[0]
+		growth := last.usage.mb / first.usage.mb
+		fmt.Printf("  peak RSS %.1f MB at %d lines, %.1f MB at %d (%.2f×) — goal flat (≤ 1.5×, ≤ 64 MB): %s\n", first.usage.mb, first.lines, last.usage.mb, last.lines, growth, verdict(growth <= 1.5 && last.usage.mb <= 64))
+		// Memory is what a loaded machine cannot blur: it fails the bench.
+		if growth > 1.5 || last.usage.mb > 64 {
+			t.Errorf("egress-usage memory is not flat: %.1f MB at %d lines, %.1f MB at %d", first.usage.mb, first.lines, last.usage.mb, last.lines)
+		}
+	}
+}
+
+func containsInt(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+const benchPolicy = `apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: bench}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  egress:
+    proxy: http://10.99.31.28:3128
+    allow:
+      - {host: api.anthropic.com, port: 443, reason: "the model API"}
+      - {host: "*.github.com", port: 443, reason: "git through the broker"}
+      - {host: registry.npmjs.org, port: 443, reason: "packages"}
+      - {host: pypi.org, port: 443, reason: "packages"}
+      - {host: files.pythonhosted.org, port: 443, reason: "packages"}
+      - {host: "*.githubusercontent.com", port: 443, reason: "release assets"}
+      - {host: deb.debian.org, port: 80, reason: "apt"}
+      - {host: proxy.golang.org, port: 443, reason: "Go modules"}
+      - {host: old-mirror.example.com, port: 443, reason: "the mirror before 2024"}
+    mustFail: {hosts: [example.com]}
+`
+
+// writeBenchLog writes n native Squid lines and returns the file's size.
+func writeBenchLog(t *testing.T, path string, n int) int64 {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	hot := []string{"api.anthropic.com:443", "api.github.com:443", "registry.npmjs.org:443", "pypi.org:443", "files.pythonhosted.org:443", "objects.githubusercontent.com:443", "proxy.golang.org:443", "codeload.github.com:443"}
+	zipf := rand.NewZipf(rng, 1.2, 4, 150)
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	step := int64(30*24*3600*1000) / int64(n)
+	line := 0
+	for line < n {
+		sandbox := fmt.Sprintf("10.244.%d.%d", rng.IntN(2), 2+rng.IntN(100))
+		k := int(zipf.Uint64())
+		var dest string
+		if k < len(hot) {
+			dest = hot[k]
+		} else {
+			dest = fmt.Sprintf("host%d.example.net:443", k)
+		}
+		denied := k >= len(hot) && rng.IntN(100) < 60
+		burst := 1 + rng.IntN(8)
+		for b := 0; b < burst && line < n; b++ {
+			ms := t0 + int64(line)*step
+			ua := "node/20"
+			if line%997 == 0 {
+				ua = "sandprobe/1.0 nonce=bench"
+			}
+			if denied {
+				fmt.Fprintf(w, "%d.%03d %6d %s TCP_DENIED/403 3900 CONNECT %s - HIER_NONE/- text/html 180 %q\n", ms/1000, ms%1000, 0, sandbox, dest, ua)
+			} else {
+				fmt.Fprintf(w, "%d.%03d %6d %s TCP_TUNNEL/200 %d CONNECT %s - HIER_DIRECT/203.0.113.%d - %d %q\n", ms/1000, ms%1000, rng.IntN(30000), sandbox, 2000+rng.IntN(900000), dest, 1+rng.IntN(250), 200+rng.IntN(5000), ua)
+			}
+			line++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	f.Close()
+	return fi.Size()
+}
