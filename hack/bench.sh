@@ -49,6 +49,12 @@ SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
+echo "== cache verify: a generated npm cache of 100,000 entries (200,000 files), every content file and index line re-hashed against its key, and the same against its seal, vs reading every file once with cat (goals: ≤ 2.5x cat; peak RSS ≤ 64 MB and flat: 100,000 entries ≤ 1.5x the 10,000-entry run) =="
+SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
+	go test ./cache -run '^TestBenchCacheVerify$' -count=1 -timeout 30m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== binary sizes (static, stripped; goals: sandprobe-probe ≤ 12 MB, what every sandbox receives; sandprobe ≤ 35 MB, the runner, no longer copied into sandboxes), the probe against the full binary it was split from =="
 # MB here is 2^20 bytes, as before. sandprobe-probe is what every sandbox
 # receives (docs/probe.md); an empty static Go program is the floor.

@@ -20,6 +20,7 @@ declare -A want=(
   [chromium]=/usr/bin/chromium
   [debootstrap]=/usr/sbin/debootstrap
   [git]=/usr/bin/git
+  [npm]=/usr/bin/npm
   [procps]=/usr/bin/pgrep
   [jq]=/usr/bin/jq
   [util-linux]=/usr/bin/findmnt

@@ -31,7 +31,13 @@ type command struct {
 	summary string
 	usage   string // what follows `sandprobe NAME` in its usage line
 	args    int    // positional arguments it takes: 0, or exactly that many
-	setup   func(a *app, fs *pflag.FlagSet) runFunc
+	// setup is nil for a command that only groups subcommands.
+	setup func(a *app, fs *pflag.FlagSet) runFunc
+}
+
+// subcommands are the commands under a command that only groups them.
+func subcommands() map[string][]command {
+	return map[string][]command{"cache": cacheCommands()}
 }
 
 func commands() []command {
@@ -46,6 +52,7 @@ func commands() []command {
 		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", "--policy FILE [--kubeconfig PATH [--context NAME] | --docker | -f FILE | --inspect FILE]... [flags]", 0, (*app).cmdDrift},
 		{"scan-workspace", "between two phases: name every file on the shared workspace that would run, or change how tools run, in the next phase, against the baseline the trusted step sealed", "DIR [--baseline FILE | --seal FILE] [flags]", 1, (*app).cmdScanWorkspace},
 		{"egress-usage", "the proxy's record held against the policy: each allowance's use, unused ones, risky wildcards, denied attempts, what the policy would block", "--policy FILE --log FILE... [--unused-days N] [flags]", 0, (*app).cmdEgressUsage},
+		{"cache", "seal a package cache at a trusted point; verify it against the seal and its content addresses", "seal|verify DIR [flags]", 0, nil},
 		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist] [flags]", 0, (*app).cmdRender},
 		{"version", "print the version", "", 0, (*app).cmdVersion},
 	}

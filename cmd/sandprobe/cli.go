@@ -44,7 +44,16 @@ func (a *app) rootCommand(code *int) *cobra.Command {
 	byName := map[string]command{}
 	for _, c := range commands() {
 		byName[c.name] = c
-		root.AddCommand(a.cobraCommand(c, code))
+		cmd := a.cobraCommand(c, code)
+		root.AddCommand(cmd)
+		for _, sub := range subcommands()[c.name] {
+			full := sub
+			full.name = c.name + " " + sub.name
+			byName[full.name] = full
+			child := a.cobraCommand(sub, code)
+			child.SetGlobalNormalizationFunc(normalizeFlag)
+			cmd.AddCommand(child)
+		}
 	}
 	completionCommand(root)
 	a.setHelp(root, byName)
@@ -72,6 +81,22 @@ func (a *app) cobraCommand(c command, code *int) *cobra.Command {
 		cmd.ValidArgsFunction = nil // install DEST: a path
 	}
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
+	if subs := subcommands()[c.name]; len(subs) > 0 {
+		names := make([]string, len(subs))
+		for i, s := range subs {
+			names[i] = s.name
+		}
+		cmd.ValidArgsFunction = nil
+		cmd.Args = nil
+		cmd.RunE = func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown subcommand %q: want %s", args[0], strings.Join(names, " or "))}
+			}
+			return usageError{fmt.Errorf("want a subcommand: %s", strings.Join(names, " or "))}
+		}
+		cmd.InitDefaultHelpFlag()
+		return cmd
+	}
 	run := c.setup(a, cmd.Flags())
 	cmd.InitDefaultHelpFlag()
 	registerCompletions(cmd, c.name)
@@ -94,7 +119,13 @@ func (a *app) Run(ctx context.Context, args []string) int {
 	code := report.ExitOK
 	root := a.rootCommand(&code)
 	if cmd, _, err := root.Find(args[:1]); err == nil && cmd != root {
-		args = append(args[:1:1], legacyArgs(cmd.Flags(), args[1:])...)
+		n := 1
+		if cmd.HasSubCommands() && len(args) > 1 {
+			if sub, _, err := cmd.Find(args[1:2]); err == nil && sub != cmd {
+				cmd, n = sub, 2
+			}
+		}
+		args = append(args[:n:n], legacyArgs(cmd.Flags(), args[n:])...)
 	} else if !strings.HasPrefix(args[0], "-") && !isCobraCommand(args[0]) {
 		msg := fmt.Sprintf("sandprobe: unknown command %q", args[0])
 		if s := root.SuggestionsFor(args[0]); len(s) > 0 {

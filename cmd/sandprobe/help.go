@@ -45,6 +45,21 @@ func commandHelp(w io.Writer, cmd *cobra.Command, c command) {
 	fmt.Fprint(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\n")
 }
 
+// groupHelp prints the help of a command that groups subcommands.
+func groupHelp(w io.Writer, c command) {
+	fmt.Fprintf(w, "%s\n\nUsage:\n", upperFirst(c.summary))
+	subs := subcommands()[c.name]
+	for _, s := range subs {
+		fmt.Fprintf(w, "  sandprobe %s %s %s\n", c.name, s.name, s.usage)
+	}
+	fmt.Fprint(w, "\nCommands:\n")
+	for _, s := range subs {
+		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.summary)
+	}
+	fmt.Fprintf(w, "\nRun `sandprobe help %s COMMAND` for a command's flags.\n", c.name)
+	fmt.Fprint(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\n")
+}
+
 func upperFirst(s string) string {
 	if s == "" {
 		return s
@@ -71,10 +86,12 @@ func (a *app) usage(w io.Writer) {
 func (a *app) setHelp(root *cobra.Command, byName map[string]command) {
 	defaultHelp := root.HelpFunc()
 	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
-		switch c, ok := byName[cmd.Name()]; {
+		switch c, ok := byName[strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")]; {
 		case cmd == root:
 			a.usage(cmd.OutOrStdout())
-		case ok && cmd.Parent() == root:
+		case ok && c.setup == nil:
+			groupHelp(cmd.OutOrStdout(), c)
+		case ok:
 			commandHelp(cmd.OutOrStdout(), cmd, c)
 		default: // completion and its shells: cobra's own text
 			defaultHelp(cmd, args)
