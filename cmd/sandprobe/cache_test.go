@@ -85,3 +85,34 @@ func TestCacheBadInput(t *testing.T) {
 		t.Errorf("a refused seal wrote into DIR: %v", entries)
 	}
 }
+
+// TestDriftCache: drift --cache verifies the node's cache in the same run
+// as the sandboxes (here, none: the cache alone) and names what changed.
+func TestDriftCache(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a/x.js"), []byte("ok"), 0o644)
+	manifest := filepath.Join(t.TempDir(), "seal.txt")
+	if code, _, stderr := runApp(t, "", "cache", "seal", dir, "--manifest", manifest); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", "../../fixtures/policy.yaml", "--cache", dir, "--cache-manifest", manifest)
+	if code != 0 || strings.Contains(stdout, "no sandbox found") {
+		t.Fatalf("clean: exit %d\n%s%s", code, stdout, stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "a/x.js"), []byte("evil"), 0o644)
+	code, stdout, stderr = runApp(t, "", "drift", "--policy", "../../fixtures/policy.yaml", "--cache", dir, "--cache-manifest", manifest, "-o", "json")
+	if code != 1 || !strings.Contains(stdout, `"check": "cache.sealed"`) || !strings.Contains(stdout, "x.js") {
+		t.Fatalf("changed: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, bad := range [][]string{
+		{"--cache", dir, "--cache-manifest", manifest, "--cache-manifest", manifest},
+		{"--cache", filepath.Join(dir, "nope")},
+		{"--cache", dir, "--cache-manifest", filepath.Join(dir, "a/x.js")},
+	} {
+		code, _, stderr := runApp(t, "", append([]string{"drift", "--policy", "../../fixtures/policy.yaml"}, bad...)...)
+		if code != 2 || !strings.HasPrefix(stderr, "sandprobe drift: --cache") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q", bad, code, stderr)
+		}
+	}
+}

@@ -31,6 +31,7 @@ type driftOptions struct {
 	wouldRefuse bool
 	out         outputs
 	lf          logFlags
+	cache       driftCacheFlags
 }
 
 func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
@@ -57,6 +58,7 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	o.out.register(fs)
 	o.out.registerSARIF(fs, sarifRules())
 	o.lf.register(fs)
+	o.cache.register(fs)
 	return func(ctx context.Context, _ []string) int {
 		if err := o.out.check(); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
@@ -80,9 +82,15 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 			fmt.Fprintln(a.stderr, "sandprobe drift: --namespace-labels describes namespaces for -f files: give -f")
 			return report.ExitBadInput
 		}
-		if !kube && !o.docker && len(o.files) == 0 && len(o.inspect) == 0 {
+		caches, err := o.cache.jobs()
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			return report.ExitBadInput
+		}
+		sandboxSource := kube || o.docker || len(o.files) > 0 || len(o.inspect) > 0
+		if !sandboxSource && len(caches) == 0 {
 			if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-				fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE or --inspect FILE")
+				fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE, --inspect FILE or --cache DIR")
 				return report.ExitBadInput
 			}
 			kube = true
@@ -134,7 +142,10 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
 			col.AddError("drift", "list", runErr)
 		}
-		if col.Scanned == 0 && runErr == nil {
+		if runErr == nil {
+			runErr = driftCaches(ctx, caches, spool, col)
+		}
+		if col.Scanned == 0 && runErr == nil && (sandboxSource || kube) {
 			col.Note("no sandbox found: nothing carries the labels %s", drift.SelectorText(p))
 		}
 		col.Summary(p)

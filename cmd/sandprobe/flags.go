@@ -30,7 +30,7 @@ const (
 	groupLogging = "Logging flags"
 )
 
-var groupOrder = []string{"Flags", groupFiles, groupLocal, groupDocker, groupKube, groupServe, groupOutputs, groupLogging}
+var groupOrder = []string{"Flags", groupFiles, groupLocal, groupDocker, groupKube, groupCache, groupServe, groupOutputs, groupLogging}
 
 // group puts the flags that register adds to fs into a help section.
 func group(fs *pflag.FlagSet, title string, register func()) {
