@@ -37,6 +37,10 @@ type Cycle struct {
 	Version string // sandprobe's version, in the report
 	// FixFor gives a check's fix where a compact result dropped it.
 	FixFor func(checkID string) string
+	// Trail, when set, reads the proxy's record after the probe and finds
+	// every attempt the probe made through the proxy in it
+	// (egress.audit-trail, record.go).
+	Trail *Trail
 }
 
 // Run performs the cycle. A backend error becomes error findings, so the
@@ -58,6 +62,11 @@ func (c Cycle) Run(ctx context.Context, spec ProbeSpec) (report.Run, error) {
 			return run, err
 		}
 	}
+	var mark RecordMark
+	var markErr error
+	if c.Trail != nil {
+		mark, markErr = c.Trail.Record.Mark(ctx)
+	}
 	probeStart := time.Now()
 	results, err := c.Backend.Run(ctx, spec)
 	for _, res := range results {
@@ -72,8 +81,11 @@ func (c Cycle) Run(ctx context.Context, spec ProbeSpec) (report.Run, error) {
 			run.Findings = append(run.Findings, cnr.Finding())
 		}
 	}
-	run.Seconds = time.Since(start).Seconds()
 	run.Phases = map[string]float64{"probe": time.Since(probeStart).Seconds()}
+	if c.Trail != nil && !spec.NoNetwork {
+		c.Trail.check(ctx, spec, &run, mark, markErr, probeStart)
+	}
+	run.Seconds = time.Since(start).Seconds()
 	if ap, ok := c.Backend.(AfterProbe); ok && ctx.Err() == nil && !spec.SkipAfterProbe {
 		ap.AfterProbe(ctx, spec, &run)
 	}

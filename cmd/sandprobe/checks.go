@@ -106,7 +106,7 @@ func writeChecksMarkdown(w io.Writer, cat []probes.Check) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## egress record")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Judged by `sandprobe egress-usage --policy P --log FILE...` from the proxy's record or the flows ([egress.md](egress.md#evidence-the-proxys-record)), never from inside a sandbox.")
+	fmt.Fprintln(w, "Judged from the proxy's record or the flows, never from inside a sandbox: `egress.audit-trail` by `sandprobe run --proxy-log FILE` after each probe, the others by `sandprobe egress-usage --policy P --log FILE...` ([egress.md](egress.md#evidence-the-proxys-record)).")
 	for _, c := range audit.Checks() {
 		fmt.Fprintf(w, "\n### `%s`\n\n", c.ID)
 		fmt.Fprintf(w, "- **Proves:** %s\n", c.Proves)

@@ -62,6 +62,7 @@ type cycleFlags struct {
 	noNetwork                                          bool
 	docker                                             dockerFlags
 	kube                                               kubeFlags
+	proxyLog                                           proxyLogFlags
 }
 
 func (cf *cycleFlags) register(fs *pflag.FlagSet) {
@@ -69,6 +70,7 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&cf.backend, "backend", "local", "where to run the probe: local, docker or kube")
 	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
+	cf.proxyLog.register(fs)
 	group(fs, groupLocal, func() {
 		fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
 		fs.StringVar(&cf.controlNetns, "control-netns", "", "local backend: the control vantage, a named network namespace no sandbox rule governs (the lab: sp-control); every must-fail destination is dialled from there too, and a deny counts only where it answered (default: none, so no deny is proven)")
@@ -84,6 +86,10 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bool) {
 	p, raw, ok := a.loadPolicy(cf.policyPath)
 	if !ok {
+		return nil, false
+	}
+	if err := cf.proxyLog.check(p, cf.backend); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe %s: %v\n", cmd, err)
 		return nil, false
 	}
 	var be runner.Backend
@@ -122,7 +128,13 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 		fmt.Fprintf(a.stderr, "sandprobe %s: --backend: want local, docker or kube, got %q\n", cmd, cf.backend)
 		return nil, false
 	}
-	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: cf.kube.clients}
+	trail, err := cf.proxyLog.trail(cf.kube.clients)
+	if err != nil {
+		closeBackend()
+		fmt.Fprintf(a.stderr, "sandprobe %s: %v\n", cmd, err)
+		return nil, false
+	}
+	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: cf.kube.clients, trail: trail}
 	cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
 	if cmd == "serve" {
 		cyc.say = func(msg string) { logger.Error(msg) }
@@ -144,6 +156,8 @@ type cycle struct {
 	say func(msg string)
 	// kube are the kube backend's clients (serve --watch builds on them).
 	kube *kubeClients
+	// trail reads the proxy's record after each probe (--proxy-log).
+	trail *runner.Trail
 }
 
 // run performs one full cycle.
@@ -157,7 +171,9 @@ func (c *cycle) spec(scope *runner.Scope) runner.ProbeSpec {
 
 // runSpec performs one cycle of spec.
 func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
-	run, err := probeCycle(c.backend, c.backendName).Run(ctx, spec)
+	cyc := probeCycle(c.backend, c.backendName)
+	cyc.Trail = c.trail
+	run, err := cyc.Run(ctx, spec)
 	if err != nil {
 		c.say(err.Error())
 	}

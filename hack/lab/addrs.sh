@@ -140,4 +140,4 @@ DNS_OPEN_IP6=fd99:0:0:20::21
 NFT_TABLE="inet sp_cni"
 NFT_CHAIN=sandbox_out
 
-BROKEN_STATES=(egress-open raw-ips-open metadata-open ipv6-open proxy-open proxy-bypass dns-open allowed-down flush-rule)
+BROKEN_STATES=(egress-open raw-ips-open metadata-open ipv6-open proxy-open proxy-bypass dns-open allowed-down flush-rule proxy-nolog proxy-allows-blocked)

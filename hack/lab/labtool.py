@@ -32,6 +32,7 @@ import ssl
 import struct
 import sys
 import threading
+import time
 
 
 def norm(addr):
@@ -64,6 +65,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         asked += " hostheader=%s" % (self.headers.get("Host") or "-").replace(" ", "")
         body = ("sandprobe-lab host=%s addr=%s port=%d scheme=%s%s\n"
                 % (name, local, self.server.server_address[1], scheme, asked)).encode()
+        if self.server.served is not None:
+            # the lab's own record of what it served: the name asked for
+            # (SNI, else the Host header, else the address's name)
+            sni = getattr(self.connection, "lab_sni", None) if self.server.tls else None
+            host = sni or (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]") or name
+            line = "%.3f %s %s %d %s %s\n" % (time.time(), norm(self.client_address[0]), host.lower(),
+                                               self.server.server_address[1], scheme, self.path.split(" ")[0])
+            with self.server.served_lock:
+                self.server.served.write(line)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
@@ -88,8 +98,10 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024
 
-    def __init__(self, port, names, ctx):
+    def __init__(self, port, names, ctx, served=None):
         self.names = names
+        self.served = served
+        self.served_lock = threading.Lock()
         self.ctx = ctx
         self.tls = ctx is not None
         super().__init__(("::", port), Handler)
@@ -139,9 +151,10 @@ def cmd_serve(a):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(a.cert, a.key)
         ctx.sni_callback = remember_sni
-    servers = [Server(a.http_port, names, None)]
+    served = open(a.served, "a", buffering=1) if a.served else None
+    servers = [Server(a.http_port, names, None, served)]
     if ctx is not None:
-        servers.append(Server(a.https_port, names, ctx))
+        servers.append(Server(a.https_port, names, ctx, served))
     threads = []
     for s in servers:
         t = threading.Thread(target=s.serve_forever, daemon=True)
@@ -402,6 +415,7 @@ def main():
     s.add_argument("--http-port", type=int, default=80)
     s.add_argument("--https-port", type=int, default=443)
     s.add_argument("--ready")
+    s.add_argument("--served", help="append one line per request answered: time client host port scheme path")
     d = sub.add_parser("dns")
     d.add_argument("name")
     d.add_argument("type", nargs="?", default="A")
