@@ -4,8 +4,18 @@ BIN       := bin/sandprobe
 # The in-sandbox probe alone (cmd/sandprobe-probe): what the backends copy
 # into every sandbox, beside $(BIN) in bin/ and in the image.
 PROBE_BIN := bin/sandprobe-probe
+# What every binary says it is (sandprobe version, the reports, sandprobe_info):
+# the tag (make release VERSION=vX.Y.Z), the commit and the commit's time,
+# stamped with -X into internal/version. The build date is the commit's
+# (SOURCE_DATE_EPOCH), never the clock, and -trimpath and an empty build ID
+# leave nothing else that varies: one commit, one set of bytes.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -s -w
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := github.com/sandprobe/sandprobe/internal/version
+LDFLAGS   := -s -w -buildid= -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(BUILD_DATE)
+export VERSION COMMIT SOURCE_DATE_EPOCH
 # Fuzz budgets are execution counts, not durations: with a -fuzztime
 # duration, Go 1.26's fuzz coordinator can report its own deadline as a
 # failure on a loaded machine (golang/go#75804, fixed in Go 1.27). Each is

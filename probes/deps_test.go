@@ -30,7 +30,7 @@ func TestProbeBinaryDependencies(t *testing.T) {
 	const mod = "github.com/sandprobe/sandprobe/"
 	entry := mod + "cmd/sandprobe-probe"
 	allowed := map[string]bool{}
-	for _, pkg := range []string{mod + "probes", mod + "result", mod + "internal/probecmd", entry} {
+	for _, pkg := range []string{mod + "probes", mod + "result", mod + "internal/probecmd", mod + "internal/version", entry} {
 		allowed[pkg] = true
 	}
 	for _, root := range []string{mod + "policy", "github.com/chromedp/chromedp", "github.com/sourcegraph/conc/..."} {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/sandprobe/sandprobe/internal/version"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/result"
 )
@@ -319,13 +320,8 @@ func FixFor(id string) string {
 	return ""
 }
 
-// Version is the module version the binary was built from.
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// Version is the version stamped into the binary (internal/version).
+func Version() string { return version.Get().Version }
 
 // pass, fail and errorf build findings for the calling check.
 func pass(subject, expected, actual, evidence string) result.Finding {

@@ -90,6 +90,14 @@ func appendSuite(x []byte, run Run, stamp string, g Group, fs []Finding) []byte 
 	x = append(x, "></property>\n      <property"...)
 	x = xmlAttr(x, "name", "version")
 	x = xmlAttr(x, "value", run.Version)
+	// The build, when it was stamped (internal/version).
+	for _, p := range [...][2]string{{"commit", run.Commit}, {"build_date", run.BuildDate}} {
+		if p[1] != "" {
+			x = append(x, "></property>\n      <property"...)
+			x = xmlAttr(x, "name", p[0])
+			x = xmlAttr(x, "value", p[1])
+		}
+	}
 	x = append(x, "></property>\n    </properties>"...)
 	for i := range fs {
 		x = appendTestcase(x, &fs[i])

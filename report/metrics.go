@@ -145,7 +145,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastSuccessDesc: prometheus.NewDesc(MetricLastSuccess,
 			"Unix time the last run that could check (exit 0 or 1) finished.", nil, nil),
 		info: prometheus.NewDesc(MetricInfo,
-			"The version of sandprobe and the policy it checks; always 1.", []string{"version", "policy"}, nil),
+			"The build of sandprobe (version, commit, build date) and the policy it checks; always 1.", []string{"version", "commit", "build_date", "policy"}, nil),
 		usage: newUsageDescs(),
 	}
 	// Every result exists from the start so rate() and increase() see the first run.
@@ -191,7 +191,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(m.policyNamespaces, s.policyNamespaces)
 	gauge(m.lastRun, s.lastRun)
-	gauge(m.info, 1, s.version, s.policy)
+	gauge(m.info, 1, s.version, s.commit, s.buildDate, s.policy)
 	for _, x := range s.checks {
 		gauge(m.checkSuccess, x.value, x.labels...)
 	}
@@ -276,7 +276,7 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 type runSeries struct {
 	up, scanned, lastRun, policyNamespaces                                                          float64
 	driftRan                                                                                        bool
-	version, policy                                                                                 string
+	version, commit, buildDate, policy                                                              string
 	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift, phases []labelled
 	usage                                                                                           *usageSeries
 }
@@ -289,10 +289,12 @@ type labelled struct {
 // seriesFor computes every gauge of a run. It is a pure function of the run.
 func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	s := &runSeries{
-		scanned: float64(run.Scanned),
-		lastRun: unixSeconds(now),
-		version: labelValue(run.Version),
-		policy:  labelValue(run.Policy),
+		scanned:   float64(run.Scanned),
+		lastRun:   unixSeconds(now),
+		version:   labelValue(run.Version),
+		commit:    labelValue(run.Commit),
+		buildDate: labelValue(run.BuildDate),
+		policy:    labelValue(run.Policy),
 	}
 	if run.CouldCheck() {
 		s.up = 1

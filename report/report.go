@@ -13,8 +13,12 @@ import (
 
 // Run is one cycle: probes and drift, as reported.
 type Run struct {
-	Policy    string             `json:"policy"`
-	Version   string             `json:"version"`
+	Policy  string `json:"policy"`
+	Version string `json:"version"`
+	// Commit and BuildDate identify the build that made the report
+	// (internal/version); empty in an unstamped build.
+	Commit    string             `json:"commit,omitempty"`
+	BuildDate string             `json:"buildDate,omitempty"`
 	Backend   string             `json:"backend,omitempty"`
 	StartedAt time.Time          `json:"startedAt"`
 	Seconds   float64            `json:"seconds"`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	junit "github.com/joshdk/go-junit"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -156,5 +157,46 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); !bytes.Contains(b, []byte(`"agent-sandbox"`)) {
 		t.Fatalf("new content missing: %s", b)
+	}
+}
+
+// TestBuildStamped: a run stamped with its build (make build, make
+// release) says version, commit and build date in every format.
+func TestBuildStamped(t *testing.T) {
+	run := Run{Policy: "p", Version: "v0.1.0", Commit: "0123456789abcdef0123456789abcdef01234567", BuildDate: "2026-01-02T03:04:05Z", Backend: "drift",
+		Findings: []Finding{{Check: "drift.pod.uid", Target: "pod/ns/a", Status: Pass}}}
+	for _, tc := range []struct {
+		name string
+		w    Writer
+		want []string
+	}{
+		{"json", JSON{}, []string{`"version": "v0.1.0"`, `"commit": "0123456789abcdef0123456789abcdef01234567"`, `"buildDate": "2026-01-02T03:04:05Z"`}},
+		{"junit", JUnit{}, []string{`<property name="version" value="v0.1.0">`, `<property name="commit" value="0123456789abcdef0123456789abcdef01234567">`, `<property name="build_date" value="2026-01-02T03:04:05Z">`}},
+		{"sarif", SARIF{}, []string{`"version": "v0.1.0"`, `"releaseDateUtc": "2026-01-02T03:04:05Z"`, `"commit": "0123456789abcdef0123456789abcdef01234567"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := tc.w.Write(&buf, run); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("no %s in\n%s", w, buf.String())
+				}
+			}
+		})
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(run, time.Unix(0, 0))
+	var buf bytes.Buffer
+	if err := WriteMetrics(&buf, reg); err != nil {
+		t.Fatal(err)
+	}
+	if want := `sandprobe_info{build_date="2026-01-02T03:04:05Z",commit="0123456789abcdef0123456789abcdef01234567",policy="p",version="v0.1.0"} 1`; !strings.Contains(buf.String(), want) {
+		t.Errorf("no %s in\n%s", want, buf.String())
 	}
 }

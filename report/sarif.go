@@ -315,6 +315,14 @@ func notification(f *Finding) string {
 func (s SARIF) newRun(run Run, pre *sarifPrelude) *sarif.Run {
 	r := sarif.NewRunWithInformationURI("sandprobe", "https://github.com/sandprobe/sandprobe")
 	r.Tool.Driver.WithVersion(orDash(run.Version))
+	if run.BuildDate != "" {
+		r.Tool.Driver.WithReleaseDateUtc(run.BuildDate)
+	}
+	if run.Commit != "" {
+		pb := sarif.NewPropertyBag()
+		pb.Add("commit", run.Commit)
+		r.Tool.Driver.WithProperties(pb)
+	}
 	for _, rule := range s.Rules {
 		s.addRule(r, rule)
 	}

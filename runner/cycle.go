@@ -35,6 +35,8 @@ type Cycle struct {
 	Backend Backend
 	Name    string // the backend's name in the report: local, docker, kube
 	Version string // sandprobe's version, in the report
+	// Commit and BuildDate stamp the report with the build (internal/version).
+	Commit, BuildDate string
 	// FixFor gives a check's fix where a compact result dropped it.
 	FixFor func(checkID string) string
 	// Trail, when set, reads the proxy's record after the probe and finds
@@ -49,7 +51,7 @@ type Cycle struct {
 func (c Cycle) Run(ctx context.Context, spec ProbeSpec) (report.Run, error) {
 	start := time.Now()
 	p := spec.Policy
-	run := report.Run{Policy: p.Metadata.Name, Version: c.Version, Backend: c.Name, StartedAt: start.UTC(), DeclaredNamespaces: len(p.Spec.Namespaces)}
+	run := report.Run{Policy: p.Metadata.Name, Version: c.Version, Commit: c.Commit, BuildDate: c.BuildDate, Backend: c.Name, StartedAt: start.UTC(), DeclaredNamespaces: len(p.Spec.Namespaces)}
 	if pf, ok := c.Backend.(Preflight); ok {
 		if err := pf.Preflight(ctx, spec); err != nil {
 			target := c.Name

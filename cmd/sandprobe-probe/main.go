@@ -21,7 +21,7 @@ import (
 	"syscall"
 
 	"github.com/sandprobe/sandprobe/internal/probecmd"
-	"github.com/sandprobe/sandprobe/probes"
+	"github.com/sandprobe/sandprobe/internal/version"
 	"github.com/sandprobe/sandprobe/result"
 )
 
@@ -46,7 +46,7 @@ func run(ctx context.Context, std probecmd.IO, args []string) int {
 			"Exit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not check.\n", name, name, name, name, name)
 		return result.ExitOK
 	case "version", "--version":
-		fmt.Fprintf(std.Stdout, "%s %s\n", name, probes.Version())
+		fmt.Fprintf(std.Stdout, "%s %s\n", name, version.Get())
 		return result.ExitOK
 	case "install":
 		return probecmd.Install(std, name+" install", args[1:])

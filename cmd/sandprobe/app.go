@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/probes"
-	"github.com/sandprobe/sandprobe/report"
 )
 
 // app holds what every subcommand shares: the standard streams and the
@@ -54,19 +52,12 @@ func commands() []command {
 		{"egress-usage", "the proxy's record held against the policy: each allowance's use, unused ones, risky wildcards, denied attempts, what the policy would block", "--policy FILE --log FILE... [--unused-days N] [flags]", 0, (*app).cmdEgressUsage},
 		{"cache", "seal a package cache at a trusted point; verify it against the seal and its content addresses", "seal|verify DIR [flags]", 0, nil},
 		{"render", "policy -> probe pod, NetworkPolicy, CiliumNetworkPolicy (YAML) or the docker run argv", "--policy FILE [--format yaml|admission|rbac|docker|docker-json|proxy-allowlist] [flags]", 0, (*app).cmdRender},
-		{"version", "print the version", "", 0, (*app).cmdVersion},
+		{"version", "print the version, the commit and the build date", "[-o text|json]", 0, (*app).cmdVersion},
 	}
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	return &app{stdin: stdin, stdout: stdout, stderr: stderr}
-}
-
-func (a *app) cmdVersion(*pflag.FlagSet) runFunc {
-	return func(context.Context, []string) int {
-		fmt.Fprintf(a.stdout, "sandprobe %s\n", probes.Version())
-		return report.ExitOK
-	}
 }
 
 // loadPolicy loads a policy and prints every problem as FILE:LINE: path: message.

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/drift"
-	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -150,10 +149,11 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 		}
 		col.Summary(p)
 		run := report.Run{
-			Policy: p.Metadata.Name, Version: probes.Version(), Backend: "drift",
+			Policy: p.Metadata.Name, Backend: "drift",
 			StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
 			Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
 		}
+		stampRun(&run)
 		if err := spool.Err(); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
 			return report.ExitCouldNotRun

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -63,7 +62,8 @@ func (a *app) driftWouldRefuse(ctx context.Context, o *driftOptions, p *policy.P
 		}
 		results = append(results, res)
 	}
-	run := report.Run{Policy: p.Metadata.Name, Version: probes.Version(), Backend: "would-refuse", StartedAt: start.UTC()}
+	run := report.Run{Policy: p.Metadata.Name, Backend: "would-refuse", StartedAt: start.UTC()}
+	stampRun(&run)
 	for _, r := range results {
 		run.Findings = append(run.Findings, r.Findings...)
 		run.Notes = append(run.Notes, r.Notes...)

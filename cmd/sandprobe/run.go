@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandprobe/sandprobe/internal/version"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -182,7 +183,8 @@ func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
 
 // probeCycle is a backend's cycle, the same for every backend.
 func probeCycle(be runner.Backend, name string) runner.Cycle {
-	return runner.Cycle{Backend: be, Name: name, Version: probes.Version(), FixFor: probes.FixFor}
+	b := version.Get()
+	return runner.Cycle{Backend: be, Name: name, Version: b.Version, Commit: b.Commit, BuildDate: b.Date, FixFor: probes.FixFor}
 }
 
 // parseVolume reads --volume SRC:DST[:ro|rw].

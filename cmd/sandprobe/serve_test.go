@@ -163,7 +163,7 @@ func TestServeScrapeWhileRunInFlight(t *testing.T) {
 		`sandprobe_check_success{check="identity.uid",namespace="",node="fake-1",target=""}`:      1,
 		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="fake-1",target="/"}`: 1,
 		`sandprobe_runs_total{result="pass"}`:                                                     1,
-		`sandprobe_info{policy="local-sandbox",version="dev"}`:                                    1,
+		`sandprobe_info{build_date="",commit="",policy="local-sandbox",version="dev"}`:            1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
