@@ -143,7 +143,7 @@ func exposedMetrics() map[string]bool {
 		report.MetricEgressAllowedUnreachable: true, report.MetricEgressDeniesUnproven: true, report.MetricNodeUnprobed: true,
 		report.MetricDriftFindings: true, report.MetricSandboxesScanned: true,
 		report.MetricPolicyNamespaces: true, report.MetricRunDuration: true, report.MetricLastRun: true,
-		report.MetricLastSuccess: true, report.MetricRuns: true, report.MetricRunsSkipped: true, report.MetricInfo: true,
+		report.MetricLastSuccess: true, report.MetricRuns: true, report.MetricRunsSkipped: true, report.MetricPushFailures: true, report.MetricInfo: true,
 	}
 }
 

@@ -254,8 +254,8 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		exposed[mf.GetName()] = true
 	}
-	if len(exposed) != 15 {
-		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip counter, sandprobe_policy_namespaces, sandprobe_egress_denies_unproven and sandprobe_node_unprobed, got %d: %v", len(exposed), exposed)
+	if len(exposed) != 16 {
+		t.Fatalf("want the 12 metrics DESIGN.md lists, the skip and push-failure counters, sandprobe_policy_namespaces, sandprobe_egress_denies_unproven and sandprobe_node_unprobed, got %d: %v", len(exposed), exposed)
 	}
 	_, rules := loadRules(t)
 	for _, r := range rules {

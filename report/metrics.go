@@ -29,6 +29,7 @@ const (
 	MetricLastSuccess              = "sandprobe_last_success_timestamp_seconds"
 	MetricRuns                     = "sandprobe_runs_total"
 	MetricRunsSkipped              = "sandprobe_runs_skipped_total"
+	MetricPushFailures             = "sandprobe_push_failures_total"
 	MetricInfo                     = "sandprobe_info"
 )
 
@@ -91,8 +92,9 @@ type Metrics struct {
 	lastSuccess time.Time
 	nodeDetail  int
 
-	runs    *prometheus.CounterVec
-	skipped prometheus.Counter
+	runs         *prometheus.CounterVec
+	skipped      prometheus.Counter
+	pushFailures prometheus.Counter
 
 	up, checkSuccess, checkFailedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift,
 	scanned, policyNamespaces, duration, lastRun, lastSuccessDesc, info *prometheus.Desc
@@ -110,6 +112,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricRunsSkipped,
 			Help: "Scheduled runs skipped because the previous run was still going.",
+		}),
+		pushFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricPushFailures,
+			Help: "Pushes to the Pushgateway that failed (a warning, not a failed run, unless --require-push).",
 		}),
 		up: prometheus.NewDesc(MetricUp,
 			"1 when the last run could check the sandboxes (exit 0 or 1; or exit 3 where only some nodes of the pool could not be probed, each in sandprobe_node_unprobed), 0 when it could not (exit 3).", nil, nil),
@@ -167,6 +173,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.usage.describe(ch)
 	m.runs.Describe(ch)
 	m.skipped.Describe(ch)
+	m.pushFailures.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -175,6 +182,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	defer m.mu.Unlock()
 	m.runs.Collect(ch)
 	m.skipped.Collect(ch)
+	m.pushFailures.Collect(ch)
 	if !m.lastSuccess.IsZero() {
 		ch <- prometheus.MustNewConstMetric(m.lastSuccessDesc, prometheus.GaugeValue, unixSeconds(m.lastSuccess))
 	}
@@ -266,6 +274,9 @@ func (m *Metrics) RememberSuccess(t time.Time) {
 		m.lastSuccess = t
 	}
 }
+
+// PushFailed counts a push to the Pushgateway that failed.
+func (m *Metrics) PushFailed() { m.pushFailures.Inc() }
 
 // SkippedRun counts a scheduled run that did not start because the previous
 // one was still going.

@@ -145,6 +145,7 @@ func TestMetricsSeries(t *testing.T) {
 			`sandprobe_runs_total{result="fail"}`:                                            0,
 			`sandprobe_runs_total{result="error"}`:                                           0,
 			"sandprobe_runs_skipped_total":                                                   0,
+			"sandprobe_push_failures_total":                                                  0,
 			`sandprobe_info{build_date="",commit="",policy="agent-sandbox",version="test"}`:  1,
 		}},
 		{"broken", brokenRun(), map[string]float64{

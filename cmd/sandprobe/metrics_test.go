@@ -147,8 +147,9 @@ func TestRunMetricsFile(t *testing.T) {
 }
 
 // TestRunPushgateway: `run --pushgateway` pushes the run to a real gateway,
-// in the group of its cluster; a gateway that is down makes the run exit 3
-// and say why.
+// in the group of its cluster; a gateway that is down is a warning line
+// and sandprobe_push_failures_total 1 (the metrics file shows it), and the
+// run's exit code stands; with --require-push it is exit 3, saying why.
 func TestRunPushgateway(t *testing.T) {
 	testenv.RequireRoot(t)
 	gw := testenv.Pushgateway(t)
@@ -175,9 +176,17 @@ func TestRunPushgateway(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String()
 	ln.Close()
-	code, _, stderr = runAppBin(t, "run", "--policy", localPolicy, "--pushgateway", down, "--cluster", "lab-1")
+	metricsFile := filepath.Join(t.TempDir(), "sandprobe.prom")
+	code, _, stderr = runAppBin(t, "run", "--policy", localPolicy, "--pushgateway", down, "--cluster", "lab-1", "--metrics-file", metricsFile)
+	if code != 0 || !strings.Contains(stderr, "warning: push metrics to "+down) || !strings.Contains(stderr, "--require-push") {
+		t.Fatalf("gateway down: exit %d, stderr %q; want 0 and a warning naming the push, the gateway and --require-push", code, stderr)
+	}
+	if prom, err := os.ReadFile(metricsFile); err != nil || !strings.Contains(string(prom), "\nsandprobe_push_failures_total 1\n") || !strings.Contains(string(prom), "\nsandprobe_up 1\n") {
+		t.Errorf("the metrics file after a failed push (%v):\n%s", err, prom)
+	}
+	code, _, stderr = runAppBin(t, "run", "--policy", localPolicy, "--pushgateway", down, "--cluster", "lab-1", "--require-push")
 	if code != 3 || !strings.Contains(stderr, "push metrics to "+down) {
-		t.Fatalf("gateway down: exit %d, stderr %q; want 3 naming the push and the gateway", code, stderr)
+		t.Fatalf("gateway down, --require-push: exit %d, stderr %q; want 3 naming the push and the gateway", code, stderr)
 	}
 }
 

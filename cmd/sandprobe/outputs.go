@@ -19,6 +19,7 @@ type outputs struct {
 	jsonFile    string
 	metricsFile string
 	pushgateway string
+	requirePush bool
 	cluster     string
 	nodeDetail  int
 	htmlFile    string
@@ -31,6 +32,10 @@ type outputs struct {
 	// serve, the last runs.
 	policy  *policy.Policy
 	history *page.History
+	// warn says a problem that does not change the run's exit code (a
+	// failed push without --require-push): a line on stderr under run and
+	// drift, a log line under serve.
+	warn func(msg string)
 }
 
 func (o *outputs) register(fs *pflag.FlagSet) {
@@ -47,7 +52,8 @@ func (o *outputs) registerFiles(fs *pflag.FlagSet) {
 		fs.StringVar(&o.junitFile, "junit", "", "also write JUnit XML to this file (atomically)")
 		fs.StringVar(&o.jsonFile, "json", "", "also write the JSON report to this file (atomically)")
 		fs.StringVar(&o.metricsFile, "metrics-file", "", "also write Prometheus metrics to this file (atomically), for node_exporter's textfile collector")
-		fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push exits 3")
+		fs.StringVar(&o.pushgateway, "pushgateway", "", "also push Prometheus metrics to this Pushgateway URL (group job=sandprobe, cluster=--cluster); a failed push is a warning and sandprobe_push_failures_total, not a failed run (see --require-push)")
+		fs.BoolVar(&o.requirePush, "require-push", false, "a failed push to --pushgateway fails the run (exit 3) instead of a warning")
 		fs.IntVar(&o.nodeDetail, "metrics-node-detail", report.DefaultNodeDetail, "metrics: up to this many nodes, sandprobe_check_success has a series per check and node; past it, passing checks are one series each and only failing nodes are named (at most 256); -1 keeps every node (docs/metrics.md: the series bound)")
 		fs.StringVar(&o.cluster, "cluster", "", "the cluster label of the Pushgateway group, so clusters sharing a gateway do not overwrite each other")
 		fs.StringVar(&o.htmlFile, "html", "", "also write the egress page to this file (atomically): every allowance with its reason and verdict, every must-fail target, DNS, metadata, drift by object; self-contained HTML")

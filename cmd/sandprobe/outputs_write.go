@@ -35,7 +35,10 @@ func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose boo
 	if err := w.Write(a.stdout, run); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	return o.writeFiles(ctx, run, nil)
+	if o.warn == nil {
+		o.warn = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe: %s\n", msg) }
+	}
+	return o.writeFiles(ctx, run, nil, nil)
 }
 
 // checkWritableDir makes sure a file can be created beside path (the
@@ -57,10 +60,15 @@ func checkWritableDir(path string) error {
 	return nil
 }
 
-// writeFiles writes the report files and ships the metrics. g holds the
-// metrics of a long-running process (serve); when nil, they are made from
-// this run alone.
-func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.Gatherer) error {
+// writeFiles writes the report files and ships the metrics. g and m hold
+// the metrics of a long-running process (serve); when nil, they are made
+// from this run alone. A push that fails is a warning and
+// sandprobe_push_failures_total (in the metrics file and on /metrics),
+// not an error, unless --require-push: the run's verdict does not depend
+// on a gateway, and a Job that fails every thirty minutes for a missing
+// one hides the verdicts that matter (SandboxProbeStale still fires when
+// no metrics arrive).
+func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.Gatherer, m *report.Metrics) error {
 	if o.junitFile != "" {
 		if err := report.WriteRunFile(o.junitFile, report.JUnit{}, run); err != nil {
 			return err
@@ -98,17 +106,24 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 	client := &http.Client{Timeout: pushTimeout}
 	if g == nil {
 		var err error
-		if g, err = o.oneRunMetrics(ctx, client, run); err != nil {
+		if g, m, err = o.oneRunMetrics(ctx, client, run); err != nil {
 			return err
+		}
+	}
+	// Push first, so the metrics file counts a failed push.
+	if o.pushgateway != "" {
+		if err := report.PushMetrics(ctx, client, o.pushgateway, o.cluster, g); err != nil {
+			if o.requirePush {
+				return err
+			}
+			m.PushFailed()
+			if o.warn != nil {
+				o.warn(fmt.Sprintf("warning: %v; the run's result stands (--require-push makes a failed push exit 3)", err))
+			}
 		}
 	}
 	if o.metricsFile != "" {
 		if err := report.WriteMetricsFile(o.metricsFile, g); err != nil {
-			return err
-		}
-	}
-	if o.pushgateway != "" {
-		if err := report.PushMetrics(ctx, client, o.pushgateway, o.cluster, g); err != nil {
 			return err
 		}
 	}
@@ -119,11 +134,11 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 // check carries the last success from the previous metrics file or the
 // gateway's group, so a failing CronJob still says when the probe last
 // worked instead of dropping the series.
-func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run report.Run) (prometheus.Gatherer, error) {
+func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run report.Run) (prometheus.Gatherer, *report.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	m, err := report.NewMetrics(reg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.SetNodeDetail(o.nodeDetail)
 	if run.ExitCode() == report.ExitCouldNotRun {
@@ -141,5 +156,5 @@ func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run re
 		}
 	}
 	m.Observe(run, time.Now())
-	return reg, nil
+	return reg, m, nil
 }

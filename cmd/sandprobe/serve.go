@@ -67,6 +67,7 @@ func (a *app) cmdServe(fs *pflag.FlagSet) runFunc {
 			return report.ExitBadInput
 		}
 		out.policy, out.history = cyc.policy, page.NewHistory(history)
+		out.warn = func(msg string) { logger.Warn(msg) }
 		srv, err := newServer(cyc.run, &out, grace, logger)
 		if err != nil {
 			return fail(report.ExitCouldNotRun, "%v", err)

@@ -74,7 +74,7 @@ func (s *server) publish(ctx context.Context, run report.Run, finished time.Time
 		s.out.history.Add(run)
 	}
 	s.endpoints(run)
-	if err := s.out.writeFiles(ctx, run, s.registry); err != nil {
+	if err := s.out.writeFiles(ctx, run, s.registry, s.metrics); err != nil {
 		s.logger.Error("write reports", "err", err)
 	}
 }
