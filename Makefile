@@ -34,13 +34,21 @@ export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # stops the rest and hack/leftovers.sh fails the run if anything else is left.
 export SANDPROBE_KEEP ?=
 
-.PHONY: all build deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
+.PHONY: all build image deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/sandprobe
 	$(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(PROBE_BIN) ./cmd/sandprobe-probe
+
+# sandprobe's OCI image, built in code (hack/image.sh: no Docker daemon):
+# both binaries for linux/amd64 and linux/arm64 (PLATFORMS=…) under one
+# index, non-root, with CA certificates; reproducible (one commit, one
+# digest). Writes out/image/oci (an OCI layout), out/image/image.tar (for
+# ctr images import and docker load) and prints the digest.
+image:
+	GO='$(GO)' hack/image.sh
 
 # Installs what the tests and the demo need (Debian packages); idempotent.
 deps:
