@@ -15,7 +15,6 @@ import (
 
 	"github.com/sandprobe/sandprobe/audit"
 	"github.com/sandprobe/sandprobe/egresslog"
-	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -89,8 +88,9 @@ func (a *app) cmdEgressUsage(fs *pflag.FlagSet) runFunc {
 			return fail(report.ExitCouldNotRun, "%s", oneLineErr(err))
 		}
 		usage, findings := audit.Judge(p, tally, used, audit.Options{UnusedDays: o.unusedDays})
-		run := report.Run{Policy: p.Metadata.Name, Version: probes.Version(), Backend: "egress-usage", StartedAt: start.UTC(),
+		run := report.Run{Policy: p.Metadata.Name, Backend: "egress-usage", StartedAt: start.UTC(),
 			Findings: findings, EgressUsage: usage}
+		stampRun(&run)
 		run.Seconds = time.Since(start).Seconds()
 		run.Phases = map[string]float64{"egress-usage": run.Seconds}
 		var records int64
@@ -102,7 +102,7 @@ func (a *app) cmdEgressUsage(fs *pflag.FlagSet) runFunc {
 			if err := writeUsageText(a.stdout, run, o.listed); err != nil {
 				return fail(report.ExitCouldNotRun, "write report: %v", err)
 			}
-			err = o.out.writeFiles(ctx, run, nil)
+			err = o.out.writeFiles(ctx, run, nil, nil)
 		} else {
 			err = o.out.write(ctx, a, run, o.lf.verbose)
 		}

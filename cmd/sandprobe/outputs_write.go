@@ -117,8 +117,11 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 				return err
 			}
 			m.PushFailed()
+			msg := fmt.Sprintf("warning: %v; the run's result stands (--require-push makes a failed push exit 3)", err)
 			if o.warn != nil {
-				o.warn(fmt.Sprintf("warning: %v; the run's result stands (--require-push makes a failed push exit 3)", err))
+				o.warn(msg)
+			} else {
+				fmt.Fprintf(os.Stderr, "sandprobe: %s\n", msg)
 			}
 		}
 	}

@@ -104,7 +104,8 @@ func (a *app) cmdScanWorkspace(fs *pflag.FlagSet) runFunc {
 		for i := range fs {
 			fs[i].Target = target
 		}
-		run := report.Run{Version: probes.Version(), Backend: "scan-workspace", StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(), Findings: fs}
+		run := report.Run{Backend: "scan-workspace", StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(), Findings: fs}
+		stampRun(&run)
 		run.Phases = map[string]float64{"scan-workspace": run.Seconds}
 		if base == nil {
 			run.Notes = append(run.Notes, "no --baseline: nothing is vouched for, so the repository's own hooks and config fail too; seal one after the trusted clone with --seal FILE")
