@@ -34,6 +34,15 @@ func (s *server) handler() http.Handler {
 		w.Write(body)
 	})
 	mux.HandleFunc("GET /{$}", s.servePage)
+	// Prometheus's own lifecycle endpoint: read the policy file again.
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		name, err := s.reload("POST /-/reload")
+		if err != nil {
+			http.Error(w, "policy reload failed, the previous policy keeps running: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "reloaded policy "+name+"\n")
+	})
 	return mux
 }
 
@@ -41,7 +50,7 @@ func (s *server) handler() http.Handler {
 // every request (a few milliseconds), so its ages are those of the moment.
 func (s *server) servePage(w http.ResponseWriter, _ *http.Request) {
 	s.mu.RLock()
-	last := s.lastRun
+	last, pol := s.lastRun, s.out.policy
 	s.mu.RUnlock()
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -55,12 +64,12 @@ func (s *server) servePage(w http.ResponseWriter, _ *http.Request) {
 		status = http.StatusServiceUnavailable
 		h.Set("Retry-After", "10")
 		name := ""
-		if s.out.policy != nil {
-			name = s.out.policy.Metadata.Name
+		if pol != nil {
+			name = pol.Metadata.Name
 		}
 		err = page.Pending(&buf, name, s.started)
 	} else {
-		err = page.Write(&buf, page.Page{Policy: s.out.policy, Run: *last, History: s.out.history, Served: true, Now: time.Now()})
+		err = page.Write(&buf, page.Page{Policy: pol, Run: *last, History: s.out.history, Served: true, Now: time.Now()})
 	}
 	if err != nil {
 		s.logger.Error("render the egress page", "err", err)

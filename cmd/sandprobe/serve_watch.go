@@ -69,10 +69,11 @@ func (wf *watchFlags) check(backend string) error {
 
 // start wires the watch to the server's schedule and starts the informers;
 // nothing when --watch is off.
-func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger *slog.Logger) (*trigger.Running, error) {
+func (wf *watchFlags) start(ctx context.Context, current func() *cycle, srv *server, logger *slog.Logger) (*trigger.Running, error) {
 	if !wf.on {
 		return nil, nil
 	}
+	cyc := current()
 	kb, ok := cyc.backend.(*kube.Backend)
 	if !ok || cyc.kube == nil {
 		return nil, fmt.Errorf("--watch: needs the kube backend")
@@ -81,7 +82,7 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 	if err != nil {
 		return nil, err
 	}
-	w := &runner.Watch{Cycle: srv.targeted(cyc, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
+	w := &runner.Watch{Cycle: srv.targeted(current, m), Debounce: wf.debounce, MinInterval: wf.minInterval, Coalesced: m.Coalesced}
 	srv.sched.Watch = w
 	// client-go's informers log through klog (a watch that failed, a
 	// re-list): into serve's log, in its format.
@@ -113,8 +114,9 @@ func (wf *watchFlags) start(ctx context.Context, cyc *cycle, srv *server, logger
 // one (Scope.Drift: a policy changed), runs after it, and the run it ends
 // is published as usual. Before any run was published there is nothing
 // to keep, and the cycle is a full one. m counts it by the scope it ran.
-func (s *server) targeted(c *cycle, m *report.WatchMetrics) func(context.Context, runner.Scope) report.Run {
+func (s *server) targeted(current func() *cycle, m *report.WatchMetrics) func(context.Context, runner.Scope) report.Run {
 	return func(ctx context.Context, scope runner.Scope) report.Run {
+		c := current() // the policy as last (re)loaded
 		s.mu.RLock()
 		last := s.lastRun
 		s.mu.RUnlock()

@@ -296,7 +296,7 @@ func TestServeWatchShowsVerdictBeforeDrift(t *testing.T) {
 	// A NetworkPolicy in a widened "for a minute": a cycle for a.
 	be.open.Store(true)
 	done := make(chan report.Run, 1)
-	go func() { done <- srv.targeted(cyc, m)(ctx, runner.NamespaceScope("a")) }()
+	go func() { done <- srv.targeted(func() *cycle { return cyc }, m)(ctx, runner.NamespaceScope("a")) }()
 	open := "sandprobe_egress_unexpected_open,namespace=a,node=n1"
 	waitFor(t, 10*time.Second, "the probe's verdict on /metrics while drift runs", func() bool { return scrape()[open] == 1 })
 	during := scrape()
