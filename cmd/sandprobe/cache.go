@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandprobe/sandprobe/cache"
-	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/result"
 )
@@ -102,7 +101,8 @@ func (a *app) cmdCacheVerify(fs *pflag.FlagSet) runFunc {
 			fmt.Fprintf(a.stderr, "%s: %v\n", name, err)
 			return report.ExitCouldNotRun
 		}
-		run := report.Run{Version: probes.Version(), Backend: "cache", StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(), Notes: notes, Spooled: spool}
+		run := report.Run{Backend: "cache", StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(), Notes: notes, Spooled: spool}
+		stampRun(&run)
 		run.Phases = map[string]float64{"cache": run.Seconds}
 		if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
 			fmt.Fprintf(a.stderr, "%s: %v\n", name, err)
