@@ -1,17 +1,77 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandprobe/sandprobe/audit"
 	"github.com/sandprobe/sandprobe/egresslog"
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 	"github.com/sandprobe/sandprobe/runner/kube"
 )
+
+// usageFlags name the long record (proxy logs, flow exports) a run holds
+// against the policy besides its probe, for the page and the metrics:
+// each allowance's use beside its last verdict, what the proxy denied,
+// what the policy would block (egress-usage's, without its findings: a
+// run's verdict stays about the sandbox).
+type usageFlags struct {
+	logs       stringList
+	format     string
+	unusedDays int
+}
+
+func (f *usageFlags) register(fs *pflag.FlagSet) {
+	fs.Var(&f.logs, "egress-log", "a proxy log or flow export to read after each run, as egress-usage does: each allowance's use beside its verdict on the page (--html) and in the metrics; repeatable")
+	fs.StringVar(&f.format, "egress-log-format", "auto", "the --egress-log format: auto, squid, squid-common, squid-combined, tinyproxy, json, envoy or hubble")
+	fs.IntVar(&f.unusedDays, "unused-days", 30, "with --egress-log: an allowance with no request in this many days of the record is named unused")
+}
+
+func (f *usageFlags) check() error {
+	if _, err := egresslog.ParseFormat(f.format); err != nil {
+		return fmt.Errorf("--egress-log-format: %w", err)
+	}
+	if f.unusedDays <= 0 {
+		return fmt.Errorf("--unused-days: want a positive number of days, got %d", f.unusedDays)
+	}
+	for _, l := range f.logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			return fmt.Errorf("--egress-log %s: %v", l, unwrapPath(err))
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("--egress-log %s: is a directory", l)
+		}
+	}
+	return nil
+}
+
+// attach reads the record and puts its usage on the run; a record that
+// cannot be read is a note, not a verdict.
+func (f *usageFlags) attach(ctx context.Context, p *policy.Policy, run *report.Run) {
+	if len(f.logs) == 0 {
+		return
+	}
+	format, _ := egresslog.ParseFormat(f.format)
+	var sources []audit.Source
+	for _, l := range f.logs {
+		sources = append(sources, audit.FileSource(l, format, nil))
+	}
+	tally, used, err := audit.Read(ctx, sources, 0)
+	if err != nil {
+		run.Notes = append(run.Notes, "egress record: "+oneLineErr(err))
+		if tally == nil {
+			return
+		}
+	}
+	run.EgressUsage, _ = audit.Judge(p, tally, used, audit.Options{UnusedDays: f.unusedDays})
+}
 
 // proxyLogFlags say where the proxy's record is, for egress.audit-trail:
 // after each probe, every attempt it made through the proxy is looked up

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
 )
 
 // --proxy-log mistakes are one line naming the flag, exit 2, before any
@@ -32,5 +34,39 @@ func TestProxyLogFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errb, tc.want) || strings.Count(strings.TrimSpace(errb), "\n") > 0 || out != "" {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errb, tc.want)
 		}
+	}
+}
+
+// TestRunEgressLog: a run given the long record shows each allowance's use
+// beside its verdict (metrics, page) without a verdict of its own: the
+// record says nothing about the sandbox, so the exit code is the probe's.
+func TestRunEgressLog(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, log := usageFiles(t)
+	raw, err := os.ReadFile(localPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(pol, append(raw, []byte("  egress:\n    allow:\n      - {host: api.lab.test, port: 443, reason: \"the model API\"}\n      - {host: git.lab.test, port: 443, reason: \"git fetch for the 2024 migration\"}\n")...), 0o644)
+	metrics, html := filepath.Join(dir, "m.prom"), filepath.Join(dir, "page.html")
+	code, stdout, stderr := runAppBin(t, "run", "--policy", pol, "--no-network", "--egress-log", log, "--metrics-file", metrics, "--html", html)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (an unused allowance is no verdict of the run)\n%s\n%s", code, stdout, stderr)
+	}
+	got := fileSamples(t, metrics)
+	for k, want := range map[string]float64{`sandprobe_egress_allowance_requests{allowance="api.lab.test:443"}`: 41, "sandprobe_egress_allowances_unused": 1} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+	page, _ := os.ReadFile(html)
+	if !strings.Contains(string(page), `id="record"`) || !strings.Contains(string(page), "UNUSED") {
+		t.Errorf("the page does not show the record beside the verdicts")
+	}
+	code, _, stderr = runApp(t, "", "run", "--policy", pol, "--egress-log", filepath.Join(dir, "missing.log"))
+	if code != 2 || !strings.Contains(stderr, "--egress-log "+filepath.Join(dir, "missing.log")+": no such file or directory") {
+		t.Errorf("a missing --egress-log: exit %d, %q", code, stderr)
 	}
 }

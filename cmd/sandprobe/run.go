@@ -64,6 +64,7 @@ type cycleFlags struct {
 	docker                                             dockerFlags
 	kube                                               kubeFlags
 	proxyLog                                           proxyLogFlags
+	usage                                              usageFlags
 }
 
 func (cf *cycleFlags) register(fs *pflag.FlagSet) {
@@ -72,6 +73,7 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&cf.deadline, "deadline", 0, "bound on one probe from launch to result (default: spec.probe.deadline, 2m)")
 	fs.BoolVar(&cf.noNetwork, "no-network", false, "leave out the checks that send traffic")
 	cf.proxyLog.register(fs)
+	cf.usage.register(fs)
 	group(fs, groupLocal, func() {
 		fs.StringVar(&cf.netns, "netns", "", "local backend: attach the sandbox to this named network namespace (default: a new, empty one)")
 		fs.StringVar(&cf.controlNetns, "control-netns", "", "local backend: the control vantage, a named network namespace no sandbox rule governs (the lab: sp-control); every must-fail destination is dialled from there too, and a deny counts only where it answered (default: none, so no deny is proven)")
@@ -87,6 +89,10 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bool) {
 	p, raw, ok := a.loadPolicy(cf.policyPath)
 	if !ok {
+		return nil, false
+	}
+	if err := cf.usage.check(); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe %s: %v\n", cmd, err)
 		return nil, false
 	}
 	if err := cf.proxyLog.check(p, cf.backend); err != nil {
@@ -135,7 +141,7 @@ func (cf *cycleFlags) build(a *app, cmd string, logger *slog.Logger) (*cycle, bo
 		fmt.Fprintf(a.stderr, "sandprobe %s: %v\n", cmd, err)
 		return nil, false
 	}
-	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: cf.kube.clients, trail: trail}
+	cyc := &cycle{policy: p, raw: raw, backendName: cf.backend, backend: be, close: closeBackend, deadline: cf.deadline, noNetwork: cf.noNetwork, kube: cf.kube.clients, trail: trail, usage: &cf.usage}
 	cyc.say = func(msg string) { fmt.Fprintf(a.stderr, "sandprobe %s: %s\n", cmd, msg) }
 	if cmd == "serve" {
 		cyc.say = func(msg string) { logger.Error(msg) }
@@ -159,6 +165,8 @@ type cycle struct {
 	kube *kubeClients
 	// trail reads the proxy's record after each probe (--proxy-log).
 	trail *runner.Trail
+	// usage reads the long record after each run (--egress-log).
+	usage *usageFlags
 }
 
 // run performs one full cycle.
@@ -177,6 +185,9 @@ func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
 	run, err := cyc.Run(ctx, spec)
 	if err != nil {
 		c.say(err.Error())
+	}
+	if c.usage != nil {
+		c.usage.attach(ctx, c.policy, &run)
 	}
 	return run
 }
