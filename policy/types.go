@@ -214,6 +214,10 @@ type Credential struct {
 	// what it may do there at most: the probe asks the API server, with the
 	// credential itself, what it is allowed (check creds.scope).
 	Kubernetes *KubeCredential `json:"kubernetes,omitempty"`
+	// MaxLifetime is the longest a token handed over here may live, from
+	// issue to expiry (exp − iat of its JWT): a stolen copy is worth that
+	// much at most (check creds.token-lifetime).
+	MaxLifetime *Duration `json:"maxLifetime,omitempty"`
 }
 
 // KubeCredential is how the probe finds and uses a Kubernetes credential

