@@ -187,3 +187,17 @@ func TestTallyMerge(t *testing.T) {
 		t.Errorf("1 worker: %s; 4 workers: %s", counts[0], counts[1])
 	}
 }
+
+// Flows to the declared proxy and resolver are the allowed path: a
+// narrowed policy does not "block" them.
+func TestWouldBlockSkipsTheProxyPath(t *testing.T) {
+	p := loadPolicy(t, `{host: api.lab.test, port: 443, reason: "the model API"}`)
+	p.Spec.Egress.ProxyLocation = &policy.Location{CIDRs: []string{"10.99.31.28/32"}}
+	flows := `{"flow":{"time":"2026-12-02T05:31:40Z","verdict":"FORWARDED","IP":{"source":"10.0.1.5","destination":"10.99.31.28"},"l4":{"TCP":{"destination_port":3128,"flags":{"SYN":true}}},"source":{"namespace":"sandboxes","pod_name":"agent-7"},"traffic_direction":"EGRESS"}}
+{"flow":{"time":"2026-12-02T05:31:41Z","verdict":"FORWARDED","IP":{"source":"10.0.1.5","destination":"203.0.113.9"},"l4":{"TCP":{"destination_port":443,"flags":{"SYN":true}}},"source":{"namespace":"sandboxes","pod_name":"agent-7"},"destination_names":["pastebin.com"],"traffic_direction":"EGRESS"}}
+`
+	u, _ := judgeFile(t, p, flows, 30)
+	if len(u.WouldBlock) != 1 || u.WouldBlock[0].Host != "pastebin.com" || u.WouldBlock[0].Sandbox != "sandboxes/agent-7" {
+		t.Errorf("would block %+v, want pastebin.com from sandboxes/agent-7 only", u.WouldBlock)
+	}
+}

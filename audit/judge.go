@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
@@ -84,6 +85,21 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 		u.Allowances = append(u.Allowances, report.AllowanceUsage{Index: i, Host: a.Host, Port: a.Port, Reason: a.Reason, BytesOut: -1, BytesIn: -1})
 	}
 	proxyHost, proxyPort := proxyAddr(e.Proxy)
+	// The proxy's and the resolver's declared addresses are the allowed
+	// path, not destinations (a flow record sees the sandbox reach them).
+	paths := append(e.ProxyLocation.Prefixes(), e.DNS.ResolverLocation.Prefixes()...)
+	onPath := func(host string) bool {
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return false
+		}
+		for _, p := range paths {
+			if p.Contains(a.Unmap()) {
+				return true
+			}
+		}
+		return false
+	}
 	sandboxes := make([]map[string]bool, len(e.Allow))
 	matchCache := map[string]int{}
 	allowanceOf := func(host string, port int) int {
@@ -107,8 +123,8 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 		switch en.decision {
 		case egresslog.Allowed:
 			if i < 0 {
-				if en.host == proxyHost && (proxyPort == 0 || en.port == proxyPort) {
-					return // the way to the proxy (a flow record): the allowed path
+				if en.host == proxyHost && (proxyPort == 0 || en.port == proxyPort) || onPath(en.host) {
+					return // the way to the proxy or the resolver (a flow record): the allowed path
 				}
 				wouldBlock = append(wouldBlock, destUse(en))
 				return
