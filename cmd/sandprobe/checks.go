@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandprobe/sandprobe/admission"
 	"github.com/sandprobe/sandprobe/audit"
+	"github.com/sandprobe/sandprobe/cache"
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
@@ -40,6 +41,11 @@ func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
 			for _, c := range audit.Checks() {
 				fmt.Fprintf(tw, "%s\tpolicy\t\t%s\n", c.ID, c.Proves)
 			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "PACKAGE CACHE\t\t\tPROVES")
+			for _, c := range cache.Checks() {
+				fmt.Fprintf(tw, "%s\tcache\t\t%s\n", c.ID, c.Proves)
+			}
 			tw.Flush()
 		case "json":
 			type entry struct {
@@ -56,6 +62,9 @@ func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
 			list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
 			for _, c := range audit.Checks() {
 				list = append(list, entry{c.ID, "egress-record", c.Proves, c.Fix, false})
+			}
+			for _, c := range cache.Checks() {
+				list = append(list, entry{c.ID, "cache", c.Proves, c.Fix, false})
 			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
@@ -108,6 +117,15 @@ func writeChecksMarkdown(w io.Writer, cat []probes.Check) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Judged from the proxy's record or the flows, never from inside a sandbox: `egress.audit-trail` by `sandprobe run --proxy-log FILE` after each probe, the others by `sandprobe egress-usage --policy P --log FILE...` ([egress.md](egress.md#evidence-the-proxys-record)).")
 	for _, c := range audit.Checks() {
+		fmt.Fprintf(w, "\n### `%s`\n\n", c.ID)
+		fmt.Fprintf(w, "- **Proves:** %s\n", c.Proves)
+		fmt.Fprintf(w, "- **Fix when it fails:** %s\n", c.Fix)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "## package cache")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Judged from outside the sandbox, on the node's cache directory: `sandprobe cache verify DIR [--manifest FILE]` and `sandprobe drift --cache DIR` ([phases.md](phases.md#the-package-cache-read-only-to-sandboxes-and-sealed)).")
+	for _, c := range cache.Checks() {
 		fmt.Fprintf(w, "\n### `%s`\n\n", c.ID)
 		fmt.Fprintf(w, "- **Proves:** %s\n", c.Proves)
 		fmt.Fprintf(w, "- **Fix when it fails:** %s\n", c.Fix)

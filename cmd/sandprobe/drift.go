@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandprobe/sandprobe/cache"
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -198,6 +199,10 @@ func sarifRules() []report.SARIFRule {
 	for _, r := range drift.Rules() {
 		out = append(out, report.SARIFRule{ID: r.ID, Proves: r.Proves, Fix: r.Fix,
 			HelpURI: "https://github.com/sandprobe/sandprobe/blob/main/docs/drift.md#rules"})
+	}
+	for _, c := range cache.Checks() { // drift --cache
+		out = append(out, report.SARIFRule{ID: c.ID, Proves: c.Proves, Fix: c.Fix,
+			HelpURI: "https://github.com/sandprobe/sandprobe/blob/main/docs/phases.md#the-package-cache-read-only-to-sandboxes-and-sealed"})
 	}
 	return out
 }
