@@ -58,7 +58,10 @@ func npmEnv(t *testing.T) []string {
 	home := t.TempDir()
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "npm_config_userconfig=" + filepath.Join(home, ".npmrc"),
 		"npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false",
-		"npm_config_cache=" + filepath.Join(home, ".npm"), "NO_PROXY=*", "no_proxy=*"}
+		"npm_config_cache=" + filepath.Join(home, ".npm"), "NO_PROXY=*", "no_proxy=*",
+		// Whatever npm would fetch without being told where goes nowhere:
+		// a closed port on loopback (the install names the test's registry).
+		"npm_config_registry=http://127.0.0.1:9/"}
 }
 
 // loopbackRegistry serves the packuments and tarballs of the given

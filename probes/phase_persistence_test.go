@@ -290,9 +290,28 @@ func TestPersistenceNoBaseline(t *testing.T) {
 	if !husky {
 		t.Errorf("the committed hook is not named without a baseline: %v", subjects(fs))
 	}
+	// An empty directory proves nothing: it may not be the volume at all.
 	empty := t.TempDir()
-	if fs := judgeWS(t, empty, nil); len(fs) != 1 || fs[0].Status != result.Pass || fs[0].Actual != "nothing found" {
-		t.Errorf("an empty workspace: %+v", fs)
+	if fs := judgeWS(t, empty, nil); len(fs) != 1 || fs[0].Status != result.Inconclusive {
+		t.Errorf("an empty workspace without a baseline: %+v", fs)
+	}
+	scan, _ := ScanWorkspace(context.Background(), empty, "/workspace")
+	sealedEmpty := NewWorkspaceBaseline(scan, time.Now())
+	if fs := JudgeWorkspace(scan, &sealedEmpty); len(fs) != 1 || fs[0].Status != result.Pass {
+		t.Errorf("an empty workspace sealed empty: %+v", fs)
+	}
+	os.WriteFile(filepath.Join(empty, "README"), []byte("x"), 0o644)
+	full, _ := ScanWorkspace(context.Background(), empty, "/workspace")
+	sealedFull := NewWorkspaceBaseline(full, time.Now())
+	if fs := JudgeWorkspace(scan, &sealedFull); len(fs) != 1 || fs[0].Status != result.Inconclusive || !strings.Contains(fs[0].Actual, "sealed with 1 entries") {
+		t.Errorf("an empty workspace sealed full: %+v", fs)
+	}
+	// phase.persistence runs only in a phase's own sandbox (probe --phase).
+	p := mustPolicy(t, "  filesystem: {readOnlyRoot: true, writable: [/tmp]}\n  phases: {workspace: /workspace}\n")
+	for _, c := range Catalogue() {
+		if c.ID == CheckPersistence && (c.Needs(&Env{Policy: p}) || !c.Needs(&Env{Policy: p, Phase: true})) {
+			t.Errorf("phase.persistence must need --phase")
+		}
 	}
 }
 

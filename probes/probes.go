@@ -46,6 +46,11 @@ type Env struct {
 	ImageCommandTimeout time.Duration
 	// PodInfoDir is the pod's downward-API volume (Kubernetes runners only).
 	PodInfoDir string
+	// Phase is set when the probe runs in a phase's own sandbox, with the
+	// workspace and caches the phases share mounted (probe --phase): a
+	// probe pod the runner launched has none of them, and leaves the
+	// phase.* checks out rather than judge a volume it does not have.
+	Phase bool
 	// Runtime is what the probe sees of its isolation runtime; Run fills it.
 	Runtime *result.RuntimeEvidence
 }
@@ -80,13 +85,15 @@ func Catalogue() []Check {
 			Fix:     "mount a fresh emptyDir (or tmpfs) at the path instead of a reused volume or image directory",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Filesystem.EmptyAtStart) > 0 }},
 		{ID: CheckPersistence, Run: checkPhasePersistence,
-			Proves:  "nothing on the shared workspace (spec.phases.workspace) would run, or change how tools run, in this phase beyond what the trusted step sealed in the baseline (spec.phases.baseline, itself out of the sandbox's reach): no executable git hook (.git/hooks, submodules, bare repositories, the directory core.hooksPath names), no git config key that runs a command or redirects git (core.hooksPath, core.fsmonitor, include and includeIf, filter, diff and merge drivers, url.*.insteadOf, …), no .git file or symlink pointing out of the workspace, no shell start-up file, no .npmrc, pip.conf, NuGet.Config, .envrc or .tool-versions, no npm lifecycle script outside node_modules; named by path and reason, never by content; a part the scan cannot read is an error",
+			Proves:  "in a phase's own sandbox (probe --phase), nothing on the shared workspace (spec.phases.workspace) would run, or change how tools run, in this phase beyond what the trusted step sealed in the baseline (spec.phases.baseline, itself out of the sandbox's reach): no executable git hook (.git/hooks, submodules, bare repositories, the directory core.hooksPath names), no git config key that runs a command or redirects git (core.hooksPath, core.fsmonitor, include and includeIf, filter, diff and merge drivers, url.*.insteadOf, …), no .git file or symlink pointing out of the workspace, no shell start-up file, no .npmrc, pip.conf, NuGet.Config, .envrc or .tool-versions, no npm lifecycle script outside node_modules; named by path and reason, never by content; a part the scan cannot read is an error, an empty workspace inconclusive",
 			Fix:     "remove what the earlier phase left (the finding names it), keep HOME off the shared volume, and seal the workspace after the trusted clone: sandprobe scan-workspace DIR --seal FILE",
-			Applies: func(p *policy.Policy) bool { return p.Spec.Phases.Workspace != "" }},
+			Applies: func(p *policy.Policy) bool { return p.Spec.Phases.Workspace != "" },
+			Needs:   func(e *Env) bool { return e.Phase }},
 		{ID: "phase.cache-readonly", Run: checkCacheReadOnly,
-			Proves:  "each declared package-cache mount (spec.phases.caches) refuses writes because it is mounted read-only — statfs ST_RDONLY, the mount table's ro or EROFS for a write, not merely EACCES for this uid — and no read-write mount sits under it: no phase can poison the cache the next phase (and, through the sync, every node) installs from",
+			Proves:  "in a phase's own sandbox (probe --phase), each declared package-cache mount (spec.phases.caches) refuses writes because it is mounted read-only — statfs ST_RDONLY, the mount table's ro or EROFS for a write, not merely EACCES for this uid — and no read-write mount sits under it: no phase can poison the cache the next phase (and, through the sync, every node) installs from",
 			Fix:     "mount the cache read-only into every sandbox (volumeMounts[].readOnly: true; docker: -v CACHE:PATH:ro) and fill it only from a trusted step, sealed (sandprobe cache seal)",
-			Applies: func(p *policy.Policy) bool { return len(p.Spec.Phases.Caches) > 0 }},
+			Applies: func(p *policy.Policy) bool { return len(p.Spec.Phases.Caches) > 0 },
+			Needs:   func(e *Env) bool { return e.Phase }},
 		{ID: "identity.uid", Run: checkUID,
 			Proves: "the sandbox runs as the declared user id (real and effective)",
 			Fix:    "set securityContext.runAsUser and runAsNonRoot: true (docker: --user UID:GID)"},

@@ -139,6 +139,18 @@ func JudgeWorkspace(scan *WorkspaceScan, base *WorkspaceBaseline) []result.Findi
 	if len(out) > 0 {
 		return out
 	}
+	if scan.Entries == 0 && (base == nil || base.Entries > 0) {
+		// An empty directory proves nothing about the volume the phases
+		// share: it may not be mounted here at all.
+		f := pass(scan.MountPath, persistExpected, "", "")
+		f.Check, f.Status = CheckPersistence, result.Inconclusive
+		f.Actual = "the workspace is empty: nothing shows the volume the phases share is mounted here"
+		if base != nil {
+			f.Actual += fmt.Sprintf(" (the baseline was sealed with %d entries)", base.Entries)
+		}
+		f.Fix = "mount the shared workspace where spec.phases.workspace says (run the probe in the phase's own pod: sandprobe-probe probe --phase)"
+		return []result.Finding{f}
+	}
 	actual := "nothing found"
 	if base != nil {
 		actual = fmt.Sprintf("nothing beyond the baseline (%d sealed items unchanged)", matched)

@@ -57,6 +57,9 @@ type Flags struct {
 	NoNetwork                           bool
 	// Control makes the probe the control vantage (probes.RunControl).
 	Control bool
+	// Phase says the probe runs in a phase's own sandbox, with the
+	// workspace and caches the phases share mounted: the phase.* checks run.
+	Phase bool
 	// Output is --output / -o: each binary registers it, spelling the
 	// shorthand its flag package's way, with OutputUsage.
 	Output string
@@ -73,6 +76,7 @@ func (f *Flags) Register(fs FlagSet) {
 	fs.BoolVar(&f.NoNetwork, "no-network", false, "leave out the checks that send traffic")
 	fs.BoolVar(&f.Control, "control", false, "be the control vantage: dial every must-fail, metadata and proxy-bypass destination directly and report what each answered (run where no sandbox policy applies)")
 	fs.StringVar(&f.TerminationLog, "termination-log", "", "also write a compact result here (default "+DefaultTerminationLog+" when it exists)")
+	fs.BoolVar(&f.Phase, "phase", false, "run in a phase's own sandbox, with the shared workspace and package caches mounted (an init container of the phase's pod): the phase.* checks run (spec.phases)")
 	fs.StringVar(&f.PodInfo, "pod-info", "", "the pod's downward-API directory holding its labels (Kubernetes: /etc/podinfo)")
 	fs.StringVar(&f.RuntimeClass, "runtime-class", os.Getenv(probes.RuntimeClassEnv), "the runtime class (Docker runtime) the runner launched the probe under (default $"+probes.RuntimeClassEnv+")")
 	fs.StringVar(&f.ImageCommand, "image-command", "", "the image's entrypoint and command as a JSON array: image.entrypoint starts it under the sandbox's constraints")
@@ -100,7 +104,7 @@ func Run(ctx context.Context, std IO, f Flags, o Options) int {
 		policy.WriteProblems(std.Stderr, f.Policy, err)
 		return result.ExitBadInput
 	}
-	env := &probes.Env{Policy: p, Nonce: f.Nonce, Environ: os.Environ(), RuntimeClass: f.RuntimeClass, PodInfoDir: f.PodInfo, ImageCommandTimeout: f.ImageCommandTimeout}
+	env := &probes.Env{Policy: p, Nonce: f.Nonce, Environ: os.Environ(), RuntimeClass: f.RuntimeClass, PodInfoDir: f.PodInfo, Phase: f.Phase, ImageCommandTimeout: f.ImageCommandTimeout}
 	if f.ImageCommand != "" {
 		if err := json.Unmarshal([]byte(f.ImageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
 			fmt.Fprintf(std.Stderr, "%s: --image-command: want a non-empty JSON array of strings, got %q\n", o.Name, f.ImageCommand)

@@ -276,6 +276,10 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 		if spec.NoNetwork {
 			argv = append(argv, "--no-network")
 		}
+		if len(sb.Volumes) > 0 {
+			// The sandbox holds what the phases share: it is a phase's.
+			argv = append(argv, "--phase")
+		}
 	}
 	probe := b.ProbeBinary
 	if probe == "" {
