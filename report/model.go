@@ -15,6 +15,15 @@ type (
 	Counts          = result.Counts
 	Attempt         = result.Attempt
 	AddressAttempt  = result.AddressAttempt
+	Severity        = result.Severity
+)
+
+// Severities, worst first.
+const (
+	Critical = result.Critical
+	High     = result.High
+	Medium   = result.Medium
+	Low      = result.Low
 )
 
 // Statuses.
