@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,15 +155,73 @@ func (c *DockerContainer) mounts() []mount {
 	return out
 }
 
+// dockerRule is a drift rule over Docker containers: its catalogue entry
+// and its check. The rows live in dockerrules_*.go by theme; dockerRules
+// lists them in catalogue order. A check reads the container as `docker
+// inspect` prints it (the mounts merged by dockerCheck.mounts) and reports
+// each failure with d.failAt at the field that decides it.
+type dockerRule struct {
+	row
+	check func(d *dockerCheck, c *DockerContainer)
+}
+
+// dockerRules is every Docker rule, in catalogue order.
+var dockerRules = slices.Concat(dockerLimitRules, dockerReachRules, dockerIsolationRules)
+
+// Docker fields, in the order a container's findings are listed.
+const (
+	dReadonlyRootfs field = iota
+	dCapDrop
+	dCapAdd
+	dNoNewPrivileges
+	dPidsLimit
+	dMemory
+	dCPU
+	dNetwork
+	dUser
+	dProxy
+	dTmpfs
+	dMounts
+	dCredentials
+	dEnv
+	dPrivileged
+	dNamespaces
+	dSecurityOpt // seccomp and apparmor, in the options' order
+	dDevices
+	dRuntime
+	dImage
+)
+
+// at is where a docker inspect field sits; index orders the findings of
+// one field (the options of HostConfig.SecurityOpt).
+func dockerAt(f field, index int, path string) place {
+	return place{site: site(f)<<32 | site(uint32(index)), path: path}
+}
+
 // dockerCheck is one container going through the Docker rules.
 type dockerCheck struct {
 	e      *Engine
 	c      *DockerContainer
 	target string
+	rule   string // the rule being run (failAt)
 	out    []report.Finding
+	sites  []site
+	merged *[]mount // mounts(), merged on first use
 }
 
-func (d *dockerCheck) fail(rule, subject, expected, actual, fix, evidence string) {
+// CheckContainer applies the Docker rules to one inspected container.
+func (e *Engine) CheckContainer(c *DockerContainer) []report.Finding {
+	d := &dockerCheck{e: e, c: c, target: containerTarget(c.DisplayName())}
+	for _, r := range e.dockerRules {
+		d.rule = r.ID
+		r.check(d, c)
+	}
+	sortBySite(d.out, d.sites)
+	return d.out
+}
+
+// failAt records a failure of the rule being run.
+func (d *dockerCheck) failAt(at place, expected, actual, fix, evidence string) {
 	where := "container " + d.c.DisplayName()
 	if len(d.c.ID) >= 12 {
 		where += " (" + d.c.ID[:12] + ")"
@@ -175,101 +232,20 @@ func (d *dockerCheck) fail(rule, subject, expected, actual, fix, evidence string
 	} else {
 		evidence = where + "; " + evidence
 	}
+	d.sites = append(d.sites, at.site)
 	d.out = append(d.out, report.Finding{
-		Check: rule, Target: d.target, Subject: subject, Status: report.Fail,
+		Check: d.rule, Target: d.target, Subject: at.path, Status: report.Fail,
 		Expected: expected, Actual: actual, Fix: fix, Evidence: evidence,
 	})
 }
 
-// CheckContainer applies the Docker rules to one inspected container.
-func (e *Engine) CheckContainer(c *DockerContainer) []report.Finding {
-	d := &dockerCheck{e: e, c: c, target: containerTarget(c.DisplayName())}
-	d.run()
-	return d.out
-}
-
-func (d *dockerCheck) run() {
-	s, hc := &d.e.p.Spec, &d.c.HostConfig
-	if s.Filesystem.ReadOnlyRoot && !hc.ReadonlyRootfs {
-		d.fail(DockerReadOnlyRoot, "HostConfig.ReadonlyRootfs", "true", "false", "add --read-only", "")
+// mounts are the container's mounts as the rules see them (merged once).
+func (d *dockerCheck) mounts() []mount {
+	if d.merged == nil {
+		ms := d.c.mounts()
+		d.merged = &ms
 	}
-	if !containsFold(normalizeCaps(hc.CapDrop), "ALL") {
-		d.fail(DockerCapDrop, "HostConfig.CapDrop", "[ALL]", "["+strings.Join(hc.CapDrop, ", ")+"]", "add --cap-drop ALL",
-			"without it Docker's default set stays: CHOWN, DAC_OVERRIDE, FOWNER, NET_RAW, SETUID, SETGID, …")
-	}
-	for _, capName := range normalizeCaps(hc.CapAdd) {
-		if !d.e.caps[capName] {
-			d.fail(DockerCapAdd, "HostConfig.CapAdd["+capName+"]", capsWant(s.Capabilities), capName, "remove --cap-add "+capName, "")
-		}
-	}
-	if s.NoNewPrivs() && !hasNoNewPrivileges(hc.SecurityOpt) {
-		d.fail(DockerNoNewPrivileges, "HostConfig.SecurityOpt", "no-new-privileges", "["+strings.Join(hc.SecurityOpt, ", ")+"]",
-			"add --security-opt no-new-privileges", "")
-	}
-	if want := s.Resources.Pids; want > 0 {
-		switch have := hc.PidsLimit; {
-		case have == nil || *have <= 0:
-			d.fail(DockerPids, "HostConfig.PidsLimit", strconv.FormatInt(want, 10), "unlimited", fmt.Sprintf("add --pids-limit %d", want), "")
-		case *have > want:
-			d.fail(DockerPids, "HostConfig.PidsLimit", "at most "+strconv.FormatInt(want, 10), strconv.FormatInt(*have, 10), fmt.Sprintf("set --pids-limit %d", want), "")
-		}
-	}
-	if text := s.Resources.Limits["memory"]; text != "" {
-		want, _ := policy.ParseQuantity(text)
-		switch have := hc.Memory; {
-		case have <= 0:
-			d.fail(DockerMemory, "HostConfig.Memory", text+" ("+strconv.FormatInt(int64(want), 10)+" bytes)", "unlimited", "add --memory "+dockerBytes(int64(want)), "")
-		case float64(have) > want:
-			d.fail(DockerMemory, "HostConfig.Memory", "at most "+text, strconv.FormatInt(have, 10)+" bytes", "set --memory "+dockerBytes(int64(want)), "")
-		}
-	}
-	if text := s.Resources.Limits["cpu"]; text != "" {
-		want, _ := policy.ParseQuantity(text)
-		have := d.c.cpus()
-		switch {
-		case have <= 0:
-			d.fail(DockerCPU, "HostConfig.NanoCpus", "--cpus "+text, "unlimited", "add --cpus "+cpusText(want), "")
-		case have > want+1e-9:
-			d.fail(DockerCPU, "HostConfig.NanoCpus", "at most --cpus "+text, "--cpus "+cpusText(have), "set --cpus "+cpusText(want), "")
-		}
-	}
-	d.network()
-	d.user()
-	d.proxy()
-	d.tmpfs()
-	d.mountRules()
-	d.secretEnv()
-	if hc.Privileged {
-		d.fail(DockerPrivileged, "HostConfig.Privileged", "false", "true", "remove --privileged", "every capability and every host device")
-	}
-	for _, ns := range []struct{ field, mode, flag string }{
-		{"HostConfig.PidMode", hc.PidMode, "--pid"}, {"HostConfig.IpcMode", hc.IpcMode, "--ipc"},
-		{"HostConfig.UTSMode", hc.UTSMode, "--uts"}, {"HostConfig.UsernsMode", hc.UsernsMode, "--userns"},
-	} {
-		if ns.mode == "host" || strings.HasPrefix(ns.mode, "container:") {
-			d.fail(DockerHostNamespaces, ns.field, "a private namespace", ns.mode, "remove "+ns.flag+" "+ns.mode, "")
-		}
-	}
-	for _, opt := range hc.SecurityOpt {
-		k, v := splitSecurityOpt(opt)
-		switch {
-		case k == "seccomp" && v == "unconfined" && s.Seccomp != policy.SeccompUnconfined:
-			d.fail(DockerSeccomp, "HostConfig.SecurityOpt", "Docker's default seccomp profile (or a stricter one)", opt, "remove --security-opt "+opt, "")
-		case k == "apparmor" && v == "unconfined":
-			d.fail(DockerAppArmor, "HostConfig.SecurityOpt", "the default AppArmor profile", opt, "remove --security-opt "+opt, "")
-		}
-	}
-	for _, dev := range hc.Devices {
-		d.fail(DockerDevices, "HostConfig.Devices["+dev.PathOnHost+"]", "no host devices", dev.PathOnHost+" → "+dev.PathInContainer, "remove --device "+dev.PathOnHost, "")
-	}
-	if len(d.e.classes) > 0 && !d.e.classes[hc.Runtime] {
-		d.fail(DockerRuntime, "HostConfig.Runtime", "one of "+strings.Join(s.Runtime.ClassNames, ", "), orDefault(hc.Runtime, "the daemon's default (runc)"),
-			"add --runtime "+s.Runtime.ClassNames[0], "")
-	}
-	if s.Image.RequireDigest && !strings.Contains(d.c.Config.Image, "@sha256:") {
-		d.fail(DockerImageDigest, "Config.Image", "an image pinned by digest (@sha256:…)", d.c.Config.Image,
-			"run "+imageRepo(d.c.Config.Image)+"@sha256:<digest>", "image ID "+d.c.Image)
-	}
+	return *d.merged
 }
 
 // cpus is the CPU limit in CPUs, from --cpus or --cpu-quota/--cpu-period.
@@ -286,263 +262,6 @@ func (c *DockerContainer) cpus() float64 {
 		return float64(hc.CPUQuota) / float64(period)
 	}
 	return 0
-}
-
-// network: the declared internal network, or none, and nothing else.
-func (d *dockerCheck) network() {
-	want := d.e.p.Spec.Docker.Network
-	if want == "" {
-		want = "none"
-	}
-	hc := &d.c.HostConfig
-	fix := "use --network " + want
-	if want != "none" {
-		fix += " (created with docker network create --internal)"
-	}
-	if hc.NetworkMode != want {
-		ev := ""
-		if hc.NetworkMode == "default" || hc.NetworkMode == "bridge" || hc.NetworkMode == "" {
-			ev = "the default bridge network routes to the host and, with forwarding on, beyond"
-		}
-		d.fail(DockerNetwork, "HostConfig.NetworkMode", want, orDefault(hc.NetworkMode, "default"), fix, ev)
-		return
-	}
-	for _, name := range sortedKeys(d.c.NetworkSettings.Networks) {
-		if name != want {
-			d.fail(DockerNetwork, "NetworkSettings.Networks["+name+"]", "only "+want, "also attached to "+name, "docker network disconnect "+name+" "+d.c.DisplayName(), "")
-		}
-	}
-	internal, known := d.c.NetworkInternal[want]
-	switch {
-	case want == "none":
-	case !known:
-		// Offline (a `docker inspect` file) the network's own settings are
-		// not there: say so, never pass it silently.
-		d.fail(DockerNetwork, "network "+want, "an --internal network (no route out)", "not checked: whether network "+want+" is --internal is known only to the engine",
-			"check it live: sandprobe drift --docker (or docker network inspect "+want+" --format '{{.Internal}}')", "")
-		d.out[len(d.out)-1].Status = report.Skip
-	case !internal:
-		d.fail(DockerNetwork, "network "+want, "an --internal network (no route out)", "network "+want+" is not internal", "recreate it with docker network create --internal "+want, "")
-	}
-}
-
-func (d *dockerCheck) user() {
-	id := d.e.p.Spec.Identity
-	want := fmt.Sprintf("%d:%d", id.UID, id.GID)
-	u := d.c.Config.User
-	uid, gid, hasGID := strings.Cut(u, ":")
-	if u != "" && uid == strconv.FormatInt(id.UID, 10) && hasGID && gid == strconv.FormatInt(id.GID, 10) {
-		return
-	}
-	actual := u
-	switch {
-	case u == "":
-		actual = "unset (the image's USER, root unless the image says otherwise)"
-	case uid == "0" || uid == "root":
-		actual = u + " (root)"
-	case !hasGID:
-		actual = u + " (no group: the image decides, often 0)"
-	}
-	d.fail(DockerUser, "Config.User", want, actual, "add --user "+want, "")
-}
-
-func (d *dockerCheck) proxy() {
-	want := d.e.p.Spec.Egress.Proxy
-	if want == "" {
-		return
-	}
-	env := map[string]string{}
-	for _, kv := range d.c.Config.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	var wrong []string
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		v, ok := env[k]
-		switch {
-		case !ok:
-			wrong = append(wrong, k+" unset")
-		case strings.TrimSuffix(v, "/") != strings.TrimSuffix(want, "/"):
-			wrong = append(wrong, k+"="+v)
-		}
-	}
-	if len(wrong) == 0 {
-		return
-	}
-	d.fail(DockerProxy, "Config.Env", "HTTP_PROXY, http_proxy, HTTPS_PROXY and https_proxy = "+want, strings.Join(wrong, ", "),
-		fmt.Sprintf("add -e HTTP_PROXY=%[1]s -e http_proxy=%[1]s -e HTTPS_PROXY=%[1]s -e https_proxy=%[1]s", want),
-		"tools read one spelling or the other; a missing one sends that tool's traffic around the proxy")
-}
-
-func (d *dockerCheck) tmpfs() {
-	fsys := d.e.p.Spec.Filesystem
-	if len(fsys.Writable) == 0 {
-		return
-	}
-	have := map[string]int64{} // path → size in bytes, 0 when unbounded
-	for p, opts := range d.c.HostConfig.Tmpfs {
-		have[path.Clean(p)] = tmpfsSize(opts)
-	}
-	for _, m := range d.c.HostConfig.Mounts {
-		if m.Type == "tmpfs" {
-			var size int64
-			if m.TmpfsOptions != nil {
-				size = m.TmpfsOptions.SizeBytes
-			}
-			have[path.Clean(m.Target)] = size
-		}
-	}
-	var limit int64
-	if fsys.SizeLimit != "" {
-		v, _ := policy.ParseQuantity(fsys.SizeLimit)
-		limit = int64(v)
-	}
-	var missing, fixes []string
-	for _, w := range fsys.Writable {
-		size, ok := have[path.Clean(w)]
-		flag := "--tmpfs " + w
-		if limit > 0 {
-			flag += ":size=" + dockerBytes(limit)
-		}
-		switch {
-		case !ok:
-			missing = append(missing, w+" is not a tmpfs")
-			fixes = append(fixes, flag)
-		case limit > 0 && (size == 0 || size > limit):
-			missing = append(missing, fmt.Sprintf("%s tmpfs size %s", w, sizeText(size)))
-			fixes = append(fixes, flag)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	want := "a fresh tmpfs at " + strings.Join(fsys.Writable, ", ")
-	if limit > 0 {
-		want += " of at most " + fsys.SizeLimit
-	}
-	d.fail(DockerTmpfs, "HostConfig.Tmpfs", want, strings.Join(missing, "; "), "add "+strings.Join(fixes, " "), "")
-}
-
-func sizeText(n int64) string {
-	if n == 0 {
-		return "unbounded (half the host's RAM)"
-	}
-	return dockerBytes(n)
-}
-
-// credentialDirs are path segments that hold someone's credentials.
-var credentialDirs = []string{".aws", ".kube", ".ssh", ".docker", ".azure", ".config/gcloud"}
-
-// sensitiveSystemDirs are host paths a sandbox must never see.
-var sensitiveSystemDirs = []string{"/proc", "/sys", "/etc", "/root"}
-
-func (d *dockerCheck) mountRules() {
-	creds := d.e.p.Spec.Credentials
-	ms := d.c.mounts()
-	for _, m := range ms {
-		if isDeclaredCredential(m, creds) {
-			continue
-		}
-		why := sensitiveMount(m)
-		if why == "" {
-			continue
-		}
-		d.fail(DockerSensitiveMount, "Mounts["+m.dest+"]", "no host socket, system or credential directory mounted",
-			fmt.Sprintf("%s %s mounted at %s (%s)", m.typ, m.source, m.dest, rwText(m.readOnly)),
-			"remove the mount of "+m.source+" (-v/--mount …:"+m.dest+")", why)
-	}
-	for _, cr := range creds {
-		var at *mount
-		for i := range ms {
-			if path.Clean(ms[i].dest) == path.Clean(cr.MountPath) {
-				at = &ms[i]
-			}
-		}
-		fix := fmt.Sprintf("add --mount type=bind,src=%s,dst=%s,readonly", cr.Source, cr.MountPath)
-		want := fmt.Sprintf("%s read-only from %s at %s", cr.Name, cr.Source, cr.MountPath)
-		switch {
-		case at == nil:
-			d.fail(DockerCredential, "Mounts["+cr.MountPath+"]", want, "not mounted", fix, cr.Reason)
-		case at.source != cr.Source:
-			d.fail(DockerCredential, "Mounts["+cr.MountPath+"]", want, "mounted from "+at.source, fix, cr.Reason)
-		case !at.readOnly:
-			d.fail(DockerCredential, "Mounts["+cr.MountPath+"]", want, "mounted read-write", fix, cr.Reason)
-		}
-	}
-}
-
-func isDeclaredCredential(m mount, creds []policy.Credential) bool {
-	for _, c := range creds {
-		if path.Clean(m.dest) == path.Clean(c.MountPath) && m.source == c.Source {
-			return true
-		}
-	}
-	return false
-}
-
-// sensitiveMount says why a mount must not reach a sandbox, or "".
-func sensitiveMount(m mount) string {
-	if m.typ == "tmpfs" {
-		return ""
-	}
-	src := path.Clean(m.source)
-	if path.Base(src) == "docker.sock" || path.Base(path.Clean(m.dest)) == "docker.sock" {
-		return "the Docker socket: whoever holds it is root on the host"
-	}
-	if m.typ == "bind" && src == "/" {
-		return "the host's root filesystem"
-	}
-	if m.typ == "bind" {
-		for _, dir := range sensitiveSystemDirs {
-			if src == dir || strings.HasPrefix(src, dir+"/") {
-				if dir == "/root" && strings.HasPrefix(src, "/root/") {
-					if cd := credentialDir(src); cd != "" {
-						return "a credentials directory (" + cd + ")"
-					}
-				}
-				return "the host's " + dir
-			}
-		}
-	}
-	if cd := credentialDir(src); cd != "" {
-		return "a credentials directory (" + cd + ")"
-	}
-	if cd := credentialDir(path.Clean(m.dest)); cd != "" {
-		return "a credentials directory (" + cd + ")"
-	}
-	return ""
-}
-
-func credentialDir(p string) string {
-	p += "/"
-	for _, d := range credentialDirs {
-		if strings.Contains(p, "/"+d+"/") {
-			return d
-		}
-	}
-	return ""
-}
-
-func rwText(ro bool) string {
-	if ro {
-		return "read-only"
-	}
-	return "read-write"
-}
-
-func (d *dockerCheck) secretEnv() {
-	s := &d.e.p.Spec
-	for _, kv := range d.c.Config.Env {
-		name, value, _ := strings.Cut(kv, "=")
-		pat := d.e.secretName(name)
-		if pat == "" || value == "" || slices.Contains(s.Secrets.Placeholders, value) {
-			continue
-		}
-		d.fail(DockerSecretEnv, "Config.Env["+name+"]", "no credential in the environment",
-			"set to a value that is not a declared placeholder (value not reported)",
-			"remove -e "+name+" (mount a declared credential read-only, or pass a placeholder the broker swaps)",
-			"name matches "+pat)
-	}
 }
 
 func normalizeCaps(cs []string) []string {

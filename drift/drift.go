@@ -23,174 +23,18 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
-// Rule is one entry of the drift catalogue.
-type Rule struct {
-	ID     string // "drift.pod.privileged"
-	Proves string // what a clean result proves
-	Fix    string // the usual fix; each finding carries its exact one
-}
-
-// Kind is the object kind a rule applies to ("pod" for "drift.pod.privileged").
-func (r Rule) Kind() string {
-	_, rest, _ := strings.Cut(r.ID, ".")
-	k, _, _ := strings.Cut(rest, ".")
-	return k
-}
-
-// Check IDs. They are constants so a typo is a compile error, and they are
-// listed once more, with what they prove, in Rules.
+// The scan rules judge a run, not an object: they fail when a live source
+// held no sandbox at all, or lacks a declared namespace.
 const (
-	PodSelectorLabels     = "drift.pod.selector-labels"
-	PodRuntimeClass       = "drift.pod.runtime-class"
-	PodSAToken            = "drift.pod.sa-token"
-	PodRunAsNonRoot       = "drift.pod.run-as-non-root"
-	PodRunAsUser          = "drift.pod.run-as-user"
-	PodRunAsGroup         = "drift.pod.run-as-group"
-	PodFSGroup            = "drift.pod.fs-group"
-	PodSupplementalGroups = "drift.pod.supplemental-groups"
-	PodSeccomp            = "drift.pod.seccomp"
-	PodPrivilegeEsc       = "drift.pod.privilege-escalation"
-	PodReadOnlyRoot       = "drift.pod.readonly-root"
-	PodCapDrop            = "drift.pod.cap-drop"
-	PodCapAdd             = "drift.pod.cap-add"
-	PodPrivileged         = "drift.pod.privileged"
-	PodHostNetwork        = "drift.pod.host-network"
-	PodHostPID            = "drift.pod.host-pid"
-	PodHostIPC            = "drift.pod.host-ipc"
-	PodHostPorts          = "drift.pod.host-ports"
-	PodHostPath           = "drift.pod.host-path"
-	PodProcMount          = "drift.pod.proc-mount"
-	PodSysctls            = "drift.pod.sysctls"
-	PodSELinux            = "drift.pod.selinux"
-	PodAppArmor           = "drift.pod.apparmor"
-	PodImageDigest        = "drift.pod.image-digest"
-	PodResources          = "drift.pod.resources"
-	PodEmptyDirSize       = "drift.pod.emptydir-size"
-	PodSecretEnv          = "drift.pod.secret-env"
-	PodPSSRestricted      = "drift.pod.pss-restricted"
-
-	NetpolEgressUnrestricted = "drift.netpol.egress-unrestricted"
-	NetpolAnyDestination     = "drift.netpol.any-destination"
-	NetpolWorld              = "drift.netpol.world"
-	NetpolIPBlock            = "drift.netpol.ipblock"
-	NetpolPort               = "drift.netpol.port"
-	NetpolPeer               = "drift.netpol.peer"
-
-	CiliumFQDNExtra      = "drift.cilium.fqdn-extra"
-	CiliumFQDNMissing    = "drift.cilium.fqdn-missing"
-	CiliumWorld          = "drift.cilium.world"
-	CiliumCIDR           = "drift.cilium.cidr"
-	CiliumAnyDestination = "drift.cilium.any-destination"
-	CiliumPeer           = "drift.cilium.peer"
-
-	ANPWorld  = "drift.anp.world"
-	ANPCIDR   = "drift.anp.cidr"
-	ANPPeer   = "drift.anp.peer"
-	ANPDomain = "drift.anp.domain"
-
 	ScanSandboxesFound  = "drift.scan.sandboxes-found"
 	ScanNamespaceExists = "drift.scan.namespace-exists"
-
-	DockerReadOnlyRoot    = "drift.docker.readonly-root"
-	DockerCapDrop         = "drift.docker.cap-drop"
-	DockerCapAdd          = "drift.docker.cap-add"
-	DockerNoNewPrivileges = "drift.docker.no-new-privileges"
-	DockerPids            = "drift.docker.pids"
-	DockerMemory          = "drift.docker.memory"
-	DockerCPU             = "drift.docker.cpu"
-	DockerNetwork         = "drift.docker.network"
-	DockerUser            = "drift.docker.user"
-	DockerProxy           = "drift.docker.proxy"
-	DockerTmpfs           = "drift.docker.tmpfs"
-	DockerSensitiveMount  = "drift.docker.sensitive-mount"
-	DockerCredential      = "drift.docker.credential"
-	DockerSecretEnv       = "drift.docker.secret-env"
-	DockerPrivileged      = "drift.docker.privileged"
-	DockerHostNamespaces  = "drift.docker.host-namespaces"
-	DockerSeccomp         = "drift.docker.seccomp"
-	DockerAppArmor        = "drift.docker.apparmor"
-	DockerDevices         = "drift.docker.devices"
-	DockerRuntime         = "drift.docker.runtime"
-	DockerImageDigest     = "drift.docker.image-digest"
 )
 
-// Rules is the one table of drift rules: `sandprobe drift`, the docs and the
-// run summary all read it.
-func Rules() []Rule {
-	return []Rule{
-		{PodSelectorLabels, "every pod in a sandbox namespace carries the selector's labels, so the sandbox NetworkPolicies select it", "add the selector's labels to the pod template, or move the workload out of the sandbox namespace"},
-		{PodRuntimeClass, "the pod runs under one of the declared isolation runtimes", "set spec.runtimeClassName to a declared class"},
-		{PodSAToken, "no service-account token reaches the sandbox: automount is off and no projected token volume exists", "set spec.automountServiceAccountToken: false and remove serviceAccountToken projections"},
-		{PodRunAsNonRoot, "the kubelet refuses to start any container of the pod as root", "set securityContext.runAsNonRoot: true"},
-		{PodRunAsUser, "every container runs as the declared uid", "set securityContext.runAsUser to the declared uid"},
-		{PodRunAsGroup, "every container runs as the declared gid", "set securityContext.runAsGroup to the declared gid"},
-		{PodFSGroup, "volumes are owned by the declared fsGroup", "set spec.securityContext.fsGroup to the declared group"},
-		{PodSupplementalGroups, "the pod adds no supplementary groups beyond the declared ones", "set spec.securityContext.supplementalGroups to (a subset of) the declared groups"},
-		{PodSeccomp, "every container runs under the declared seccomp profile (RuntimeDefault or Localhost)", "set securityContext.seccompProfile.type: RuntimeDefault"},
-		{PodPrivilegeEsc, "no container can gain privileges through setuid binaries (no_new_privs)", "set securityContext.allowPrivilegeEscalation: false on every container"},
-		{PodReadOnlyRoot, "every container's root filesystem is read-only", "set securityContext.readOnlyRootFilesystem: true on every container"},
-		{PodCapDrop, "every container drops ALL capabilities", "set securityContext.capabilities.drop: [ALL] on every container"},
-		{PodCapAdd, "no container adds a capability the policy does not declare", "remove the capability from securityContext.capabilities.add"},
-		{PodPrivileged, "no container is privileged", "remove securityContext.privileged (or set it to false)"},
-		{PodHostNetwork, "the pod has its own network namespace", "remove spec.hostNetwork"},
-		{PodHostPID, "the pod has its own PID namespace", "remove spec.hostPID"},
-		{PodHostIPC, "the pod has its own IPC namespace", "remove spec.hostIPC"},
-		{PodHostPorts, "no container binds a port on the node", "remove hostPort from the container's ports"},
-		{PodHostPath, "no volume exposes a node path", "replace the hostPath volume with an emptyDir, a secret or a configMap"},
-		{PodProcMount, "every container gets the masked /proc", "remove securityContext.procMount (or set it to Default)"},
-		{PodSysctls, "the pod sets only namespaced, safe sysctls", "remove the sysctl from spec.securityContext.sysctls"},
-		{PodSELinux, "no container loosens its SELinux type or sets a user or role", "remove securityContext.seLinuxOptions.type/user/role"},
-		{PodAppArmor, "no container runs AppArmor-unconfined", "set securityContext.appArmorProfile.type: RuntimeDefault (and drop unconfined annotations)"},
-		{PodImageDigest, "every image is pinned by digest", "reference the image as REPO@sha256:DIGEST"},
-		{PodResources, "every container carries the declared limits (and no more)", "set resources.limits as declared"},
-		{PodEmptyDirSize, "every emptyDir has a sizeLimit within the declared size", "set sizeLimit on the emptyDir"},
-		{PodSecretEnv, "no credential reaches a container through its environment (names only are reported)", "remove the variable, or hand over a declared placeholder the broker swaps"},
-		{PodPSSRestricted, "the pod passes the Pod Security Standard \"restricted\", whatever the policy allows", "fix the field the standard names"},
-
-		{NetpolEgressUnrestricted, "at least one NetworkPolicy (or Cilium policy) restricts the sandbox's egress", "apply the NetworkPolicy from `sandprobe render` (policyTypes: [Egress]) in the pod's namespace"},
-		{NetpolAnyDestination, "no egress rule selecting a sandbox has an empty `to` (every destination)", "list the destinations in `to`"},
-		{NetpolWorld, "no egress rule selecting a sandbox opens 0.0.0.0/0 or ::/0", "remove the ipBlock or narrow it to a declared address"},
-		{NetpolIPBlock, "every ipBlock a sandbox may reach is a declared allowance", "remove the ipBlock or declare the address in spec.egress.allow"},
-		{NetpolPort, "every allowed destination is limited to its declared port", "list only the declared port in the rule's ports"},
-		{NetpolPeer, "in-cluster peers are limited to cluster DNS and the declared proxy", "remove the peer or narrow it to DNS (port 53) or the proxy"},
-
-		{CiliumFQDNExtra, "every toFQDNs name or pattern is covered by a declared allowance on its port", "remove the name or declare it in spec.egress.allow"},
-		{CiliumFQDNMissing, "every declared name is allowed by the Cilium policies (info: the sandbox cannot reach it)", "add the name to a toFQDNs rule, or drop the allowance"},
-		{CiliumWorld, "no Cilium rule opens toEntities world/all or a /0 CIDR", "remove the entity or CIDR"},
-		{CiliumCIDR, "every toCIDR/toCIDRSet is a declared address", "remove the CIDR or declare the address in spec.egress.allow"},
-		{CiliumAnyDestination, "no Cilium egress rule allows ports to every destination (toPorts without a peer)", "add toFQDNs/toEndpoints/toCIDR to the rule"},
-		{CiliumPeer, "in-cluster Cilium peers are limited to cluster DNS and the declared proxy", "remove the peer or narrow it to DNS (port 53) or the proxy"},
-
-		{ANPWorld, "no admin or baseline admin network policy Allow opens 0.0.0.0/0 or ::/0 to a sandbox (an admin Allow overrides every NetworkPolicy)", "remove the network from the Allow rule"},
-		{ANPCIDR, "every network an admin network policy allows a sandbox is a declared address", "remove the network or declare the address in spec.egress.allow"},
-		{ANPPeer, "in-cluster peers an admin network policy allows a sandbox are limited to cluster DNS and the declared proxy", "remove the peer or narrow it to DNS (port 53) or the proxy"},
-		{ANPDomain, "every domain name an admin network policy allows a sandbox is covered by a declared allowance", "remove the name or declare it in spec.egress.allow"},
-
-		{ScanSandboxesFound, "the selector and namespaces matched at least one live sandbox, so the other rules judged something", "fix the selector, the namespaces or the context so the sandboxes are found (or remove the policy)"},
-		{ScanNamespaceExists, "every namespace the policy declares exists", "create the namespace, or remove it from spec.namespaces"},
-
-		{DockerReadOnlyRoot, "the container's root filesystem is read-only", "add --read-only"},
-		{DockerCapDrop, "the container drops ALL capabilities", "add --cap-drop ALL"},
-		{DockerCapAdd, "the container adds no undeclared capability", "remove --cap-add"},
-		{DockerNoNewPrivileges, "no_new_privs is set", "add --security-opt no-new-privileges"},
-		{DockerPids, "the container has the declared pids limit", "add --pids-limit N"},
-		{DockerMemory, "the container has the declared memory limit", "add --memory SIZE"},
-		{DockerCPU, "the container has the declared CPU limit", "add --cpus N"},
-		{DockerNetwork, "the container is attached only to the declared internal network (or none)", "use --network NAME (an --internal network) or --network none"},
-		{DockerUser, "the container runs as the declared uid:gid, not root", "add --user UID:GID"},
-		{DockerProxy, "the proxy variables point at the declared proxy, in both spellings", "add -e HTTP_PROXY=… -e http_proxy=… -e HTTPS_PROXY=… -e https_proxy=…"},
-		{DockerTmpfs, "every declared writable path is a fresh tmpfs", "add --tmpfs PATH for each writable path"},
-		{DockerSensitiveMount, "no host socket, system directory or credential directory is mounted", "remove the bind mount"},
-		{DockerCredential, "each declared credential is mounted read-only from its declared source", "add --mount type=bind,src=SOURCE,dst=PATH,readonly"},
-		{DockerSecretEnv, "no credential reaches the container through its environment (names only are reported)", "remove -e NAME, or pass a declared placeholder"},
-		{DockerPrivileged, "the container is not privileged", "remove --privileged"},
-		{DockerHostNamespaces, "the container shares no namespace with the host", "remove --pid/--ipc/--uts/--userns host"},
-		{DockerSeccomp, "the container runs under a seccomp filter", "remove --security-opt seccomp=unconfined"},
-		{DockerAppArmor, "the container is not AppArmor-unconfined", "remove --security-opt apparmor=unconfined"},
-		{DockerDevices, "no host device is passed in", "remove --device"},
-		{DockerRuntime, "the container runs under a declared isolation runtime", "add --runtime NAME"},
-		{DockerImageDigest, "the container was created from an image pinned by digest", "reference the image as REPO@sha256:DIGEST"},
-	}
+var scanRules = []row{
+	{Rule{ScanSandboxesFound, "the selector and namespaces matched at least one live sandbox, so the other rules judged something", high,
+		"fix the selector, the namespaces or the context so the sandboxes are found (or remove the policy)"}, nil},
+	{Rule{ScanNamespaceExists, "every namespace the policy declares exists", medium,
+		"create the namespace, or remove it from spec.namespaces"}, func(s *policy.Spec) bool { return len(s.Namespaces) > 0 }},
 }
 
 // Target names for findings.
@@ -338,8 +182,9 @@ func (c *Collector) MissingNamespace(p *policy.Policy, ns, source string) {
 // drift, so a clean run still says what it proved.
 func (c *Collector) Summary(p *policy.Policy) {
 	var out []report.Finding
-	for _, r := range Rules() {
-		if !c.checked[r.Kind()] || c.failed[r.ID] > 0 || !ruleApplies(p, r.ID) {
+	for i := range catalogue {
+		r := &catalogue[i]
+		if !c.checked[r.Kind()] || c.failed[r.ID] > 0 || !r.appliesTo(&p.Spec) {
 			continue
 		}
 		f := report.Finding{
@@ -369,47 +214,6 @@ func (c *Collector) Summary(p *policy.Policy) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Check < out[j].Check })
 	c.emit(out...)
-}
-
-// ruleApplies says whether the policy asks for a rule at all (a rule the
-// policy does not ask for gets no passing summary line either).
-func ruleApplies(p *policy.Policy, id string) bool {
-	s := &p.Spec
-	switch id {
-	case PodSelectorLabels, ScanNamespaceExists:
-		return len(s.Namespaces) > 0
-	case PodRuntimeClass, DockerRuntime:
-		return len(s.Runtime.ClassNames) > 0
-	case PodRunAsNonRoot:
-		return s.Identity.UID != 0
-	case PodSAToken:
-		return s.ServiceAccount == policy.TokenAbsent
-	case PodFSGroup:
-		return s.Identity.FSGroup != nil
-	case PodReadOnlyRoot, DockerReadOnlyRoot:
-		return s.Filesystem.ReadOnlyRoot
-	case PodPrivilegeEsc, DockerNoNewPrivileges:
-		return s.NoNewPrivs()
-	case PodSeccomp, DockerSeccomp:
-		return s.Seccomp != policy.SeccompUnconfined
-	case PodImageDigest, DockerImageDigest:
-		return s.Image.RequireDigest
-	case PodResources:
-		return len(s.Resources.Limits) > 0
-	case DockerMemory:
-		return s.Resources.Limits["memory"] != ""
-	case DockerCPU:
-		return s.Resources.Limits["cpu"] != ""
-	case DockerPids:
-		return s.Resources.Pids > 0
-	case DockerProxy:
-		return s.Egress.Proxy != ""
-	case DockerTmpfs:
-		return len(s.Filesystem.Writable) > 0
-	case DockerCredential:
-		return len(s.Credentials) > 0
-	}
-	return true
 }
 
 // SelectorText says what a sandbox of the policy carries, for "none found"

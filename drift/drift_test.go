@@ -492,7 +492,7 @@ func TestDocsRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "|---|---|---|\n", "<!-- /rules -->"
+	const begin, end = "|---|---|---|---|\n", "<!-- /rules -->"
 	text := string(data)
 	i, j := strings.Index(text, begin), strings.Index(text, end)
 	if i < 0 || j < i {
@@ -500,7 +500,7 @@ func TestDocsRules(t *testing.T) {
 	}
 	var b strings.Builder
 	for _, r := range drift.Rules() {
-		b.WriteString("| `" + r.ID + "` | " + r.Proves + " | " + strings.ReplaceAll(r.Fix, "|", `\|`) + " |\n")
+		b.WriteString("| `" + r.ID + "` | " + string(r.Severity) + " | " + r.Proves + " | " + strings.ReplaceAll(r.Fix, "|", `\|`) + " |\n")
 	}
 	want := text[:i+len(begin)] + b.String() + text[j:]
 	if *update {

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sandprobe/sandprobe/policy"
@@ -32,9 +32,13 @@ type Engine struct {
 	patterns  []glob // secret env name patterns
 	egress    *egressModel
 	pss       []pssCheck
-	net       *netpolIndex
-	cil       *ciliumIndex
-	anp       *adminIndex
+	// podRules and dockerRules are the rows the policy asks for.
+	podRules    []*podRule
+	dockerRules []*dockerRule
+	podChecks   sync.Pool // of *podCheck, for checkPod
+	net         *netpolIndex
+	cil         *ciliumIndex
+	anp         *adminIndex
 	// nsLabels are the labels of the namespaces known (live: all of them;
 	// files: the Namespace objects they hold). Admin network policies and
 	// Cilium select on them.
@@ -105,6 +109,7 @@ func NewEngine(p *policy.Policy) (*Engine, error) {
 	if e.pss, err = restrictedChecks(); err != nil {
 		return nil, err
 	}
+	e.podRules, e.dockerRules = applying(podRules, s), applying(dockerRules, s)
 	return e, nil
 }
 
@@ -164,22 +169,38 @@ func (e *Engine) CheckPod(pod *corev1.Pod) []report.Finding {
 // settle, which the caller runs in the pods' order, one at a time, so the
 // first pod in file order carries them, as CheckPod would give them.
 func (e *Engine) checkPod(pod *corev1.Pod) ([]report.Finding, []onceSpan) {
-	c := podCheck{
+	c := e.getPodCheck()
+	*c = podCheck{
 		e:    e,
 		kind: "pod",
 		name: pod.Name,
 		gen:  pod.GenerateName,
 		ns:   pod.Namespace,
-		spec: "spec",
-		meta: "metadata",
-		om:   &pod.ObjectMeta,
-		ps:   &pod.Spec,
+		view: newPodView(&pod.ObjectMeta, &pod.Spec, "spec", "metadata"),
 	}
 	c.run()
 	if e.egressKnown {
-		e.checkEgress(&c, pod)
+		e.checkEgress(c, pod)
 	}
-	return c.out, c.once
+	out, once := c.out, c.once
+	e.putPodCheck(c)
+	return out, once
+}
+
+// getPodCheck returns a podCheck to fill. The rules take it through a
+// function value, so it lives on the heap: one is reused rather than one
+// allocated per pod.
+func (e *Engine) getPodCheck() *podCheck {
+	if c, ok := e.podChecks.Get().(*podCheck); ok {
+		return c
+	}
+	return new(podCheck)
+}
+
+// putPodCheck takes a podCheck back once its findings are out.
+func (e *Engine) putPodCheck(c *podCheck) {
+	*c = podCheck{} // hold on to no pod
+	e.podChecks.Put(c)
 }
 
 // onceSpan marks findings out[start:end] that the run reports once, for
@@ -230,12 +251,14 @@ type podCheck struct {
 	kind, name, gen string
 	target          string
 	ns              string
-	spec            string // field path of the PodSpec
-	meta            string // field path of the pod metadata
-	// om carries the labels and annotations (of the pod, or of the template).
-	om  *metav1.ObjectMeta
-	ps  *corev1.PodSpec
-	out []report.Finding
+	view            podView
+	// rule is the pod rule being run (failAt).
+	rule string
+	out  []report.Finding
+	// sites are where out's findings of the pod rules are (sortBySite),
+	// in sitesBuf while they fit.
+	sites    []site
+	sitesBuf [16]site
 	// failed holds the rules that failed for this object (for the PSS
 	// de-duplication); allocated on the first failure only.
 	failed map[string]bool
@@ -259,17 +282,17 @@ func (c *podCheck) ensureTarget() string {
 // finding leads to the controller or template that has to change.
 func (c *podCheck) provenance() string {
 	kind := c.kind
-	if c.spec != "spec" {
+	if c.view.spec != "spec" {
 		kind += " pod template"
 	}
 	s := kind + " " + c.ns + "/" + podName(c.name, c.gen)
-	for _, o := range c.om.OwnerReferences {
+	for _, o := range c.view.om.OwnerReferences {
 		if o.Controller != nil && *o.Controller {
 			s += ", created by " + o.Kind + "/" + o.Name
 		}
 	}
-	if c.ps.NodeName != "" {
-		s += ", on node " + c.ps.NodeName
+	if c.view.ps.NodeName != "" {
+		s += ", on node " + c.view.ps.NodeName
 	}
 	return s
 }

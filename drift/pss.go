@@ -79,11 +79,22 @@ func restrictedChecks() ([]pssCheck, error) {
 	return out, nil
 }
 
-// pssRestricted runs the standard and reports what the policy rules did not
-// already report for this object.
-func (c *podCheck) pssRestricted() {
+// PodPSSRestricted holds every sandbox to the Pod Security Standard
+// "restricted", whatever the policy allows.
+const PodPSSRestricted = "drift.pod.pss-restricted"
+
+// standardRules run last: they report only what the rules before them did
+// not already report for the object.
+var standardRules = []podRule{
+	{row{Rule{PodPSSRestricted, "the pod passes the Pod Security Standard \"restricted\", whatever the policy allows", medium,
+		"fix the field the standard names"}, nil}, checkPSSRestricted},
+}
+
+// checkPSSRestricted runs the standard and reports what the policy rules
+// did not already report for this object.
+func checkPSSRestricted(c *podCheck, v *podView) {
 	for _, ch := range c.e.pss {
-		res := ch.fn(c.om, c.ps)
+		res := ch.fn(v.om, v.ps)
 		if res.Allowed {
 			continue
 		}
@@ -94,7 +105,7 @@ func (c *podCheck) pssRestricted() {
 		if res.ForbiddenDetail != "" {
 			actual += " (" + res.ForbiddenDetail + ")"
 		}
-		c.fail(PodPSSRestricted, ch.id, "allowed by Pod Security Standard restricted", actual, ch.fix+" ("+c.spec+")",
+		c.failAt(place{siteOf(zoneStandard, 0, fStandard), ch.id}, "allowed by Pod Security Standard restricted", actual, ch.fix+" ("+v.spec+")",
 			"the policy allows this, but a sandbox must still pass the restricted standard")
 	}
 }

@@ -100,15 +100,14 @@ func (e *Engine) CheckTemplate(t *Template) ([]report.Finding, bool) {
 	}
 	meta := t.Meta
 	meta.Namespace = t.Namespace
-	c := podCheck{
+	c := e.getPodCheck()
+	defer e.putPodCheck(c)
+	*c = podCheck{
 		e:     e,
 		kind:  strings.ToLower(t.Kind),
 		name:  t.Name,
 		ns:    t.Namespace,
-		spec:  t.SpecPath,
-		meta:  t.MetaPath,
-		om:    &meta,
-		ps:    t.Spec,
+		view:  newPodView(&meta, t.Spec, t.SpecPath, t.MetaPath),
 		notes: t.Notes,
 	}
 	c.run()
@@ -117,7 +116,7 @@ func (e *Engine) CheckTemplate(t *Template) ([]report.Finding, bool) {
 		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Labels: t.Meta.Labels}}
 		pod.Spec.HostNetwork = t.Spec.HostNetwork
 		pod.Spec.ServiceAccountName = t.Spec.ServiceAccountName
-		e.checkEgress(&c, &pod)
+		e.checkEgress(c, &pod)
 	}
 	return e.settle(c.out, c.once), true
 }
