@@ -32,12 +32,28 @@ type NetClient struct {
 	roots *x509.CertPool
 	// denyStatus are the statuses by which the proxy refuses a destination.
 	denyStatus []int
+	// agent is the User-Agent of every request the probe sends through the
+	// proxy: "sandprobe", and the run's nonce when there is one, so the
+	// proxy's record tells this run's attempts from others' (audit/).
+	agent string
+	// proxyAddrs resolves the proxy's name once per run (see proxyAddrs).
+	proxyAddrs proxyResolver
+}
+
+// proxyResolver holds the proxy's addresses once resolved. Resolving the
+// name per attempt, through the search list, made a DNS storm (names × the
+// search list × every attempt at once) whose queries timed out under load.
+type proxyResolver struct {
+	sem   chan struct{} // a lock that a waiting attempt can give up on
+	addrs []string
+	err   error // a verdict of the resolver itself (NXDOMAIN, REFUSED): kept too
 }
 
 // NewNetClient builds the client the policy's egress section describes: its
 // proxy and the CA bundle it trusts besides the system roots.
 func NewNetClient(e policy.Egress) (*NetClient, error) {
-	c := &NetClient{dns: readDNSConfig("/etc/resolv.conf", "/etc/hosts"), denyStatus: e.ProxyDenyStatuses()}
+	c := &NetClient{dns: readDNSConfig("/etc/resolv.conf", "/etc/hosts"), denyStatus: e.ProxyDenyStatuses(), agent: "sandprobe"}
+	c.proxyAddrs.sem = make(chan struct{}, 1)
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
 		if err != nil {
@@ -67,6 +83,39 @@ func NewNetClient(e policy.Egress) (*NetClient, error) {
 func (c *NetClient) useDNSServer(server string) {
 	c.dns = defaultDNSConfig()
 	c.dns.servers, c.dns.attempts = []string{server}, 1
+}
+
+// withNonce marks every request through the proxy with the run's nonce.
+func (c *NetClient) withNonce(nonce string) {
+	if nonce != "" {
+		c.agent = "sandprobe nonce=" + nonce
+	}
+}
+
+// resolveProxy returns the proxy's addresses, asking the resolver once per
+// run: attempts that start together wait for the first one's answer. An
+// answer (addresses, or the resolver's own NXDOMAIN or REFUSED) is kept;
+// silence is not, so a later attempt asks again.
+func (c *NetClient) resolveProxy(ctx context.Context) ([]string, error) {
+	r := &c.proxyAddrs
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	if r.addrs != nil || r.err != nil {
+		return r.addrs, r.err
+	}
+	addrs, err := c.lookup(ctx, c.proxy.Hostname())
+	var own *errDNS
+	switch {
+	case err == nil:
+		r.addrs = addrs
+	case errors.As(err, &own) && own.rcode != "":
+		r.err = err
+	}
+	return addrs, err
 }
 
 // errProxyDenied is a proxy refusing a destination with its deny status
@@ -110,7 +159,7 @@ func (c *NetClient) dialAddr(ctx context.Context, addr string, port int) (net.Co
 // CONNECT) or nil (for GET, whose answer is the proof).
 func (c *NetClient) viaProxy(ctx context.Context, host string, port int, scheme string) (net.Conn, string, error) {
 	pport, _ := strconv.Atoi(c.proxy.Port())
-	addrs, err := c.lookup(ctx, c.proxy.Hostname())
+	addrs, err := c.resolveProxy(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("resolve proxy %s: %w", c.proxy.Hostname(), err)
 	}
@@ -124,9 +173,9 @@ func (c *NetClient) viaProxy(ctx context.Context, host string, port int, scheme 
 	target := net.JoinHostPort(host, strconv.Itoa(port))
 	var req string
 	if scheme == "http" {
-		req = fmt.Sprintf("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandprobe\r\nConnection: close\r\n\r\n", target, target)
+		req = fmt.Sprintf("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n", target, target, c.agent)
 	} else {
-		req = fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandprobe\r\n\r\n", target, target)
+		req = fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n\r\n", target, target, c.agent)
 	}
 	if _, err := conn.Write([]byte(req)); err != nil {
 		conn.Close()
@@ -210,7 +259,7 @@ func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host str
 		_, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: c.roots})
 		valid = err == nil
 	}
-	if _, err := fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandprobe\r\nConnection: close\r\n\r\n", host); err != nil {
+	if _, err := fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n", host, c.agent); err != nil {
 		return false, "TLS inside the tunnel, then " + classify(err).detail
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(tc), &http.Request{Method: http.MethodGet})

@@ -141,8 +141,11 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	e := env.Policy.Spec.Egress
 	out := map[string][]result.Finding{}
 	client, err := NewNetClient(e)
-	if err == nil && env.dnsServer != "" {
-		client.useDNSServer(env.dnsServer)
+	if err == nil {
+		client.withNonce(env.Nonce)
+		if env.dnsServer != "" {
+			client.useDNSServer(env.dnsServer)
+		}
 	}
 	if err != nil {
 		for _, c := range []string{checkAllowed, checkMustFail, checkMetadata} {

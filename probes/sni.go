@@ -131,7 +131,7 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 				cert = fmt.Sprintf("a certificate from %s valid for it", strconv.Quote(leaf.Issuer.CommonName))
 			}
 		}
-		resp, err := requestHost(tc, a.SNI)
+		resp, err := c.requestHost(tc, a.SNI)
 		tc.Close()
 		// A proxy that terminates TLS itself (ssl_bump bump) completes the
 		// handshake and refuses the request, signing the refusal as its own.
@@ -231,7 +231,7 @@ func (c *NetClient) frontBaseline(ctx context.Context, a Attempt) (string, error
 		return "", fmt.Errorf("TLS handshake with %s: %w", a.Host, err)
 	}
 	defer tc.Close()
-	resp, err := requestHost(tc, a.Host)
+	resp, err := c.requestHost(tc, a.Host)
 	if err != nil {
 		return "", fmt.Errorf("GET / from %s: %w", a.Host, err)
 	}
@@ -239,8 +239,8 @@ func (c *NetClient) frontBaseline(ctx context.Context, a Attempt) (string, error
 }
 
 // requestHost sends GET / with the given Host and reads the answer's head.
-func requestHost(conn net.Conn, host string) (*http.Response, error) {
-	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandprobe\r\nConnection: close\r\n\r\n", host); err != nil {
+func (c *NetClient) requestHost(conn net.Conn, host string) (*http.Response, error) {
+	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n", host, c.agent); err != nil {
 		return nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodGet})
