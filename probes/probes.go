@@ -191,7 +191,7 @@ func Catalogue() []Check {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0
 			}},
 		{ID: checkMetadata, Run: checkEgressMetadata, Network: true, Late: true,
-			Proves: "no cloud metadata address answers — 169.254.169.254, fd00:ec2::254, 169.254.170.2 and 100.100.100.200 on ports 80 and 443, unless the policy names others — directly, nor through the proxy (only its deny passes)",
+			Proves: "no cloud metadata address answers — 169.254.169.254, fd00:ec2::254, 169.254.170.2 and 100.100.100.200 on ports 80 and 443, unless the policy names others — directly, nor through the proxy (only its deny passes); a place the control vantage cannot reach either, while it reaches others on the same run, is not applicable (no metadata service answers there)",
 			Fix:    "block the metadata address in the sandbox's egress policy and in the proxy"},
 		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Network: true, Late: true,
 			Proves:  "with a proxy declared, a direct connection to each allowed host's own addresses (resolved in the sandbox, or declared in the allowance) fails: nothing goes around the proxy; inconclusive when no address is known",

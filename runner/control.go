@@ -20,6 +20,9 @@ type Control struct {
 	// "local/sp-control".
 	Vantage string
 	Seen    map[string]report.Finding
+	// reached are the destinations (check and subject) the control got an
+	// answer from: what shows the control itself is alive.
+	reached []string
 	Err     error
 	// Isolated, when set, says why no direct destination is reachable from
 	// the sandbox by construction (a network namespace of its own holding
@@ -36,10 +39,27 @@ func NewControl(vantage string, res report.ProbeResult) *Control {
 	for _, f := range res.Findings {
 		if denyChecks[f.Check] {
 			c.Seen[controlKey(f.Check, f.Subject)] = f
+			if f.Status == report.Pass && f.Class == report.ClassAnswered {
+				c.reached = append(c.reached, f.Name())
+			}
 		}
 	}
 	return c
 }
+
+// aliveBy names a destination other than key that the control got an
+// answer from ("" if none): a control that reached nothing may be dead
+// itself, and its silence then says nothing about any destination.
+func (c *Control) aliveBy(key string) string {
+	for _, k := range c.reached {
+		if k != key {
+			return k
+		}
+	}
+	return ""
+}
+
+const checkMetadata = "egress.metadata"
 
 // ApplyControl judges every deny verdict of a probe result against the
 // control: a destination the sandbox could not reach is a proven deny only
@@ -100,6 +120,16 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			case seen.Class == report.ClassAnswered:
 				f.Control, f.Deny = seen.Class, report.DenyProven
 				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
+				continue
+			case f.Check == checkMetadata && (f.Status == report.Pass || f.Status == report.Inconclusive) && c.aliveBy(controlKey(f.Check, f.Subject)) != "":
+				// The default set names every cloud's places; on any one
+				// cloud at most one or two answer. Where the control gets
+				// nothing either, no metadata service answers: nothing to
+				// protect. Only a control proven alive on this run says so.
+				f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
+				f.Actual = fmt.Sprintf("not applicable: no metadata service answers here: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", c.Vantage, seen.Class, c.aliveBy(controlKey(f.Check, f.Subject)))
+				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): %s (%s)", c.Vantage, seen.Class, seen.Evidence))
+				f.Fix = ""
 				continue
 			default:
 				f.Control = seen.Class

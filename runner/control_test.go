@@ -25,6 +25,9 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.must-fail", Subject: "live:443 via proxy", Status: report.Pass, Class: "proxy-denied"},
 			{Check: "egress.must-fail", Subject: "dead:443 via proxy", Status: report.Inconclusive, Class: "error"},
 			{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "169.254.170.2:80", Status: report.Inconclusive, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "100.100.100.200:80", Status: report.Fail, Class: "answered"},
 			{Check: "egress.proxy-bypass", Subject: "api:443 direct", Status: report.Error, Class: "error"},
 			{Check: "egress.allowed", Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
 			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-nxdomain"},
@@ -42,6 +45,11 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
 		{Check: "egress.must-fail", Subject: "changed:443", Status: report.Pass, Class: "answered"},
 		{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
+		// GCE and EC2: nothing listens on :443 (a reset); 169.254.170.2
+		// is ECS only and 100.100.100.200 Alibaba only (no answer).
+		{Check: "egress.metadata", Subject: "169.254.169.254:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
+		{Check: "egress.metadata", Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.metadata", Subject: "100.100.100.200:80", Status: report.Pass, Class: "timeout"},
 		{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "answered", Evidence: "8.8.8.8:53 answered NXDOMAIN over udp"},
 		// An outside resolver the policy names where no DNS server runs:
 		// it ignores everyone, so the sandbox's timeout proves no rule.
@@ -68,6 +76,9 @@ func TestApplyControl(t *testing.T) {
 			"egress.must-fail live:443 via proxy":     {report.Pass, report.DenyProven, ""},
 			"egress.must-fail dead:443 via proxy":     {report.Inconclusive, report.DenyUnproven, ""},
 			"egress.metadata 169.254.169.254:80":      {report.Inconclusive, report.DenyUnproven, "error"},
+			"egress.metadata 169.254.169.254:443":     {report.Skip, "", "refused"},
+			"egress.metadata 169.254.170.2:80":        {report.Skip, "", "timeout"},
+			"egress.metadata 100.100.100.200:80":      {report.Fail, "", ""},
 			"egress.proxy-bypass api:443 direct":      {report.Error, "", ""},
 			"egress.allowed api:443 via proxy":        {report.Pass, "", ""},
 			"egress.dns-exfil *.lab.test":             {report.Pass, "", ""},
@@ -90,6 +101,24 @@ func TestApplyControl(t *testing.T) {
 			"egress.sni-mismatch evil via front:443": {report.Inconclusive, report.DenyUnproven, ""},
 			"egress.must-fail open:443":              {report.Fail, "", ""},
 			"egress.must-fail live:443 via proxy":    {report.Pass, report.DenyProven, ""},
+		}},
+		// A control that reached nothing may be dead itself: its silence
+		// makes no metadata place "not applicable", and proves no deny.
+		{"a control that reached nothing", NewControl("namespace/dead", report.ProbeResult{Findings: []report.Finding{
+			{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
+		}}), map[string]want{
+			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, "timeout"},
+			"egress.metadata 169.254.169.254:443": {report.Inconclusive, report.DenyUnproven, "timeout"},
+			"egress.metadata 169.254.170.2:80":    {report.Inconclusive, report.DenyUnproven, "timeout"},
+		}},
+		// Alive only by the one place being judged: that is no other proof.
+		{"a control that reached only the place judged", NewControl("namespace/one", report.ProbeResult{Findings: []report.Finding{
+			{Check: "egress.metadata", Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Pass, Class: "answered"},
+		}}), map[string]want{
+			"egress.metadata 169.254.169.254:443": {report.Skip, "", "timeout"},
 		}},
 		{"a control that could not run", &Control{Vantage: "namespace/x", Err: errors.New("image-pull-failed")}, map[string]want{
 			"egress.must-fail live:443": {report.Inconclusive, report.DenyUnproven, ""},

@@ -1,0 +1,115 @@
+package local_test
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// netnsNft loads an nftables table into a lab namespace for the rest of
+// the test (which holds the lab's lock) and deletes it at the end.
+func netnsNft(t *testing.T, ns, table, body string) {
+	t.Helper()
+	nft := func(rules string) error {
+		cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rules)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("nft in %s: %w\n%s", ns, err, out)
+		}
+		return nil
+	}
+	if err := nft("table inet " + table + " {\n" + body + "\n}\n"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nft("delete table inet " + table + "\n"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// oneCloud makes the lab's metadata stand-ins look like one real cloud
+// (GCE, EC2): only 169.254.169.254:80 answers anyone. Nothing listens on
+// its :443 (a reset), and the places of the other clouds (ECS's
+// 169.254.170.2, Alibaba's 100.100.100.200, EC2's IPv6) do not exist, so
+// nothing comes back. The metadata service itself does it (table in
+// sp-meta), so the control meets the same cloud as the sandbox.
+func oneCloud(t *testing.T) {
+	t.Helper()
+	netnsNft(t, "sp-meta", "sp_test_one_cloud", ` chain in {
+  type filter hook input priority 0; policy accept;
+  ip daddr 10.99.169.254 tcp dport 443 reject with tcp reset
+  ip daddr { 10.99.169.2, 10.99.169.200 } meta l4proto tcp drop
+  ip6 daddr { fd99:0:0:169::254, fd99:0:0:169::2, fd99:0:0:169::200 } meta l4proto tcp drop
+ }`)
+}
+
+// TestLabMetadataOneCloud: the lab's policy names the metadata places of
+// every cloud (the default set's stand-ins) on 80 and 443; on one real
+// cloud only one answers. Healthy, the run exits 0: the one place is a
+// proven deny and the seven that answer nobody are not applicable ("no
+// metadata service answers here"), because the control is alive on the
+// same run. Broken the way the real world breaks it: the metadata rule
+// missing fails the one place that answers; a control that is dead itself
+// (a default-deny on its side) turns nothing into not-applicable, nor into
+// a pass.
+func TestLabMetadataOneCloud(t *testing.T) {
+	script := testenv.Lab(t)
+	doc := labPolicy(t)
+	oneCloud(t)
+	notApplicable := []string{"egress.metadata 10.99.169.254:443", "egress.metadata [fd99:0:0:169::254]:80", "egress.metadata [fd99:0:0:169::254]:443",
+		"egress.metadata 10.99.169.2:80", "egress.metadata 10.99.169.2:443", "egress.metadata 10.99.169.200:80", "egress.metadata 10.99.169.200:443"}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T)
+		exit  int
+		want  map[string]report.Status // besides notApplicable
+		na    report.Status            // what the seven places get
+	}{
+		{"healthy", func(*testing.T) {}, report.ExitOK,
+			map[string]report.Status{"egress.metadata 10.99.169.254:80": report.Pass, "egress.metadata 10.99.169.200:443 via proxy": report.Pass}, report.Skip},
+		{"metadata rule missing", func(t *testing.T) { labCmd(t, script, "break", "metadata-open") }, report.ExitNonConformant,
+			map[string]report.Status{"egress.metadata 10.99.169.254:80": report.Fail}, report.Skip},
+		{"control dead", blockControl, report.ExitNonConformant,
+			map[string]report.Status{"egress.metadata 10.99.169.254:80": report.Inconclusive}, report.Inconclusive},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.setup(t)
+			defer labCmd(t, script, "heal")
+			run := labRun(t, doc)
+			fs := egressOnly(run)
+			want := map[string]report.Status{}
+			for _, n := range notApplicable {
+				want[n] = c.na
+			}
+			for n, s := range c.want {
+				want[n] = s
+			}
+			for name, st := range want {
+				f, ok := fs[name]
+				if !ok || f.Status != st {
+					t.Errorf("%s: %s, want %s (%s; %s)", name, f.Status, st, f.Actual, f.Evidence)
+					continue
+				}
+				if st == report.Skip && (f.Deny != "" || !strings.Contains(f.Actual, "no metadata service answers here") || !strings.Contains(f.Actual, "reached")) {
+					t.Errorf("%s: not applicable without its proof: deny %q, %s", name, f.Deny, f.Actual)
+				}
+			}
+			if c.exit == report.ExitOK {
+				for _, f := range run.Findings {
+					if f.Status != report.Pass && f.Status != report.Skip {
+						t.Errorf("false alarm: %s: %s — %s", f.Name(), f.Status, report.ExpectedActual(f))
+					}
+				}
+			}
+			if got := run.ExitCode(); got != c.exit {
+				t.Errorf("exit %d, want %d", got, c.exit)
+			}
+		})
+	}
+}
