@@ -34,7 +34,7 @@ export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # stops the rest and hack/leftovers.sh fails the run if anything else is left.
 export SANDPROBE_KEEP ?=
 
-.PHONY: all build image deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
+.PHONY: all build image release deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
@@ -49,6 +49,13 @@ build:
 # ctr images import and docker load) and prints the digest.
 image:
 	GO='$(GO)' hack/image.sh
+
+# A release into out/release/$(VERSION) (hack/release.sh): the CLI for
+# each platform, the probe binary, a CycloneDX SBOM of each binary's Go
+# modules, the image (make image) with its digest, and sha256sums.txt.
+# VERSION must be a tag-shaped vX.Y.Z: make release VERSION=v0.1.0.
+release:
+	GO='$(GO)' hack/release.sh
 
 # Installs what the tests and the demo need (Debian packages); idempotent.
 deps:

@@ -1,0 +1,122 @@
+package hack
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/internal/testenv"
+)
+
+// TestRelease runs make release's script for a test version into a temp
+// dir, as a user checks a download: `sha256sum -c sha256sums.txt` passes,
+// the CLI's SBOM lists k8s.io/client-go at the version go.mod resolves,
+// `sandprobe version` prints the version and the commit, and the image's
+// digest is recorded. Only linux/amd64 is built here (about 15 s warm; the
+// four-platform release takes about a minute more); a version that is not
+// vX.Y.Z is refused with exit 2 before anything is built.
+func TestRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries and an image")
+	}
+	for _, tool := range []string{"git", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Missing(t, tool+" is missing")
+		}
+	}
+	root := testenv.ModuleRoot(t)
+	const version = "v0.0.0-test.1"
+	out := t.TempDir()
+	run := func(v string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(root, "hack", "release.sh"))
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "VERSION="+v, "RELEASE_OUT="+out, "PLATFORMS=linux/amd64")
+		return cmd.CombinedOutput()
+	}
+
+	if b, err := run("main"); exitCode(err) != 2 || !strings.Contains(string(b), "VERSION must be a semantic version") {
+		t.Errorf("VERSION=main: exit %d, want 2 and a one-line reason:\n%s", exitCode(err), b)
+	}
+	b, err := run(version)
+	if err != nil {
+		t.Fatalf("hack/release.sh: %v\n%s", err, b)
+	}
+	dir := filepath.Join(out, version)
+
+	sums := exec.Command("sha256sum", "-c", "sha256sums.txt")
+	sums.Dir = dir
+	if b, err := sums.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum -c sha256sums.txt: %v\n%s", err, b)
+	}
+	listed, err := os.ReadFile(filepath.Join(dir, "sha256sums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		"sandprobe-" + version + "-linux-amd64", "sandprobe-probe-" + version + "-linux-amd64",
+		"sandprobe-" + version + "-linux-amd64.cdx.json", "sandprobe-" + version + "-image.tar", "image-digest.txt",
+	} {
+		if !regexp.MustCompile(`(?m)^[0-9a-f]{64}  ` + regexp.QuoteMeta(f) + `$`).Match(listed) {
+			t.Errorf("sha256sums.txt does not list %s:\n%s", f, listed)
+		}
+	}
+
+	wantClientGo, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go").Output()
+	if err != nil {
+		t.Fatalf("go list -m k8s.io/client-go: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "sandprobe-"+version+"-linux-amd64.cdx.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bom struct {
+		BOMFormat  string `json:"bomFormat"`
+		Components []struct{ Name, Version, Purl string }
+	}
+	if err := json.Unmarshal(raw, &bom); err != nil {
+		t.Fatalf("the SBOM is not JSON: %v", err)
+	}
+	found := ""
+	for _, c := range bom.Components {
+		if c.Name == "k8s.io/client-go" {
+			found = c.Version
+		}
+	}
+	if bom.BOMFormat != "CycloneDX" || found != strings.TrimSpace(string(wantClientGo)) {
+		t.Errorf("SBOM (%s, %d components) lists k8s.io/client-go at %q, want %q", bom.BOMFormat, len(bom.Components), found, strings.TrimSpace(string(wantClientGo)))
+	}
+
+	commit, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	got, err := exec.Command(filepath.Join(dir, "sandprobe-"+version+"-linux-amd64"), "version").Output()
+	if err != nil {
+		t.Fatalf("sandprobe version: %v", err)
+	}
+	if !strings.Contains(string(got), version) || !strings.Contains(string(got), strings.TrimSpace(string(commit))) {
+		t.Errorf("sandprobe version printed %q, want %s and commit %s", got, version, commit)
+	}
+
+	digest, err := os.ReadFile(filepath.Join(dir, "image-digest.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^ghcr\.io/sandprobe/sandprobe:` + regexp.QuoteMeta(version) + `@sha256:[0-9a-f]{64}\n$`).Match(digest) {
+		t.Errorf("image-digest.txt = %q, want REPO:VERSION@sha256:…", digest)
+	}
+}
+
+func exitCode(err error) int {
+	if e, ok := err.(*exec.ExitError); ok {
+		return e.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
