@@ -171,11 +171,16 @@ func (p *Policy) Warnings() []string {
 	if len(e.Allow) > 0 && len(e.ConcreteAllowances()) == 0 {
 		out = append(out, "spec.egress.allow: no concrete allowed target to probe (every allowance is a wildcard without probe:), so nothing shows the sandbox's network works and every must-fail verdict will be inconclusive: add probe: <a real name under the pattern> to one")
 	}
-	if e.DNS.ArbitraryNames == "deny" && e.DNS.CanaryZone == "" && !slices.ContainsFunc(e.MustFail.Hosts, func(t Target) bool {
-		d, err := ParseDestination(t.Target)
-		return err == nil && d.Host != ""
-	}) {
-		out = append(out, "spec.egress.dns: no canaryZone and no must-fail host name, so an NXDOMAIN for a random name cannot be told from a forwarding resolver relaying the authority's: egress.dns-exfil will be inconclusive unless the resolver REFUSES such names; declare canaryZone")
+	if e.DNS.ArbitraryNames == "deny" && e.DNS.CanaryZone == "" {
+		names := slices.ContainsFunc(e.MustFail.Hosts, func(t Target) bool {
+			d, err := ParseDestination(t.Target)
+			return err == nil && d.Host != ""
+		})
+		if names {
+			out = append(out, "spec.egress.dns: no canaryZone, so an NXDOMAIN counts as \"the resolver does not forward\" only for a must-fail host name the control vantage resolves (a forwarder relays the NXDOMAIN of a name that does not exist): egress.dns-exfil is inconclusive otherwise, unless the resolver REFUSES such names; a canaryZone settles it")
+		} else {
+			out = append(out, "spec.egress.dns: no canaryZone and no must-fail host name, so an NXDOMAIN for a random name cannot be told from a forwarding resolver relaying the authority's: egress.dns-exfil will be inconclusive unless the resolver REFUSES such names; a canaryZone settles it")
+		}
 	}
 	return out
 }

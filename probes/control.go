@@ -29,9 +29,11 @@ const VantageControl = "control"
 // proves no rule either), and for each egress.sni-mismatch attempt a
 // ClientHello for its must-fail name sent to the front directly, exactly
 // as the probe plans them (same subjects, same addresses, same timeout).
+// It also resolves each must-fail host name egress.dns-exfil asks for: an
+// NXDOMAIN in the sandbox shows the resolver does not forward only for a
+// name that exists (a forwarder relays the NXDOMAIN of one that does not).
 // Other attempts through the proxy are left out (the proxy's own refusal
-// proves those), and so are names only resolved (the resolver's answer is
-// the verdict).
+// proves those), and so are the random names (nobody resolves them).
 func ControlPlan(e policy.Egress) []Attempt {
 	plan, _ := PlanEgress(e)
 	var out []Attempt
@@ -44,6 +46,8 @@ func ControlPlan(e policy.Egress) []Attempt {
 			out = append(out, a)
 		case a.ViaProxy:
 		case a.Op == OpDial && (a.Check == checkMustFail || a.Check == checkMetadata || a.Check == checkProxyBypass):
+			out = append(out, a)
+		case a.Op == OpResolve && a.role == dnsName:
 			out = append(out, a)
 		case a.Op == OpQuery && a.Check == checkDNSBypass:
 			// A name of its own, so that an authority's query log (a

@@ -14,7 +14,8 @@ import (
 
 // TestControlPlan: the control dials exactly the probe's direct deny
 // attempts (same subjects), never an allowance, an attempt through the
-// proxy (the proxy's refusal is its own proof) or a name only resolved;
+// proxy (the proxy's refusal is its own proof) or a random name; each
+// must-fail host name resolved (does it exist at all?);
 // the direct queries to outside resolvers, which a resolver that answers
 // nobody would pass as vacuously as a closed port; and a ClientHello to the
 // front for each fronting attempt, sent directly.
@@ -39,7 +40,7 @@ spec:
 		got = append(got, a.Check+" "+a.Subject)
 	}
 	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct",
-		"egress.sni-mismatch blocked.example via api.example:443",
+		"egress.sni-mismatch blocked.example via api.example:443", "egress.dns-exfil name blocked.example",
 		"egress.dns-bypass 10.0.0.1:53/udp", "egress.dns-bypass 10.0.0.1:53/tcp"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("control plan %q, want %q", got, want)

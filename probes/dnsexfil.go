@@ -133,8 +133,10 @@ type dnsFacts struct {
 	forwardable bool   // a canary or a real outside name was asked at all
 }
 
+// resolved is a name that got at least one address. NOERROR with no
+// records (NODATA) is not: it is a common way of blocking a name.
 func resolved(r Result) bool {
-	return r.Class == policy.VerdictAnswered || (r.Evidence.Rcode == "NOERROR" && r.Evidence.Resolver != "")
+	return r.Class == policy.VerdictAnswered && len(r.Answered) > 0
 }
 
 func refusedByResolver(r Result) bool {
@@ -217,6 +219,8 @@ func judgeDNS(a Attempt, r Result, facts dnsFacts) result.Finding {
 			f.Actual = "resolved: " + r.Detail + ": the resolver answers arbitrary names (a wildcard, or it forwards)"
 		}
 		f.Fix = forwardFix
+	case !refusedByResolver(r) && rc == "NOERROR":
+		return inconclusive("NOERROR with no address: a resolver's way of blocking a name, or a name without an address; it did not resolve, and nothing shows the resolver does not forward")
 	case !refusedByResolver(r):
 		return inconclusive("the resolver gave no verdict on the name")
 	case a.role != dnsRandom:

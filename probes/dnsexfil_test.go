@@ -76,6 +76,14 @@ func TestDNSExfil(t *testing.T) {
 				return newDNSServer(t, func(string) dnsAnswer { return dnsAnswer{rcode: dnsmessage.RCodeSuccess, addrs: loopbackAddr} })
 			},
 			map[string]result.Status{"*.": result.Fail, "canary": result.Fail, "name": result.Fail}, false},
+		// A common blocking style: NOERROR with no records (NODATA) for
+		// names outside the allow-list. Nothing resolved, so nothing fails;
+		// nor does it show the resolver does not forward.
+		{"a resolver that blocks with NOERROR and no records", true, true,
+			func(t *testing.T, _ *dnsServer) *dnsServer {
+				return newDNSServer(t, zone(dnsmessage.RCodeSuccess, allowed))
+			},
+			map[string]result.Status{"*.": result.Inconclusive, "canary": result.Inconclusive, "name": result.Inconclusive}, false},
 		{"a resolver in trouble (SERVFAIL)", true, true,
 			func(t *testing.T, _ *dnsServer) *dnsServer {
 				return newDNSServer(t, zone(dnsmessage.RCodeServerFailure, allowed))

@@ -205,7 +205,7 @@ func Catalogue() []Check {
 				return slices.ContainsFunc(plan, func(a Attempt) bool { return a.Check == checkSNIMismatch })
 			}},
 		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Network: true, Late: true,
-			Proves: "the sandbox's resolver does not carry names outside the allow-list out: a random name under the canary zone and each must-fail host name do not resolve, and a random name under each declared domain is refused — or gets NXDOMAIN from a resolver shown not to forward",
+			Proves: "the sandbox's resolver does not carry names outside the allow-list out: a random name under the canary zone and each must-fail host name do not resolve, and a random name under each declared domain is refused — or gets NXDOMAIN from a resolver shown not to forward (by the canary, a REFUSED, or a must-fail name the control vantage resolves: a name that does not exist gets NXDOMAIN from a forwarder too); NOERROR with no records is not resolved",
 			Fix:    "make the sandbox's resolver answer only the names it must and refuse the rest, never forward them",
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSExfil })

@@ -37,9 +37,11 @@ func controlKey(check, subject string) string { return check + " " + subject }
 func NewControl(vantage string, res report.ProbeResult) *Control {
 	c := &Control{Vantage: vantage, Seen: map[string]report.Finding{}}
 	for _, f := range res.Findings {
-		if denyChecks[f.Check] {
+		if denyChecks[f.Check] || (f.Check == checkDNSExfil && strings.HasPrefix(f.Subject, dnsNamePrefix)) {
 			c.Seen[controlKey(f.Check, f.Subject)] = f
-			if f.Status == report.Pass && f.Class == report.ClassAnswered {
+			// A name resolved (from a hosts file, maybe) shows nothing of
+			// the control's network: only a destination that answered.
+			if denyChecks[f.Check] && f.Status == report.Pass && f.Class == report.ClassAnswered {
 				c.reached = append(c.reached, f.Name())
 			}
 		}
@@ -59,7 +61,14 @@ func (c *Control) aliveBy(key string) string {
 	return ""
 }
 
-const checkMetadata = "egress.metadata"
+const (
+	checkMetadata = "egress.metadata"
+	checkDNSExfil = "egress.dns-exfil"
+	// dnsNamePrefix begins the subject of a must-fail name asked for by
+	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
+	dnsNamePrefix   = "name "
+	dnsCanaryPrefix = "canary "
+)
 
 // ApplyControl judges every deny verdict of a probe result against the
 // control: a destination the sandbox could not reach is a proven deny only
@@ -137,6 +146,67 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			}
 		}
 		unproven(f, why)
+	}
+	applyDNSControl(res, c)
+}
+
+// applyDNSControl judges egress.dns-exfil's NXDOMAIN evidence against the
+// control. A must-fail name's NXDOMAIN in the sandbox shows the resolver
+// does not forward only if the name exists: the control resolves it. Real
+// policies are full of names that do not exist upstream, and a forwarding
+// resolver relays their NXDOMAIN as it is. A random name's NXDOMAIN that
+// rested on such names alone is then unproven too; one that rests on the
+// canary zone or on a resolver's REFUSED stands.
+func applyDNSControl(res *report.ProbeResult, c *Control) {
+	const fix = "declare spec.egress.dns.canaryZone (a zone you control whose authority answers every name): it settles whether the resolver forwards; or list a must-fail host name that exists"
+	proof := false
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		if f.Check != checkDNSExfil || f.Status != report.Pass {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f.Subject, dnsCanaryPrefix), strings.HasPrefix(f.Subject, dnsNamePrefix) && f.Class == policy.VerdictDNSRefused:
+			proof = true
+		case strings.HasPrefix(f.Subject, dnsNamePrefix) && f.Class == policy.VerdictNXDomain:
+			name := strings.TrimPrefix(f.Subject, dnsNamePrefix)
+			var why string
+			switch {
+			case c == nil || c.Isolated != "":
+				why = "no control vantage resolved it, so nothing shows the name exists"
+			case c.Err != nil:
+				why = fmt.Sprintf("the control vantage %s could not run: %v", c.Vantage, c.Err)
+			default:
+				seen, ok := c.Seen[controlKey(f.Check, f.Subject)]
+				switch {
+				case !ok:
+					why = fmt.Sprintf("the control vantage %s did not resolve it", c.Vantage)
+				case seen.Status == report.Pass && seen.Class == report.ClassAnswered:
+					f.Control, f.Deny = seen.Class, report.DenyProven
+					f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): %s", c.Vantage, seen.Evidence))
+					proof = true
+					continue
+				default:
+					f.Control = seen.Class
+					why = fmt.Sprintf("the control vantage %s got %s for it too (%s): a name that does not exist gets NXDOMAIN from a forwarder as well", c.Vantage, seen.Class, seen.Evidence)
+				}
+			}
+			f.Status, f.Deny, f.Fix = report.Inconclusive, report.DenyUnproven, fix
+			f.Actual += fmt.Sprintf(" — unproven: %s is NXDOMAIN, but %s", name, why)
+			f.Evidence = joinEvidence(f.Evidence, "deny unproven: "+why)
+		}
+	}
+	if proof {
+		return
+	}
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		if f.Check != checkDNSExfil || f.Status != report.Pass || f.Class != policy.VerdictNXDomain || !strings.HasPrefix(f.Subject, "*.") {
+			continue
+		}
+		f.Status, f.Deny, f.Fix = report.Inconclusive, report.DenyUnproven, fix
+		f.Actual += " — unproven: the only sign the resolver does not forward was NXDOMAIN for must-fail names that the control vantage does not resolve either"
+		f.Evidence = joinEvidence(f.Evidence, "deny unproven: no name the control resolves, no canary zone, no REFUSED shows the resolver does not forward")
 	}
 }
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sandprobe/sandprobe/report"
@@ -30,7 +31,7 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.metadata", Subject: "100.100.100.200:80", Status: report.Fail, Class: "answered"},
 			{Check: "egress.proxy-bypass", Subject: "api:443 direct", Status: report.Error, Class: "error"},
 			{Check: "egress.allowed", Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
-			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-nxdomain"},
+			{Check: "egress.dns-exfil", Subject: "*.lab.test", Status: report.Pass, Class: "dns-refused"},
 			{Check: "egress.dns-bypass", Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.dns-bypass", Subject: "10.9.9.9:53/udp", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.dns-bypass", Subject: "1.1.1.1:53/tcp", Status: report.Fail, Class: "answered"},
@@ -105,6 +106,8 @@ func TestApplyControl(t *testing.T) {
 		// A control that reached nothing may be dead itself: its silence
 		// makes no metadata place "not applicable", and proves no deny.
 		{"a control that reached nothing", NewControl("namespace/dead", report.ProbeResult{Findings: []report.Finding{
+			// A name it resolved (its hosts file) shows nothing of its network.
+			{Check: "egress.dns-exfil", Subject: "name blocked.example", Status: report.Pass, Class: "answered"},
 			{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.metadata", Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.metadata", Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
@@ -138,6 +141,76 @@ func TestApplyControl(t *testing.T) {
 				}
 				if f.Deny == report.DenyUnproven && f.Status == report.Inconclusive && f.Fix == "" {
 					t.Errorf("%s: an unproven deny without a fix", f.Name())
+				}
+			}
+		})
+	}
+}
+
+// TestApplyControlDNSNames: a must-fail name's NXDOMAIN in the sandbox
+// shows the resolver does not forward only for a name the control
+// resolves; real policies are full of names that do not exist upstream,
+// whose NXDOMAIN a forwarder relays as it is. A random name's NXDOMAIN
+// that rested on such names alone is unproven too; the canary zone, or a
+// resolver's REFUSED, settles it whatever the control saw.
+func TestApplyControlDNSNames(t *testing.T) {
+	nx := func(subject string) report.Finding {
+		return report.Finding{Check: "egress.dns-exfil", Subject: subject, Status: report.Pass, Class: "dns-nxdomain"}
+	}
+	control := NewControl("namespace/ctl", report.ProbeResult{Findings: []report.Finding{
+		{Check: "egress.dns-exfil", Subject: "name exists.example", Status: report.Pass, Class: "answered", Evidence: "exists.example resolved to 192.0.2.1"},
+		{Check: "egress.dns-exfil", Subject: "name gone.example", Status: report.Pass, Class: "dns-nxdomain", Evidence: "NXDOMAIN from 10.0.0.10:53 for gone.example"},
+		{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "answered"},
+	}})
+	type want struct {
+		status report.Status
+		deny   string
+	}
+	cases := []struct {
+		name     string
+		findings []report.Finding
+		control  *Control
+		want     map[string]want
+	}{
+		{"a name that exists", []report.Finding{nx("*.example"), nx("name exists.example"), nx("name gone.example")}, control, map[string]want{
+			"egress.dns-exfil name exists.example": {report.Pass, report.DenyProven},
+			"egress.dns-exfil name gone.example":   {report.Inconclusive, report.DenyUnproven},
+			"egress.dns-exfil *.example":           {report.Pass, ""},
+		}},
+		{"only names that do not exist", []report.Finding{nx("*.example"), nx("name gone.example"), nx("name unseen.example")}, control, map[string]want{
+			"egress.dns-exfil name gone.example":   {report.Inconclusive, report.DenyUnproven},
+			"egress.dns-exfil name unseen.example": {report.Inconclusive, report.DenyUnproven},
+			"egress.dns-exfil *.example":           {report.Inconclusive, report.DenyUnproven},
+		}},
+		{"the canary settles it", []report.Finding{nx("*.example"), nx("canary *.canary.example"), nx("name gone.example")}, control, map[string]want{
+			"egress.dns-exfil *.example":               {report.Pass, ""},
+			"egress.dns-exfil canary *.canary.example": {report.Pass, ""},
+			"egress.dns-exfil name gone.example":       {report.Inconclusive, report.DenyUnproven},
+		}},
+		{"a resolver that refuses", []report.Finding{nx("*.example"), {Check: "egress.dns-exfil", Subject: "name gone.example", Status: report.Pass, Class: "dns-refused"}}, control, map[string]want{
+			"egress.dns-exfil *.example":         {report.Pass, ""},
+			"egress.dns-exfil name gone.example": {report.Pass, ""},
+		}},
+		{"no control", []report.Finding{nx("*.example"), nx("name exists.example")}, nil, map[string]want{
+			"egress.dns-exfil name exists.example": {report.Inconclusive, report.DenyUnproven},
+			"egress.dns-exfil *.example":           {report.Inconclusive, report.DenyUnproven},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := report.ProbeResult{Findings: c.findings}
+			ApplyControl(&res, c.control)
+			for _, f := range res.Findings {
+				w, ok := c.want[f.Name()]
+				if !ok {
+					t.Errorf("unexpected %s", f.Name())
+					continue
+				}
+				if got := (want{f.Status, f.Deny}); got != w {
+					t.Errorf("%s: %+v, want %+v (%s; %s)", f.Name(), got, w, f.Actual, f.Evidence)
+				}
+				if f.Status == report.Inconclusive && (f.Fix == "" || !strings.Contains(f.Actual, "unproven")) {
+					t.Errorf("%s: inconclusive without why and fix: %+v", f.Name(), f)
 				}
 			}
 		})

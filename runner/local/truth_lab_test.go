@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -111,5 +112,54 @@ func TestLabMetadataOneCloud(t *testing.T) {
 				t.Errorf("exit %d, want %d", got, c.exit)
 			}
 		})
+	}
+}
+
+// TestLabNXDomainForNamesThatDoNotExist: a must-fail name that does not
+// exist upstream gets NXDOMAIN from a forwarding resolver too (the
+// authority's, relayed). Broken the real-world way (`dns-open`: a plain
+// forwarder, and a policy whose only must-fail name does not exist, no
+// canary zone), neither that name nor the random name passes: the control
+// does not resolve the name either. Healthy, the resolver's REFUSED is its
+// own allow-list speaking, and both pass.
+func TestLabNXDomainForNamesThatDoNotExist(t *testing.T) {
+	script := testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-nosuch}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    allow: [{host: api.lab.test, port: 443, reason: lab}]
+    mustFail: {hosts: [nosuch.lab.test], ips: [10.99.20.10]}
+    metadata: {address: 10.99.169.254}
+    dns: {arbitraryNames: deny, domains: [lab.test], outsideResolvers: [10.99.20.53]}
+    timeout: 2s
+`)
+	for _, c := range []struct {
+		state  string
+		status report.Status
+		class  string
+	}{
+		{"", report.Pass, policy.VerdictDNSRefused},
+		{"dns-open", report.Inconclusive, policy.VerdictNXDomain},
+	} {
+		if c.state != "" {
+			labCmd(t, script, "break", c.state)
+		}
+		fs := egressOnly(labRun(t, doc))
+		labCmd(t, script, "heal")
+		for _, name := range []string{"egress.dns-exfil *.lab.test", "egress.dns-exfil name nosuch.lab.test"} {
+			f := fs[name]
+			if f.Status != c.status || f.Class != c.class {
+				t.Errorf("%s: %s: %s/%s (%s; %s), want %s/%s", c.state, name, f.Status, f.Class, f.Actual, f.Evidence, c.status, c.class)
+			}
+			if f.Status == report.Inconclusive && (f.Deny != report.DenyUnproven || !strings.Contains(f.Fix, "canaryZone")) {
+				t.Errorf("%s: %s: deny %q, fix %q: want unproven, and the canary zone named", c.state, name, f.Deny, f.Fix)
+			}
+		}
 	}
 }
