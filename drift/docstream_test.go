@@ -11,6 +11,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	xunicode "golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // lineSplit is the document split done one line at a time, the plain way
@@ -52,12 +58,16 @@ func lineSplit(data []byte) ([]document, error) {
 			if len(buf) > 0 {
 				docs = append(docs, document{data: buf, line: start})
 				buf = nil
+				start = n + 1
+				if err != nil {
+					return docs, nil
+				}
+				continue
 			}
-			start = n + 1
 			if err != nil {
 				return docs, nil
 			}
-			continue
+			start = n // kept in the document it opens, as the YAMLReader keeps it
 		}
 		if err != nil {
 			if len(buf) > 0 {
@@ -73,7 +83,36 @@ func lineSplit(data []byte) ([]document, error) {
 // splits data as lineSplit does: documents, their lines, the error.
 func sameSplit(t *testing.T, data []byte) {
 	t.Helper()
-	want, wantErr := lineSplit(data)
+	// kubectl decodes the bytes first (a byte order mark dropped, UTF-16
+	// read, a bad byte U+FFFD): the documents are split from that.
+	decoded, err := io.ReadAll(transform.NewReader(bytes.NewReader(data), xunicode.BOMOverride(xunicode.UTF8.NewDecoder())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if utilyaml.IsJSONBuffer(decoded[:min(len(decoded), 4096)]) {
+		return // a JSON stream: sameStream holds it
+	}
+	want, wantErr := lineSplit(decoded)
+	// lineSplit is the YAMLReader's split, line numbers added.
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(decoded)))
+	for i := 0; ; i++ {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			if i != len(want) || wantErr != nil {
+				t.Fatalf("the YAMLReader reads %d documents, lineSplit %d (%v) on %q", i, len(want), wantErr, data)
+			}
+			break
+		}
+		if err != nil {
+			if i != len(want) || wantErr == nil {
+				t.Fatalf("the YAMLReader fails (%v) at document %d, lineSplit reads %d (%v) on %q", err, i+1, len(want), wantErr, data)
+			}
+			break
+		}
+		if i >= len(want) || !bytes.Equal(doc, want[i].data) {
+			t.Fatalf("document %d: the YAMLReader reads %q, lineSplit %+v on %q", i+1, doc, want, data)
+		}
+	}
 	for _, size := range []int{16, 37, 64 << 10} {
 		ds := newDocStreamSize(bytes.NewReader(data), size)
 		var got []document
@@ -117,12 +156,83 @@ func TestDocStreamMatchesLines(t *testing.T) {
 }
 
 // FuzzDocStream: whatever the bytes, the bulk reading splits them as the
-// line-by-line one does.
+// line-by-line one does, the documents are kubectl's, and drift judges
+// what the reference reading judges (sameJudged).
 func FuzzDocStream(f *testing.F) {
 	for _, c := range splitCases {
 		f.Add(c)
 	}
+	for _, c := range kubectlCases {
+		f.Add(c.data)
+	}
 	f.Fuzz(func(t *testing.T, data string) {
 		sameSplit(t, []byte(data))
+		sameStream(t, []byte(data))
+		sameJudged(t, []byte(data))
 	})
+}
+
+// sameStream fails t unless docStream reads data as kubectl's
+// YAMLOrJSONDecoder does, whatever it is (JSON values, YAML documents, JSON
+// then YAML): document for document the same JSON value or YAML document
+// (compared as the JSON it converts to), and a stop — an error of the
+// stream or of the document — where kubectl stops.
+func sameStream(t *testing.T, data []byte) {
+	t.Helper()
+	for _, size := range []int{37, 64 << 10} {
+		ref := utilyaml.NewYAMLOrJSONDecoder(transform.NewReader(bytes.NewReader(data), xunicode.BOMOverride(xunicode.UTF8.NewDecoder())), 4096)
+		ds := newDocStreamSize(bytes.NewReader(data), size)
+		for i := 1; ; i++ {
+			var ext runtime.RawExtension
+			refErr := ref.Decode(&ext)
+			d, err := ds.next()
+			if refErr == io.EOF { //nolint:errorlint // as kubectl tests it
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("buffer %d, document %d: kubectl's reading ends, drift's goes on (%q, %v) on %q", size, i, d.data, err, data)
+				}
+				break
+			}
+			var got []byte
+			var gotErr error
+			switch {
+			case err != nil:
+				gotErr = err
+			case d.json:
+				got = d.data
+			default:
+				got, gotErr = yaml.YAMLToJSON(d.data)
+			}
+			if refErr != nil {
+				if gotErr == nil {
+					t.Fatalf("buffer %d, document %d: kubectl stops (%v), drift reads %q on %q", size, i, refErr, got, data)
+				}
+				break
+			}
+			if gotErr != nil {
+				t.Fatalf("buffer %d, document %d: drift stops (%v), kubectl reads %q on %q", size, i, gotErr, ext.Raw, data)
+			}
+			if bytes.Equal(got, []byte("null")) {
+				got = nil
+			}
+			if !bytes.Equal(got, ext.Raw) {
+				t.Fatalf("buffer %d, document %d: drift reads %q, kubectl %q on %q", size, i, got, ext.Raw, data)
+			}
+		}
+	}
+}
+
+// TestDocStreamMatchesKubectl: the split cases, the kubectl cases and every
+// fixture are read document for document as kubectl reads them.
+func TestDocStreamMatchesKubectl(t *testing.T) {
+	for _, c := range splitCases {
+		sameStream(t, []byte(c))
+	}
+	for _, c := range kubectlCases {
+		sameStream(t, []byte(c.data))
+	}
+	files, _ := filepath.Glob("../fixtures/drift/*.yaml")
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		sameStream(t, data)
+	}
 }

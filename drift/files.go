@@ -3,6 +3,7 @@ package drift
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -14,7 +15,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -57,9 +61,11 @@ type Manifests struct {
 
 // typeMeta is enough of a document to know what it is.
 type typeMeta struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Items      []json.RawMessage `json:"items"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Items is set when the object has an items key, null included: kubectl
+	// then reads it as a list (unstructured.UnstructuredJSONScheme).
+	Items json.RawMessage `json:"items"`
 }
 
 // DecodeManifests reads every document of r into m. source names the file
@@ -87,28 +93,33 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 // a bare separator, null) holds nothing.
 func (m *Manifests) addDocument(doc *document, source string) error {
 	raw := doc.data
-	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-		return nil
-	}
 	if m.origins == nil {
 		m.origins = origins{}
 	}
 	at := &origin{file: source, doc: doc}
+	if doc.json {
+		// A value of a JSON stream, read as JSON as kubectl reads it.
+		return m.addRead(raw, at)
+	}
+	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+		return nil
+	}
 	if js, err := blockYAMLToJSON(raw); err == nil {
-		if err := m.add(js, "", at); err == nil {
-			return nil
+		var tm typeMeta
+		if strictish(js, &tm) == nil && tm.Items == nil {
+			if err := m.addObject(js, tm, at); err == nil {
+				return nil
+			}
 		}
-		// A bad object: read it again the slow way below, so the error
-		// names what sigs.k8s.io/yaml's JSON names (its keys are sorted).
+		// A list, or a bad object: read again the slow way below, so the
+		// error names what sigs.k8s.io/yaml's JSON names (its keys are
+		// sorted).
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return err
 	}
-	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil
-	}
-	return m.add(js, "", at)
+	return m.addRead(js, at)
 }
 
 func stripComments(b []byte) []byte {
@@ -139,50 +150,73 @@ func (m *Manifests) namespace(ns string) string {
 	return "default"
 }
 
-// add decodes one object. itemOf is the list's apiVersion and item kind
-// when js is an item of a typed list ("v1", "Pod" for a PodList): the API
-// returns such items without apiVersion and kind.
-func (m *Manifests) add(js []byte, itemOf string, at *origin) error {
-	var tm typeMeta
-	if err := json.Unmarshal(js, &tm); err != nil {
+// addRead reads the JSON of one document as kubectl reads it before it
+// sends anything (cli-runtime's unstructured decoder and its list
+// flattening): an object with an items key is a list, whatever its kind;
+// an item with neither kind nor apiVersion takes the list's ("Pod" and
+// "v1" in a PodList); an item that is itself a list, or an object without
+// a kind, is refused. Each object then goes to addObject as the JSON
+// kubectl sends.
+func (m *Manifests) addRead(js []byte, at *origin) error {
+	js = bytes.TrimSpace(js)
+	if len(js) == 0 || bytes.Equal(js, []byte("null")) {
+		return nil
+	}
+	obj, _, err := unstructured.UnstructuredJSONScheme.Decode(js, nil, nil)
+	if err == nil {
+		// kubectl's metadataValidatingDecoder: metadata must decode.
+		err = utiljson.Unmarshal(js, &metadataOnly{})
+	}
+	if err != nil {
+		if runtime.IsMissingKind(err) {
+			return errors.New("not a Kubernetes object: no kind")
+		}
 		return fmt.Errorf("not a Kubernetes object: %w", err)
 	}
-	if tm.Kind == "" && itemOf != "" {
-		av, kind, _ := strings.Cut(itemOf, " ")
-		var obj map[string]any
-		if err := json.Unmarshal(js, &obj); err != nil {
-			return fmt.Errorf("not a Kubernetes object: %w", err)
-		}
-		obj["kind"] = kind
-		if tm.APIVersion == "" {
-			obj["apiVersion"] = av
-		}
-		var err error
-		if js, err = json.Marshal(obj); err != nil {
-			return err
-		}
-		tm.Kind, tm.APIVersion = kind, cmpOr(tm.APIVersion, av)
+	list, ok := obj.(*unstructured.UnstructuredList)
+	if !ok {
+		return m.addUnstructured(obj.(*unstructured.Unstructured), at)
 	}
+	for i := range list.Items {
+		item := &list.Items[i]
+		var itemAt *origin
+		if at != nil {
+			itemAt = &origin{file: at.file, doc: at.doc, items: append(slices.Clone(at.items), i)}
+		}
+		err := error(nil)
+		switch {
+		case item.GetKind() == "":
+			err = errors.New("not a Kubernetes object: no kind")
+		case item.IsList():
+			err = errors.New("a list inside a list")
+		default:
+			err = m.addUnstructured(item, itemAt)
+		}
+		if err != nil {
+			return fmt.Errorf("%s item %d: %w", list.GetKind(), i, err)
+		}
+	}
+	return nil
+}
+
+// metadataOnly is what kubectl's metadataValidatingDecoder decodes.
+type metadataOnly struct {
+	metav1.TypeMeta   `json:""`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+}
+
+func (m *Manifests) addUnstructured(u *unstructured.Unstructured, at *origin) error {
+	js, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return m.addObject(js, typeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}, at)
+}
+
+// addObject decodes one object, not a list, from its JSON; tm is its kind.
+func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 	if tm.Kind == "" {
 		return fmt.Errorf("not a Kubernetes object: no kind")
-	}
-	if strings.HasSuffix(tm.Kind, "List") {
-		// A typed list (PodList, DeploymentList) says what its items are; a
-		// plain List's items must say it themselves.
-		item := ""
-		if tm.Kind != "List" {
-			item = tm.APIVersion + " " + strings.TrimSuffix(tm.Kind, "List")
-		}
-		for i, it := range tm.Items {
-			var itemAt *origin
-			if at != nil {
-				itemAt = &origin{file: at.file, doc: at.doc, items: append(slices.Clone(at.items), i)}
-			}
-			if err := m.add(it, item, itemAt); err != nil {
-				return fmt.Errorf("%s item %d: %w", tm.Kind, i, err)
-			}
-		}
-		return nil
 	}
 	group, _, _ := strings.Cut(tm.APIVersion, "/")
 	if !strings.Contains(tm.APIVersion, "/") {

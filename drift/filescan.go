@@ -103,11 +103,11 @@ pass1:
 			si := len(sources)
 			sources = append(sources, src)
 			doc, err := eachDocument(src, func(doc int, d *document) bool {
-				if looksLikePod(d.data) {
+				if !d.json && looksLikePod(d.data) {
 					s.Pods++
 					return true
 				}
-				d = &document{data: bytes.Clone(d.data), line: d.line} // kept: origins point at it
+				d = &document{data: bytes.Clone(d.data), line: d.line, json: d.json} // kept: origins point at it
 				found := false
 				m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
 				if err := m.addDocument(d, src.name); err != nil {
@@ -222,7 +222,7 @@ pass1:
 			if stop.Load() || !pos.before(errPos) {
 				return false
 			}
-			cheap := looksLikePod(d.data)
+			cheap := !d.json && looksLikePod(d.data)
 			if !cheap && !podDocs[pos] {
 				return true
 			}
@@ -236,7 +236,7 @@ pass1:
 			at := len(buf)
 			buf = append(buf, d.data...)
 			batchSrc = src.name
-			batch = append(batch, job{doc, &document{data: buf[at:len(buf):len(buf)], line: d.line}, cheap})
+			batch = append(batch, job{doc, &document{data: buf[at:len(buf):len(buf)], line: d.line, json: d.json}, cheap})
 			if len(batch) == batchDocs {
 				flush()
 			}
@@ -307,7 +307,8 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 		// reading the document once more for its kind.
 		// Straight from the document's tree into the Pod (decodeNode);
 		// the tree is also where Locate finds the lines.
-		if lines, err := parseBlockYAML(d.data); err == nil {
+		// An items key makes it a list to kubectl, kind: Pod or not.
+		if lines, err := parseBlockYAML(d.data); err == nil && !hasKey(lines, "items") {
 			var p corev1.Pod
 			if err := decodePodTree(lines, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
@@ -326,6 +327,12 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 		return nil, errors.New("its top-level lines say kind: Pod, but it does not decode as one Pod (write it as plain block YAML)")
 	}
 	return pods, nil
+}
+
+// hasKey reports whether a mapping node has the key.
+func hasKey(n *lnode, key string) bool {
+	line, _ := n.entry(key)
+	return line != 0
 }
 
 // eachDocument calls fn with every document of src and its number (from

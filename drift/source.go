@@ -24,11 +24,16 @@ import (
 type document struct {
 	data []byte
 	line int // 1-based line of the document's first line in its file
+	// json: the document is one value of a JSON stream (jsonstream.go),
+	// read as JSON, not as YAML.
+	json bool
 }
 
-// splitDocuments splits a stream at `---` lines exactly as the API
-// machinery's YAMLReader does (what kubectl reads), and also says where each
-// document starts.
+// splitDocuments splits a stream into documents exactly as kubectl does
+// (the API machinery's YAMLOrJSONDecoder): a stream whose first
+// character is `{` is a series of JSON values, possibly followed by YAML
+// (jsonstream.go); YAML is split at `---` lines as its YAMLReader splits
+// it. It also says where each document starts.
 func splitDocuments(r io.Reader) ([]document, error) {
 	ds := newDocStream(r)
 	var docs []document
@@ -47,6 +52,9 @@ func splitDocuments(r io.Reader) ([]document, error) {
 // docStream is splitDocuments one document at a time (drift -f streams
 // files that do not fit in memory).
 type docStream struct {
+	src   io.Reader // the stream as given; br and js read it once begun
+	size  int       // br's buffer
+	js    *jsonDocs // the JSON values at the start of a JSON stream
 	br    *bufio.Reader
 	buf   bytes.Buffer
 	line  []byte // the line being read, when it is longer than br's buffer
@@ -62,11 +70,20 @@ type docStream struct {
 func newDocStream(r io.Reader) *docStream { return newDocStreamSize(r, 64<<10) }
 
 func newDocStreamSize(r io.Reader, size int) *docStream {
-	return &docStream{br: bufio.NewReaderSize(r, size), start: 1}
+	return &docStream{src: r, size: size, start: 1}
 }
 
 // next returns the next document, or io.EOF after the last.
 func (s *docStream) next() (document, error) {
+	if s.br == nil && s.js == nil && !s.done {
+		s.begin()
+	}
+	if s.js != nil {
+		if d, err, ok := s.nextJSON(); ok {
+			return d, err
+		}
+		// kubectl reads the rest of the stream as YAML.
+	}
 	for !s.done {
 		if s.bulk() {
 			continue
@@ -82,14 +99,23 @@ func (s *docStream) next() (document, error) {
 				s.done = true
 				return document{}, fmt.Errorf("document %d: invalid Yaml document separator: %s", s.count+1, t)
 			}
-			start := s.start
-			s.start = s.n + 1
-			if err != nil {
-				s.done = true
-			}
 			if s.buf.Len() > 0 {
+				start := s.start
+				s.start = s.n + 1
+				if err != nil {
+					s.done = true
+				}
 				return s.emit(start), nil
 			}
+			if err != nil {
+				s.done = true
+				break
+			}
+			// A separator that opens a document is kept in it, as the
+			// YAMLReader keeps it (go-yaml reads it as the explicit start
+			// of the document: "---\n%YAML 1.1\n" is an empty document).
+			s.start = s.n
+			s.buf.Write(line)
 			continue
 		}
 		if err != nil { // EOF: the line read with it is empty

@@ -1,0 +1,230 @@
+package drift
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	xunicode "golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
+)
+
+// kubectlRead is the reference reader: a file read as kubectl apply -f
+// reads it (cli-runtime v0.37's FileVisitor, StreamVisitor, unstructured
+// decoder with metadata validation and FlattenListVisitor), built from
+// the API machinery's own parts. It returns every object kubectl would
+// send, in order.
+func kubectlRead(data []byte) ([]*unstructured.Unstructured, error) {
+	in := transform.NewReader(bytes.NewReader(data), xunicode.BOMOverride(xunicode.UTF8.NewDecoder()))
+	d := utilyaml.NewYAMLOrJSONDecoder(in, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var ext runtime.RawExtension
+		if err := d.Decode(&ext); err != nil {
+			if err == io.EOF { //nolint:errorlint // as kubectl tests it
+				return out, nil
+			}
+			return out, fmt.Errorf("error parsing: %w", err)
+		}
+		raw := bytes.TrimSpace(ext.Raw)
+		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+			continue
+		}
+		obj, _, err := unstructured.UnstructuredJSONScheme.Decode(raw, nil, nil)
+		if err != nil {
+			return out, err
+		}
+		if err := utiljson.Unmarshal(raw, &metadataOnly{}); err != nil {
+			return out, err
+		}
+		objs := []runtime.Object{obj}
+		if meta.IsListType(obj) {
+			objs = nil
+			todo := []runtime.Object{obj}
+			for i := 0; i < len(todo); i++ {
+				if !meta.IsListType(todo[i]) {
+					objs = append(objs, todo[i])
+					continue
+				}
+				items, err := meta.ExtractList(todo[i])
+				if err != nil {
+					return out, err
+				}
+				todo = append(todo, items...)
+			}
+		}
+		for _, o := range objs {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok || u.GetKind() == "" {
+				return out, errors.New("an item without kind")
+			}
+			out = append(out, u)
+		}
+	}
+}
+
+// oraclePolicy is the policy the differential fuzzers judge with: the
+// reference one, whose sandbox namespace is "sandboxes".
+var oraclePolicy = sync.OnceValue(func() *policy.Policy {
+	p, _, err := policy.LoadFile(filepath.Join("..", "fixtures", "policy.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	return p
+})
+
+// judged is what a reading of a file came to: the findings (without their
+// place: the reference reading has none), the notes and the counts.
+type judged struct {
+	findings []report.Finding
+	notes    []string
+	scanned  int
+}
+
+func judgedOf(col *Collector, fs []report.Finding) judged {
+	out := judged{notes: col.Notes, scanned: col.Scanned}
+	for _, f := range fs {
+		f.File, f.Line = "", 0
+		out.findings = append(out.findings, f)
+	}
+	return out
+}
+
+// referenceJudged judges the objects kubectlRead reads, each decoded into
+// its typed API object as the API server decodes the JSON kubectl sends
+// (sigs.k8s.io/json, case-sensitive: addObject). An error is a file the
+// reference refuses.
+func referenceJudged(data []byte) (judged, error) {
+	objs, err := kubectlRead(data)
+	if err != nil {
+		return judged{}, err
+	}
+	m := &Manifests{Skipped: map[string]int{}, origins: origins{}}
+	for _, u := range objs {
+		if err := m.addUnstructured(u, nil); err != nil {
+			return judged{}, err
+		}
+	}
+	return checkRead(m)
+}
+
+func checkRead(m *Manifests) (judged, error) {
+	e, err := NewEngine(oraclePolicy())
+	if err != nil {
+		return judged{}, err
+	}
+	col := NewCollector()
+	if err := CheckManifests(e, m, col); err != nil {
+		return judged{}, err
+	}
+	return judgedOf(col, col.Findings), nil
+}
+
+// sameJudged fails t unless drift reads data — whole (DecodeManifests) and
+// streamed (FileScan, drift -f) — into exactly the findings of the
+// reference reading. Where the reference refuses the file drift may refuse
+// it or read it (kubectl applies nothing it refused, and drift judging
+// more is no false pass); refOK says which it was.
+func sameJudged(t *testing.T, data []byte) (refOK bool) {
+	t.Helper()
+	want, refErr := referenceJudged(data)
+	m := &Manifests{}
+	err := m.DecodeManifests(bytes.NewReader(data), "f")
+	var whole judged
+	if err == nil {
+		whole, err = checkRead(m)
+	}
+	if refErr != nil {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("drift refuses what kubectl reads (%v):\n%q", err, data)
+	}
+	if !reflect.DeepEqual(whole, want) {
+		t.Fatalf("drift judges differently from the reference reading on\n%q\n got %+v\nwant %+v", data, whole, want)
+	}
+	e, err := NewEngine(oraclePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := NewCollector()
+	scan := &FileScan{Engine: e, Paths: []string{"-"}, Stdin: bytes.NewReader(data), Workers: 1}
+	if err := scan.Run(col); err != nil {
+		t.Fatalf("drift -f refuses what kubectl reads (%v):\n%q", err, data)
+	}
+	if got := judgedOf(col, col.Findings); !reflect.DeepEqual(got, want) {
+		t.Fatalf("drift -f judges differently from the reference reading on\n%q\n got %+v\nwant %+v", data, got, want)
+	}
+	return true
+}
+
+// kubectlPod is a sandbox pod in JSON that drifts (privileged), named name.
+func kubectlPod(name string) string {
+	return `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `","namespace":"sandboxes","labels":{"sandbox":"true"}},` +
+		`"spec":{"runtimeClassName":"kata","containers":[{"name":"a","image":"x@sha256:00","securityContext":{"privileged":true}}]}}`
+}
+
+const kubectlYAMLPod = "apiVersion: v1\nkind: Pod\nmetadata: {name: yam, namespace: sandboxes, labels: {sandbox: \"true\"}}\n" +
+	"spec: {containers: [{name: a, image: x, securityContext: {privileged: true}}]}\n"
+
+// kubectlCases are files kubectl reads that drift once read otherwise (issue
+// 21, items 12 and 13), with the pods kubectl creates from each: seeds of
+// every differential fuzzer.
+var kubectlCases = []struct {
+	name, data string
+	pods       []string // the targets of the sandbox pods read
+}{
+	{"concatenated JSON", kubectlPod("a") + kubectlPod("b"), []string{"pod/sandboxes/a", "pod/sandboxes/b"}},
+	{"JSON a line", kubectlPod("a") + "\n" + kubectlPod("b") + "\n", []string{"pod/sandboxes/a", "pod/sandboxes/b"}},
+	{"JSON then YAML", kubectlPod("a") + "\n" + kubectlYAMLPod, []string{"pod/sandboxes/a", "pod/sandboxes/yam"}},
+	{"JSON, separator, YAML", kubectlPod("a") + "\n---\n" + kubectlYAMLPod, []string{"pod/sandboxes/a", "pod/sandboxes/yam"}},
+	{`JSON with \/`, kubectlPod(`a\/b`), []string{"pod/sandboxes/a/b"}},
+	{"JSON with a surrogate pair", kubectlPod(`\ud83d\ude00`), []string{"pod/sandboxes/\U0001F600"}},
+	{"JSON after a no-break space", "\u00a0" + kubectlPod("nbsp") + "\n", []string{"pod/sandboxes/nbsp"}},
+	{"JSON after a byte order mark", "\ufeff" + kubectlPod(`a\/bom`), []string{"pod/sandboxes/a/bom"}},
+	{"separator, directive, separator", "---\n%YAML 1.1\n---\n" + kubectlYAMLPod, []string{"pod/sandboxes/yam"}},
+	// An items key makes a list of any kind: kubectl creates the items,
+	// not the pod around them.
+	{"pod with items", strings.TrimSuffix(kubectlPod("outer"), "}") + `,"items":[` + kubectlPod("inner") + `]}`, []string{"pod/sandboxes/inner"}},
+	{"pod with items null", strings.TrimSuffix(kubectlPod("outer"), "}") + `,"items":null}`, nil},
+	{"YAML pod with items", kubectlYAMLPod + "items:\n- {apiVersion: v1, kind: Pod, metadata: {name: i, namespace: sandboxes, labels: {sandbox: \"true\"}}, spec: {hostNetwork: true}}\n", []string{"pod/sandboxes/i"}},
+	{"invalid UTF-8 in a comment", kubectlYAMLPod + "# caf\xe9\n", []string{"pod/sandboxes/yam"}},
+}
+
+// TestReadLikeKubectl: each file above is read as kubectl reads it, pod for
+// pod, whole and streamed, with the findings of the reference reading.
+func TestReadLikeKubectl(t *testing.T) {
+	for _, c := range kubectlCases {
+		t.Run(c.name, func(t *testing.T) {
+			if !sameJudged(t, []byte(c.data)) {
+				_, err := referenceJudged([]byte(c.data))
+				t.Fatalf("the reference refuses it: %v", err)
+			}
+			want, _ := referenceJudged([]byte(c.data))
+			var got []string
+			for _, f := range want.findings {
+				if strings.HasPrefix(f.Target, "pod/") && !slices.Contains(got, f.Target) {
+					got = append(got, f.Target)
+				}
+			}
+			if !slices.Equal(got, c.pods) {
+				t.Errorf("pods judged %q, want %q", got, c.pods)
+			}
+		})
+	}
+}
