@@ -466,6 +466,7 @@ func fixtureSets() []fixtureSet {
 			return out
 		}},
 		{"workloads.yaml", "policy.yaml", workloadObjects},
+		{"phases.yaml", "phases-policy.yaml", phaseObjects},
 		{"anp.yaml", "policy.yaml", anpObjects},
 		{"cilium-read.yaml", "direct-policy.yaml", ciliumReadObjects},
 		{"cilium.yaml", "direct-policy.yaml", func(p *policy.Policy, prefix string) []any {

@@ -166,7 +166,7 @@ type dockerRule struct {
 }
 
 // dockerRules is every Docker rule, in catalogue order.
-var dockerRules = slices.Concat(dockerLimitRules, dockerReachRules, dockerIsolationRules)
+var dockerRules = slices.Concat(dockerLimitRules, dockerReachRules, dockerPhaseRules, dockerIsolationRules)
 
 // Docker fields, in the order a container's findings are listed.
 const (

@@ -52,6 +52,7 @@ type dockerCase struct {
 type dockerEnv struct {
 	credSource string // the declared credential's source on this host
 	runLabel   string // k=v that isolates this run's containers
+	volume     string // a named volume: the phases' shared workspace
 }
 
 func without(flags []string, name string, valuePrefix string) []string {
@@ -131,7 +132,25 @@ func dockerCases() []dockerCase {
 		{name: "device", expect: []string{drift.DockerDevices}, argv: add("--device", "/dev/null:/dev/xnull")},
 		{name: "runtime", expect: []string{drift.DockerRuntime}, argv: same, policy: func(p *policy.Policy) { p.Spec.Runtime.ClassNames = []string{"runsc-nonet"} }},
 		{name: "image-digest", expect: []string{drift.DockerImageDigest}, argv: same, policy: func(p *policy.Policy) { p.Spec.Image.RequireDigest = true }},
+		// A phase's container: the attempt's volume at /workspace. HOME on
+		// it, and XDG_CONFIG_HOME on a second mount of it, hand the next
+		// phase this one's dotfiles; HOME on a tmpfs does not.
+		{name: "home-on-workspace", expect: []string{drift.DockerHomeOnWorkspace, drift.DockerHomeOnWorkspace}, argv: func(f []string, env *dockerEnv) []string {
+			return append(without(f, "--tmpfs", "/workspace"), "-v", env.volume+":/workspace", "-v", env.volume+":/srv/dotfiles",
+				"-e", "HOME=/workspace", "-e", "XDG_CONFIG_HOME=/srv/dotfiles/config")
+		}, policy: phasedDocker},
+		{name: "home-off-workspace", argv: func(f []string, env *dockerEnv) []string {
+			return append(without(f, "--tmpfs", "/workspace"), "-v", env.volume+":/workspace", "-e", "HOME=/tmp/home", "-e", "XDG_STATE_HOME=/workspace/.state")
+		}, policy: phasedDocker},
 	}
+}
+
+// phasedDocker makes /workspace the phases' shared volume rather than a
+// fresh tmpfs.
+func phasedDocker(p *policy.Policy) {
+	p.Spec.Phases.Workspace = "/workspace"
+	p.Spec.Filesystem.Writable = []string{"/tmp"}
+	p.Spec.Filesystem.EmptyAtStart = nil
 }
 
 // dockerPolicy loads fixtures/docker-policy.yaml, optionally tweaked.
@@ -377,6 +396,13 @@ func TestDockerLive(t *testing.T) {
 	flags = append(flags, "--label", env.runLabel)
 	flags = replaceValue(flags, "--mount", "type=bind,src="+env.credSource+",dst=/run/secrets/git-token,readonly")
 
+	env.volume = "sandprobe-drift-ws-" + runID
+	// Runs after the containers are removed (cleanups run last-in first-out).
+	t.Cleanup(func() {
+		cmd := exec.Command(h.cli, "volume", "rm", "-f", env.volume)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+h.host)
+		_ = cmd.Run() // best effort: absent when no case ran
+	})
 	t.Cleanup(func() {
 		ids := h.docker(t, nil, "ps", "-aq", "--filter", "label="+env.runLabel)
 		if ids != "" {

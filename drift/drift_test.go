@@ -193,7 +193,7 @@ func TestFixtures(t *testing.T) {
 // TestEveryRuleHasALazyObject: the fixtures break every rule at least once.
 func TestEveryRuleHasALazyObject(t *testing.T) {
 	covered := map[string]bool{}
-	for _, c := range podCases() {
+	for _, c := range append(podCases(), phaseCases()...) {
 		for _, x := range c.expect {
 			covered[x] = true
 		}

@@ -298,12 +298,20 @@ func (c *podCheck) provenance() string {
 }
 
 func (c *podCheck) fail(rule, subject, expected, actual, fix, evidence string) {
+	c.add(report.Fail, rule, subject, expected, actual, fix, evidence)
+}
+
+// add records a finding of the object: a failure, or a place a rule could
+// not judge (inconclusive).
+func (c *podCheck) add(status report.Status, rule, subject, expected, actual, fix, evidence string) {
 	if c.failed == nil {
 		c.failed = map[string]bool{}
 		c.where = c.provenance()
 	}
 	c.ensureTarget()
-	c.failed[rule] = true
+	if status == report.Fail {
+		c.failed[rule] = true
+	}
 	if evidence == "" {
 		evidence = c.where
 	} else {
@@ -313,7 +321,7 @@ func (c *podCheck) fail(rule, subject, expected, actual, fix, evidence string) {
 		evidence += "; " + n
 	}
 	c.out = append(c.out, report.Finding{
-		Check: rule, Target: c.target, Namespace: c.ns, Subject: subject, Status: report.Fail,
+		Check: rule, Target: c.target, Namespace: c.ns, Subject: subject, Status: status,
 		Expected: expected, Actual: actual, Fix: fix, Evidence: evidence,
 	})
 }

@@ -1,6 +1,10 @@
 package drift
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/sandprobe/sandprobe/report"
+)
 
 // podRule is a drift rule over pods, workload pod templates and Sandbox
 // pod templates: its catalogue entry and its check. The rows live in
@@ -19,7 +23,7 @@ type podRule struct {
 }
 
 // podRules is every pod rule, in catalogue order.
-var podRules = slices.Concat(placementRules, identityRules, privilegeRules, hostRules, kernelRules, supplyRules, standardRules)
+var podRules = slices.Concat(placementRules, identityRules, privilegeRules, hostRules, kernelRules, supplyRules, phaseRules, standardRules)
 
 // run applies the pod rules the policy asks for, then lists the findings
 // in the pod's order (sortBySite). The pass path builds no string: paths
@@ -39,4 +43,15 @@ func (c *podCheck) failAt(at place, expected, actual, fix, evidence string) {
 	}
 	c.sites = append(c.sites, at.site)
 	c.fail(c.rule, at.path, expected, actual, fix, evidence)
+}
+
+// undecidedAt records that the rule being run could not judge a place of
+// the pod: an inconclusive finding, never a pass (and the run's summary
+// holds no pass for the rule).
+func (c *podCheck) undecidedAt(at place, expected, actual, fix, evidence string) {
+	if c.sites == nil {
+		c.sites = c.sitesBuf[:0]
+	}
+	c.sites = append(c.sites, at.site)
+	c.add(report.Inconclusive, c.rule, at.path, expected, actual, fix, evidence)
 }
