@@ -395,6 +395,11 @@ func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 		f.Status = result.Fail
 		f.Actual = r.Class + " instead of " + a.Expect + ": the blocking behaviour changed"
 		f.Fix = fmt.Sprintf("find what changed in the rule for %s (a DROP that became a reject, or the reverse), or update expect in the policy", a.Subject)
+	case r.Unresolved && a.Check != checkProxyBypass:
+		// The resolver's answer is no network deny: the address may be
+		// open from the sandbox, and nothing was dialled to see.
+		return inconclusive(fmt.Sprintf("%s: the sandbox's resolver stopped the name, but no address of %s was dialled: a DNS-only block is not a network deny (its address may be open from here)", r.Class, a.Host),
+			fmt.Sprintf("list %s's addresses in the policy (mustFail.hosts[].addresses) so the probe dials them from the sandbox", a.Host))
 	case a.Expect != "":
 		f.Status, f.Actual = result.Pass, r.Class+stoppedByText(ev)
 	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:

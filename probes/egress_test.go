@@ -414,3 +414,43 @@ spec:
 	}
 	return p
 }
+
+// TestDNSOnlyBlockIsNoDeny: a must-fail name the sandbox's resolver
+// refuses was never dialled; its address may be open from the sandbox
+// (a DNS-based policy that filters names only). Without addresses to dial
+// that is inconclusive, never a pass; with the policy's addresses the path
+// itself is tested: open fails, closed passes.
+func TestDNSOnlyBlockIsNoDeny(t *testing.T) {
+	api := origin(t)
+	open := origin(t)
+	closed := closedPort(t)
+	dns := newDNSServer(t, zone(dnsmessage.RCodeRefused, map[string][]netip.Addr{"api.test": loopbackAddr}))
+	fs := loopbackEgress(t, fmt.Sprintf(`
+  egress:
+    allow: [{host: api.test, port: %d, scheme: http, reason: r}]
+    mustFail:
+      hosts:
+        - blocked.test:%d
+        - {target: "open.test:%d", addresses: [127.0.0.1]}
+        - {target: "closed.test:%d", addresses: [127.0.0.1]}
+    metadata: {address: 127.0.0.2, port: %d}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`, api, open, open, closed, closed), dns)
+	for name, want := range map[string]struct {
+		status result.Status
+		class  string
+	}{
+		fmt.Sprintf("egress.must-fail blocked.test:%d", open):  {result.Inconclusive, policy.VerdictDNSRefused},
+		fmt.Sprintf("egress.must-fail open.test:%d", open):     {result.Fail, policy.VerdictAnswered},
+		fmt.Sprintf("egress.must-fail closed.test:%d", closed): {result.Pass, policy.VerdictRefused},
+	} {
+		f, ok := fs[name]
+		if !ok || f.Status != want.status || f.Class != want.class {
+			t.Errorf("%s: %s/%s (%s), want %s/%s", name, f.Status, f.Class, f.Actual, want.status, want.class)
+		}
+		if f.Status == result.Inconclusive && (!strings.Contains(f.Actual, "DNS-only block") || !strings.Contains(f.Fix, "addresses")) {
+			t.Errorf("%s: %q / %q: want why and the addresses fix", name, f.Actual, f.Fix)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func Catalogue() []Check {
 			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
 		{ID: checkMustFail, Run: checkEgressMustFail, Network: true, Late: true,
-			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status; each attempt made with its whole timeout; inconclusive when nothing shows the network works or the failure cannot be told from the probe's own",
+			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status; each attempt made with its whole timeout; inconclusive when nothing shows the network works, when only the resolver stopped a name and no address was dialled (a DNS-only block is no network deny), or when the failure cannot be told from the probe's own",
 			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
 			Applies: func(p *policy.Policy) bool {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0

@@ -107,6 +107,12 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			}
 			continue
 		}
+		if f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0 && f.Check != "egress.dns-bypass" {
+			// Only the sandbox's resolver stopped it: no address was
+			// dialled, so whatever the control reached, no path was tested.
+			unproven(f, "no address was dialled from the sandbox (its resolver stopped the name): a DNS-only block is not a network deny")
+			continue
+		}
 		if c != nil && c.Isolated != "" && f.Check != checkSNIMismatch {
 			f.Deny = report.DenyProven
 			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)

@@ -252,7 +252,9 @@ spec:
     allow:
       - {host: api.lab.test, port: 443, reason: "a live allowance, so the network is not dead"}
     mustFail:
-      hosts: [blocked.lab.test]
+      # Its addresses: the sandbox's resolver refuses the name, and a
+      # DNS-only block is no network deny (TestLabDNSOnlyBlock).
+      hosts: [{target: blocked.lab.test, addresses: [10.99.20.20, "fd99:0:0:20::20"]}]
       ips:
         - {target: 10.99.20.11, reason: "REJECT tcp reset in front of a live listener"}
         - {target: 10.99.20.11, port: 8081, reason: "the same REJECT, in front of a port nothing listens on"}

@@ -163,3 +163,61 @@ spec:
 		}
 	}
 }
+
+// TestLabDNSOnlyBlock: the sandbox's resolver refuses blocked.lab.test (a
+// DNS proxy), so without its addresses the probe dials nothing. Broken the
+// real-world way (a policy that filters names only: the default-deny rule
+// flushed, the address open from the sandbox), that must not pass — it
+// did, as a proven deny, because the control reached the name. Without
+// addresses it is inconclusive whatever the network does; with the
+// policy's addresses the path itself is tested: a proven pass when
+// healthy, a failure when open.
+func TestLabDNSOnlyBlock(t *testing.T) {
+	script := testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-dnsonly}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    allow: [{host: api.lab.test, port: 443, reason: lab}]
+    mustFail:
+      hosts:
+        - blocked.lab.test:443
+        - {target: "blocked.lab.test:80", addresses: [10.99.20.20]}
+    metadata: {address: 10.99.169.254}
+    timeout: 2s
+`)
+	type want struct {
+		status      report.Status
+		deny, class string
+	}
+	for _, c := range []struct {
+		state []string
+		want  map[string]want
+	}{
+		{nil, map[string]want{
+			"egress.must-fail blocked.lab.test:443": {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.must-fail blocked.lab.test:80":  {report.Pass, report.DenyProven, policy.VerdictTimeout},
+		}},
+		{[]string{"flush-rule", "default-deny"}, map[string]want{
+			"egress.must-fail blocked.lab.test:443": {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.must-fail blocked.lab.test:80":  {report.Fail, "", policy.VerdictAnswered},
+		}},
+	} {
+		if c.state != nil {
+			labCmd(t, script, append([]string{"break"}, c.state...)...)
+		}
+		fs := egressOnly(labRun(t, doc))
+		labCmd(t, script, "heal")
+		for name, w := range c.want {
+			f := fs[name]
+			if got := (want{f.Status, f.Deny, f.Class}); got != w {
+				t.Errorf("%v: %s: %+v, want %+v (%s; %s)", c.state, name, got, w, f.Actual, f.Evidence)
+			}
+		}
+	}
+}
