@@ -3,6 +3,7 @@ module github.com/sandprobe/sandprobe
 go 1.26.6
 
 require (
+	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/containerd/errdefs v1.0.0
@@ -39,7 +40,6 @@ require (
 
 require (
 	cel.dev/expr v0.25.1 // indirect
-	github.com/CycloneDX/cyclonedx-go v0.12.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

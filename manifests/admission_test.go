@@ -205,7 +205,7 @@ func runnerPod(t *testing.T, ns string, mutate func(*corev1.Pod)) *corev1.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := render.ProbePod(p, render.ProbePodOptions{Namespace: ns, PolicyInline: raw, Nonce: "n", Labels: map[string]string{runLabel: "r1"}})
+	pod := render.ProbePod(p, render.ProbePodOptions{Namespace: ns, ProbeImage: baseProbeImage(t), PolicyInline: raw, Nonce: "n", Labels: map[string]string{runLabel: "r1"}})
 	pod.Name = ""
 	pod.GenerateName = "probe-"
 	f := false

@@ -33,7 +33,9 @@ var cluster struct {
 	env       *envtest.Environment
 	cfg       *rest.Config
 	client    kubernetes.Interface
-	applied   string // kubectl apply's output
+	vanilla   string // kubectl apply -k manifests/'s output, on the bare API server
+	applied   string // kubectl apply's output for the base with its components
+	full      string // that overlay's directory
 	err       error
 	kubectl   string
 	kubeconfg string
@@ -74,11 +76,35 @@ func kubectl(t testing.TB) string {
 	return filepath.Join(dir, "kubectl")
 }
 
+// kustomizeKubectl is the kubectl whose built-in kustomize builds the
+// kustomizations: the cached one, else one on PATH (building needs no API
+// server).
+func kustomizeKubectl(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = defaultAssets
+	}
+	if p := filepath.Join(dir, "kubectl"); fileExists(p) {
+		return p
+	}
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	testenv.Missing(t, "no kubectl in "+dir+" or on PATH (hack/k8s/build.sh)")
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // kustomize builds a kustomization with kubectl's built-in kustomize.
 func kustomize(t testing.TB, dir string) []byte {
 	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl(t), "kustomize", dir)
+	cmd := exec.Command(kustomizeKubectl(t), "kustomize", dir)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -104,13 +130,7 @@ func appliedBase(t testing.TB) kubernetes.Interface {
 
 func startAndApply(dir string) error {
 	cluster.kubectl = filepath.Join(dir, "kubectl")
-	cluster.env = &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		// The base carries a PrometheusRule; the Prometheus Operator's CRD
-		// stand-in lets it apply as a whole, as on hack/e2e's cluster.
-		CRDDirectoryPaths:     []string{"../hack/e2e/crds"},
-		ErrorIfCRDPathMissing: true,
-	}
+	cluster.env = &envtest.Environment{BinaryAssetsDirectory: dir}
 	cfg, err := cluster.env.Start()
 	if err != nil {
 		cluster.env = nil
@@ -128,21 +148,65 @@ func startAndApply(dir string) error {
 	if err := writeKubeconfig(cfg, cluster.kubeconfg); err != nil {
 		return err
 	}
-	// RuntimeClass objects must exist before pods naming them are admitted,
-	// and the sandbox namespace before the runner's rights in it: it is
-	// where the sandboxes already run, sandprobe never creates it.
+	// First the base alone on a vanilla API server: no sandbox namespace,
+	// no Prometheus Operator CRD.
+	out, err := kubectlRun("apply", "-k", ".")
+	cluster.vanilla = out
+	if err != nil {
+		return fmt.Errorf("kubectl apply -k manifests/ on a vanilla API server: %v\n%s", err, out)
+	}
+	// Then as a cluster with sandboxes has it: RuntimeClass objects before
+	// pods naming them are admitted, the sandbox namespace before the
+	// runner's rights in it (it is where the sandboxes already run,
+	// sandprobe never creates it), the Operator's CRD (hack/e2e/crds
+	// stands in) before the PrometheusRule, then the base with those
+	// components.
 	if out, err := kubectlRun("apply", "-f", "testdata/runtimeclasses.yaml"); err != nil {
 		return fmt.Errorf("apply runtime classes: %v\n%s", err, out)
 	}
 	if out, err := kubectlRun("create", "namespace", sandboxNamespace); err != nil {
 		return fmt.Errorf("create namespace %s: %v\n%s", sandboxNamespace, err, out)
 	}
-	out, err := kubectlRun("apply", "-k", ".")
+	if out, err := kubectlRun("apply", "-f", "../hack/e2e/crds"); err != nil {
+		return fmt.Errorf("apply the PrometheusRule CRD: %v\n%s", err, out)
+	}
+	if out, err := kubectlRun("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=30s"); err != nil {
+		return fmt.Errorf("wait for the PrometheusRule CRD: %v\n%s", err, out)
+	}
+	full, err := overlayDir(tmp, "sandbox-namespaces", "prometheus-rule")
+	if err != nil {
+		return err
+	}
+	cluster.full = full
+	out, err = kubectlRun("apply", "-k", full)
 	cluster.applied = out
 	if err != nil {
-		return fmt.Errorf("kubectl apply -k manifests/: %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply -k (the base, components sandbox-namespaces and prometheus-rule): %v\n%s", err, out)
 	}
 	return nil
+}
+
+// overlayDir writes, under parent, an overlay of the base with the named
+// components, as a user writes one (kustomize refuses an overlay inside
+// its base, and takes no absolute paths).
+func overlayDir(parent string, components ...string) (string, error) {
+	base, err := filepath.Abs(".")
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(parent, "overlay-")
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		return "", err
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [" + rel + "]\ncomponents:\n"
+	for _, c := range components {
+		k += "  - " + filepath.Join(rel, "components", c) + "\n"
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
 func kubectlRun(args ...string) (string, error) {
@@ -160,12 +224,16 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 	return clientcmd.WriteToFile(*kc, path)
 }
 
-// TestApplyBase: `kubectl apply -k manifests/` creates every object of the
-// base, and the API server has no Pod Security warning for the CronJob's pod
-// template (the namespace enforces "restricted").
+// TestApplyBase: `kubectl apply -k manifests/` succeeds on a vanilla API
+// server (no sandbox namespace, no Prometheus Operator CRD) and creates every
+// object of the base; with the sandbox-namespaces and prometheus-rule
+// components it adds the runner's rights in the sandbox namespace and the
+// PrometheusRule. The API server has no Pod Security warning for the
+// CronJob's pod template (the namespace enforces "restricted"), and
+// applying again changes nothing.
 func TestApplyBase(t *testing.T) {
 	appliedBase(t)
-	for _, want := range []string{
+	base := []string{
 		"namespace/sandprobe-system", "serviceaccount/sandprobe", "role.rbac.authorization.k8s.io/sandprobe-runner",
 		"clusterrole.rbac.authorization.k8s.io/sandprobe-reader", "rolebinding.rbac.authorization.k8s.io/sandprobe-runner",
 		"clusterrolebinding.rbac.authorization.k8s.io/sandprobe-reader", "configmap/sandprobe-policy",
@@ -175,18 +243,31 @@ func TestApplyBase(t *testing.T) {
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-runner-scope",
 		"validatingadmissionpolicy.admissionregistration.k8s.io/sandprobe-created-by",
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/sandprobe-created-by",
+	}
+	components := []string{
 		"role.rbac.authorization.k8s.io/sandprobe-probe", "rolebinding.rbac.authorization.k8s.io/sandprobe-probe",
 		"prometheusrule.monitoring.coreos.com/sandprobe",
-	} {
-		if !strings.Contains(cluster.applied, want+" ") {
-			t.Errorf("kubectl apply -k did not report %s:\n%s", want, cluster.applied)
+	}
+	for _, want := range base {
+		if !strings.Contains(cluster.vanilla, want+" created") {
+			t.Errorf("kubectl apply -k on a vanilla API server did not create %s:\n%s", want, cluster.vanilla)
 		}
 	}
-	if strings.Contains(strings.ToLower(cluster.applied), "warning") {
-		t.Errorf("kubectl apply -k warned (Pod Security?):\n%s", cluster.applied)
+	for _, want := range components {
+		if strings.Contains(cluster.vanilla, want+" ") {
+			t.Errorf("the base applies %s: it belongs in a component", want)
+		}
+		if !strings.Contains(cluster.applied, want+" created") {
+			t.Errorf("kubectl apply -k with the components did not create %s:\n%s", want, cluster.applied)
+		}
 	}
-	// Applying again changes nothing: the base is stable under apply.
-	out, err := kubectlRun("apply", "-k", ".")
+	for _, out := range []string{cluster.vanilla, cluster.applied} {
+		if strings.Contains(strings.ToLower(out), "warning") {
+			t.Errorf("kubectl apply -k warned (Pod Security?):\n%s", out)
+		}
+	}
+	// Applying again changes nothing: the install is stable under apply.
+	out, err := kubectlRun("apply", "-k", cluster.full)
 	if err != nil {
 		t.Fatalf("second apply: %v\n%s", err, out)
 	}

@@ -30,7 +30,7 @@ var update = flag.Bool("update", false, "rewrite prometheusrule.yaml from alerts
 const (
 	rulesFile       = "alerts/sandprobe.rules.yml"
 	rulesTestFile   = "alerts/sandprobe.rules_test.yml"
-	prometheusRule  = "prometheusrule.yaml"
+	prometheusRule  = "components/prometheus-rule/prometheusrule.yaml"
 	runbookURLBase  = "https://github.com/sandprobe/sandprobe/blob/main/docs/runbooks/"
 	runbooksDirPath = "../docs/runbooks"
 )

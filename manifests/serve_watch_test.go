@@ -75,7 +75,7 @@ func TestServeWatchComponent(t *testing.T) {
 	for _, a := range get(c, "args").([]any) {
 		args = append(args, fmt.Sprint(a))
 	}
-	for _, want := range []string{"serve", "--backend=kube", "--watch", "--per-node", "--listen=:9090"} {
+	for _, want := range []string{"serve", "--backend=kube", "--watch", "--per-node", "--listen=:10191"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("Deployment args %q lack %s", args, want)
 		}
@@ -86,6 +86,17 @@ func TestServeWatchComponent(t *testing.T) {
 	cj := objs["CronJob sandprobe-system/sandprobe"]
 	if cj == nil || get(cj, "spec", "suspend") != true {
 		t.Errorf("CronJob: %v, want it kept and suspended", get(cj, "spec", "suspend"))
+	}
+	// The Service (and a ServiceMonitor) must select the serve pod alone,
+	// never a Job pod of the (suspended, but still startable) CronJob.
+	sel, _ := get(objs["Service sandprobe-system/sandprobe"], "spec", "selector").(map[string]any)
+	jobLabels, _ := get(cj, "spec", "jobTemplate", "spec", "template", "metadata", "labels").(map[string]any)
+	shared := len(sel) > 0
+	for k, v := range sel {
+		shared = shared && jobLabels[k] == v
+	}
+	if shared {
+		t.Errorf("the Service's selector %v selects the CronJob's Job pods too (labels %v)", sel, jobLabels)
 	}
 	image := get(c, "image")
 	if image != "registry.example/sandprobe:v1.2.3" || get(cj, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0, "image") != image {
