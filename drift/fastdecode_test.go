@@ -186,15 +186,20 @@ var podCases = []string{
 }
 
 // FuzzDecodeNode: whatever the document, decoding a Pod from its tree
-// agrees with strictish over sigs.k8s.io/yaml's JSON, or declines.
+// agrees with strictish over sigs.k8s.io/yaml's JSON, or declines, and
+// drift judges what the reference reading judges (sameJudged).
 func FuzzDecodeNode(f *testing.F) {
 	for _, c := range append(blockCases, podCases...) {
 		f.Add(c)
+	}
+	for _, c := range kubectlCases {
+		f.Add(c.data)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
 		if strings.Count(doc, "\n") > 300 {
 			return
 		}
 		sameAsStrictish(t, []byte(doc))
+		sameJudged(t, []byte(doc))
 	})
 }

@@ -123,16 +123,21 @@ func TestBlockYAMLMatchesSigsYAML(t *testing.T) {
 }
 
 // FuzzBlockYAML: whatever the input, the fast path agrees with
-// sigs.k8s.io/yaml or declines.
+// sigs.k8s.io/yaml or declines, and drift judges what the reference
+// reading judges (sameJudged).
 func FuzzBlockYAML(f *testing.F) {
 	for _, c := range blockCases {
 		f.Add(c)
+	}
+	for _, c := range kubectlCases {
+		f.Add(c.data)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
 		if strings.Count(doc, "\n") > 200 {
 			return
 		}
 		sameAsSigsYAML(t, []byte(doc))
+		sameJudged(t, []byte(doc))
 	})
 }
 

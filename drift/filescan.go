@@ -435,6 +435,10 @@ func looksLikePod(raw []byte) bool {
 	}
 	kinds, versions := 0, 0
 	pod, v1 := false, false
+	// ended: the value of the last kind: or apiVersion: line is known to
+	// end on its line (no deeper line continues the scalar: "kind: Pod\n 0"
+	// is kind "Pod 0").
+	ended := true
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -442,18 +446,37 @@ func looksLikePod(raw []byte) bool {
 		} else {
 			raw = nil
 		}
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' || line[0] == '#' {
+		if len(bytes.TrimSpace(line)) == 0 || line[0] == '#' {
 			continue
 		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if !ended {
+				return false
+			}
+			continue
+		}
+		ended = true
 		if v, ok := bytes.CutPrefix(line, []byte("kind:")); ok {
 			kinds++
-			pod = scalar(v) == "Pod"
+			pod, ended = scalar(v) == "Pod", false
 		} else if v, ok := bytes.CutPrefix(line, []byte("apiVersion:")); ok {
 			versions++
-			v1 = scalar(v) == "v1"
+			v1, ended = scalar(v) == "v1", false
+		} else if itemsKey(line) {
+			return false // a list to kubectl, whatever its kind
 		}
 	}
 	return kinds == 1 && versions == 1 && pod && v1
+}
+
+// itemsKey reports whether a top-level line may be the items key (plain or
+// quoted, escapes and all: only a full decoding tells).
+func itemsKey(line []byte) bool {
+	if line[0] == '"' || line[0] == '\'' || line[0] == '?' || line[0] == '{' {
+		return true
+	}
+	rest, ok := bytes.CutPrefix(line, []byte("items"))
+	return ok && len(bytes.TrimLeft(rest, " ")) > 0 && bytes.TrimLeft(rest, " ")[0] == ':'
 }
 
 // scalar is a top-level value without a trailing comment, spaces or quotes.

@@ -88,6 +88,10 @@ var oraclePolicy = sync.OnceValue(func() *policy.Policy {
 	return p
 })
 
+// oracleNamespace is where objects without a namespace land (-n): the
+// policy's sandbox namespace, so that every pod a fuzzer writes is judged.
+const oracleNamespace = "sandboxes"
+
 // judged is what a reading of a file came to: the findings (without their
 // place: the reference reading has none), the notes and the counts.
 type judged struct {
@@ -114,7 +118,7 @@ func referenceJudged(data []byte) (judged, error) {
 	if err != nil {
 		return judged{}, err
 	}
-	m := &Manifests{Skipped: map[string]int{}, origins: origins{}}
+	m := &Manifests{Skipped: map[string]int{}, origins: origins{}, Namespace: oracleNamespace}
 	for _, u := range objs {
 		if err := m.addUnstructured(u, nil); err != nil {
 			return judged{}, err
@@ -143,7 +147,7 @@ func checkRead(m *Manifests) (judged, error) {
 func sameJudged(t *testing.T, data []byte) (refOK bool) {
 	t.Helper()
 	want, refErr := referenceJudged(data)
-	m := &Manifests{}
+	m := &Manifests{Namespace: oracleNamespace}
 	err := m.DecodeManifests(bytes.NewReader(data), "f")
 	var whole judged
 	if err == nil {
@@ -163,7 +167,7 @@ func sameJudged(t *testing.T, data []byte) (refOK bool) {
 		t.Fatal(err)
 	}
 	col := NewCollector()
-	scan := &FileScan{Engine: e, Paths: []string{"-"}, Stdin: bytes.NewReader(data), Workers: 1}
+	scan := &FileScan{Engine: e, Paths: []string{"-"}, Stdin: bytes.NewReader(data), Namespace: oracleNamespace, Workers: 1}
 	if err := scan.Run(col); err != nil {
 		t.Fatalf("drift -f refuses what kubectl reads (%v):\n%q", err, data)
 	}
