@@ -92,6 +92,11 @@ func hasWildcard(host string) bool { return strings.Contains(host, "*") }
 
 // validateProof checks the fields that let the probe prove its verdicts.
 func (e *Egress) validateProof(c *collector) {
+	for i, h := range e.ProxyDenyHeaders {
+		if h == "" || strings.ContainsAny(h, " :\t\r\n") {
+			c.add(fmt.Sprintf("spec.egress.proxyDenyHeaders[%d]", i), fmt.Sprintf("%q is not an HTTP header name", h))
+		}
+	}
 	for i, st := range e.ProxyDenyStatus {
 		if st >= 500 {
 			c.add(fmt.Sprintf("spec.egress.proxyDenyStatus[%d]", i), fmt.Sprintf("%d is an upstream failure, not a deny: a proxy that answers it let the destination through", st))

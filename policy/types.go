@@ -290,6 +290,12 @@ type Egress struct {
 	// destination (default 403 and 407). Through the proxy only these pass:
 	// a 5xx means the proxy let the destination through.
 	ProxyDenyStatus []int `json:"proxyDenyStatus,omitempty" validate:"dive,gte=400,lte=599"`
+	// ProxyDenyHeaders are response headers by which the proxy signs a
+	// refusal it serves inside a tunnel (a TLS-intercepting proxy answers
+	// 200 to every CONNECT and refuses inside TLS). Squid's X-Squid-Error
+	// and RFC 9209's Proxy-Status always count; a deny status without any
+	// of them cannot be told from the destination's own.
+	ProxyDenyHeaders []string `json:"proxyDenyHeaders,omitempty"`
 	// Fronting is how domain fronting through the proxy is judged
 	// (egress.sni-mismatch); unset, it is tested.
 	Fronting *Fronting `json:"fronting,omitempty"`

@@ -25,6 +25,12 @@ const (
 	// status was not its deny) but could not reach it (5xx): the proxy's
 	// allow-list let it through, only the upstream failed. Never a pass.
 	VerdictProxyForwarded = "proxy-forwarded"
+	// VerdictIntercepted is something in the path that took the connection
+	// and gave no application-level proof of who it was: accepted and
+	// closed with no byte exchanged (a mesh sidecar's blackhole, a CNI's
+	// transparent proxy), or a deny status served inside a TLS tunnel with
+	// no proxy signature. Neither an answer nor a deny: inconclusive.
+	VerdictIntercepted = "intercepted"
 )
 
 // FailureVerdicts are the classes a must-fail target may pin with expect.

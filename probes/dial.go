@@ -32,6 +32,9 @@ type NetClient struct {
 	roots *x509.CertPool
 	// denyStatus are the statuses by which the proxy refuses a destination.
 	denyStatus []int
+	// denyHeaders sign a refusal the proxy serves inside a tunnel, besides
+	// X-Squid-Error and Proxy-Status (spec.egress.proxyDenyHeaders).
+	denyHeaders []string
 	// agent is the User-Agent of every request the probe sends through the
 	// proxy: "sandprobe", and the run's nonce when there is one, so the
 	// proxy's record tells this run's attempts from others' (audit/).
@@ -52,7 +55,7 @@ type proxyResolver struct {
 // NewNetClient builds the client the policy's egress section describes: its
 // proxy and the CA bundle it trusts besides the system roots.
 func NewNetClient(e policy.Egress) (*NetClient, error) {
-	c := &NetClient{dns: readDNSConfig("/etc/resolv.conf", "/etc/hosts"), denyStatus: e.ProxyDenyStatuses(), agent: "sandprobe"}
+	c := &NetClient{dns: readDNSConfig("/etc/resolv.conf", "/etc/hosts"), denyStatus: e.ProxyDenyStatuses(), denyHeaders: e.ProxyDenyHeaders, agent: "sandprobe"}
 	c.proxyAddrs.sem = make(chan struct{}, 1)
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
@@ -232,8 +235,10 @@ func (c *NetClient) handshake(ctx context.Context, conn net.Conn, host string) (
 // proxy signs as its own (X-Squid-Error, or RFC 9209's Proxy-Status). A
 // bare 403 behind a certificate not valid for the destination is not
 // enough: a destination with a self-signed certificate says that too.
-// Anything else came from the destination, or cannot be told from it.
-func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host string) (bool, string) {
+// A deny status without a signature cannot be told from the destination's
+// own refusal: that is unsigned, neither a deny nor an answer. Anything
+// else came from the destination.
+func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host string) (refused, unsigned bool, detail string) {
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
 	}
@@ -250,7 +255,7 @@ func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host str
 	}
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return false, "TLS inside the tunnel: " + classify(err).detail
+		return false, false, "TLS inside the tunnel: " + classify(err).detail
 	}
 	defer tc.Close()
 	valid, issuer := false, ""
@@ -260,23 +265,22 @@ func (c *NetClient) refusedInTunnel(ctx context.Context, conn net.Conn, host str
 		valid = err == nil
 	}
 	if _, err := fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n", host, c.agent); err != nil {
-		return false, "TLS inside the tunnel, then " + classify(err).detail
+		return false, false, "TLS inside the tunnel, then " + classify(err).detail
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(tc), &http.Request{Method: http.MethodGet})
 	if err != nil {
-		return false, "TLS inside the tunnel, then " + classify(err).detail
+		return false, false, "TLS inside the tunnel, then " + classify(err).detail
 	}
 	resp.Body.Close()
-	signed := proxySigned(resp)
+	signed := c.proxySigned(resp)
 	cert := fmt.Sprintf("a certificate from %q %s for %s", issuer, map[bool]string{true: "valid", false: "not valid"}[valid], host)
-	if slices.Contains(c.denyStatus, resp.StatusCode) && signed != "" {
-		detail := fmt.Sprintf("the proxy served its refusal inside TLS (%s): %s %s", cert, resp.Proto, resp.Status)
-		if signed != "" {
-			detail += " (" + signed + ")"
-		}
-		return true, detail
+	switch {
+	case slices.Contains(c.denyStatus, resp.StatusCode) && signed != "":
+		return true, false, fmt.Sprintf("the proxy served its refusal inside TLS (%s): %s %s (%s)", cert, resp.Proto, resp.Status, signed)
+	case slices.Contains(c.denyStatus, resp.StatusCode):
+		return false, true, fmt.Sprintf("TLS inside the tunnel with %s, GET / → %s %s with no proxy signature (X-Squid-Error, Proxy-Status or spec.egress.proxyDenyHeaders): the proxy's refusal or the destination's, it cannot be told", cert, resp.Proto, resp.Status)
 	}
-	return false, fmt.Sprintf("TLS inside the tunnel with %s, GET / → %s %s", cert, resp.Proto, resp.Status)
+	return false, false, fmt.Sprintf("TLS inside the tunnel with %s, GET / → %s %s", cert, resp.Proto, resp.Status)
 }
 
 // outcome is a classified error: the verdict class, a short detail, and

@@ -272,12 +272,18 @@ func (c *NetClient) tryProxy(ctx context.Context, a Attempt) Result {
 			}
 			r.Detail += "; " + tlsDetail
 		} else if a.Scheme == "https" {
-			if refused, detail := c.refusedInTunnel(ctx, conn, a.Host); refused {
+			refused, unsigned, detail := c.refusedInTunnel(ctx, conn, a.Host)
+			switch {
+			case refused:
 				r.Class, r.Answered = policy.VerdictProxyDenied, nil
 				r.Detail = "via " + c.proxy.Host + ": " + status + "; " + detail
 				r.Evidence.ProxyStatus = status + "; then inside TLS: " + detail
 				r.Evidence.StoppedBy = result.StoppedByProxy
-			} else {
+			case unsigned:
+				r.Class, r.Answered = policy.VerdictIntercepted, nil
+				r.Detail += "; " + detail
+				r.Evidence.ProxyStatus = status + "; then inside TLS: " + detail
+			default:
 				r.Detail += "; " + detail
 			}
 		}
@@ -402,6 +408,9 @@ func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 			fmt.Sprintf("list %s's addresses in the policy (mustFail.hosts[].addresses) so the probe dials them from the sandbox", a.Host))
 	case a.Expect != "":
 		f.Status, f.Actual = result.Pass, r.Class+stoppedByText(ev)
+	case r.Class == policy.VerdictIntercepted && a.ViaProxy:
+		return inconclusive(fmt.Sprintf("intercepted: %s", r.Detail),
+			"if the proxy signs its refusals with a header of its own, declare it in spec.egress.proxyDenyHeaders; else make it add Proxy-Status (RFC 9209) to the refusals it serves inside TLS")
 	case a.ViaProxy && r.Class != policy.VerdictProxyDenied:
 		// Only the proxy's own refusal shows its allow-list denies the destination.
 		return inconclusive(fmt.Sprintf("%s (%s): the proxy never refused it, so its allow-list is untested", r.Class, r.Detail),

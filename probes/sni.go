@@ -135,9 +135,9 @@ func (c *NetClient) tryFront(ctx context.Context, a Attempt) Result {
 		tc.Close()
 		// A proxy that terminates TLS itself (ssl_bump bump) completes the
 		// handshake and refuses the request, signing the refusal as its own.
-		if err == nil && slices.Contains(c.denyStatus, resp.StatusCode) && proxySigned(resp) != "" {
+		if err == nil && slices.Contains(c.denyStatus, resp.StatusCode) && c.proxySigned(resp) != "" {
 			r.Class = policy.VerdictProxyDenied
-			r.Detail = fmt.Sprintf("the proxy completed the handshake for %s itself (%s) and refused the request: %s %s (%s)", a.SNI, cert, resp.Proto, resp.Status, proxySigned(resp))
+			r.Detail = fmt.Sprintf("the proxy completed the handshake for %s itself (%s) and refused the request: %s %s (%s)", a.SNI, cert, resp.Proto, resp.Status, c.proxySigned(resp))
 			r.Evidence.StoppedBy = result.StoppedByProxy
 			return r
 		}
@@ -253,12 +253,11 @@ func (c *NetClient) requestHost(conn net.Conn, host string) (*http.Response, err
 
 // proxySigned is how a proxy marks an answer as its own: Squid's
 // X-Squid-Error, or RFC 9209's Proxy-Status. Empty when unmarked.
-func proxySigned(resp *http.Response) string {
-	if s := resp.Header.Get("X-Squid-Error"); s != "" {
-		return "X-Squid-Error: " + s
-	}
-	if s := resp.Header.Get("Proxy-Status"); s != "" {
-		return "Proxy-Status: " + s
+func (c *NetClient) proxySigned(resp *http.Response) string {
+	for _, h := range append([]string{"X-Squid-Error", "Proxy-Status"}, c.denyHeaders...) {
+		if s := resp.Header.Get(h); s != "" {
+			return http.CanonicalHeaderKey(h) + ": " + s
+		}
 	}
 	return ""
 }
