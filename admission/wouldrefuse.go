@@ -21,6 +21,10 @@ const Proves = "switching the sandbox admission policy's binding to Deny refuses
 // Fix is the usual fix, for the catalogue; each finding carries its exact one.
 const Fix = "give the pod (or its controller's pod template) one of the policy's runtime classes before the binding says Deny; until then keep the binding at warn or audit"
 
+// Severity is how bad a pod the Deny binding would refuse is: a live
+// sandbox running outside the declared isolation.
+const Severity = report.High
+
 // PodLister lists pods page by page (drift.KubeAPI is one).
 type PodLister interface {
 	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)

@@ -25,19 +25,22 @@ const (
 
 // Check is one row of the record's checks, for `sandprobe checks` and
 // docs/checks.md.
-type Check struct{ ID, Proves, Fix string }
+type Check struct {
+	ID, Proves, Fix string
+	Severity        report.Severity
+}
 
 // Checks lists what the proxy's record is judged for: by `sandprobe
 // egress-usage`, and by a run given --proxy-log (egress.audit-trail).
 func Checks() []Check {
 	return []Check{
 		{CheckUnused, "the allowance was used in the last --unused-days of the proxy's record (the probe's own marked attempts left out): every allowance earns its place",
-			"remove the allowance, or write in its reason why it must stay although nothing uses it"},
+			"remove the allowance, or write in its reason why it must stay although nothing uses it", report.Low},
 		{CheckWildcard, "the wildcard allowance does not open a user-content or multi-tenant suffix (a public suffix such as *.github.io, *.s3.amazonaws.com, *.herokuapp.com, or a domain that holds one): nobody else can serve the sandbox under it",
-			"allow the exact host names the sandbox needs (or the organisation's own name under the suffix: *.myorg.github.io)"},
-		{CheckTrail, TrailProves, TrailFix},
+			"allow the exact host names the sandbox needs (or the organisation's own name under the suffix: *.myorg.github.io)", report.Medium},
+		{CheckTrail, TrailProves, TrailFix, report.Medium},
 		{CheckWouldBlock, "every destination a sandbox reached in the record is allowed by the declared policy: enforcing it blocks nothing that is used today (the egress audit stage)",
-			"add an allowance with its reason for a destination that must keep working, or accept that the sandbox loses it; then enforce"},
+			"add an allowance with its reason for a destination that must keep working, or accept that the sandbox loses it; then enforce", report.Medium},
 	}
 }
 

@@ -200,14 +200,17 @@ func passFinding(check, target, subject, expected, actual, evidence string) resu
 
 // Check describes one of this package's checks for `sandprobe checks`,
 // the docs and SARIF.
-type Check struct{ ID, Proves, Fix string }
+type Check struct {
+	ID, Proves, Fix string
+	Severity        result.Severity
+}
 
 // Checks are the checks `sandprobe cache verify` (and drift --cache) run.
 func Checks() []Check {
 	return []Check{
 		{CheckSealed, "every file of the cache directory is as it was sealed (cache seal, at a trusted point): nothing changed (content, mode, type, link target), added or removed since; the manifest is read beside the walk and refused if out of order, cut short or altered",
-			"find who wrote the cache (only the trusted fill step may), restore it from the sealed source, and seal again"},
+			"find who wrote the cache (only the trusted fill step may), restore it from the sealed source, and seal again", result.High},
 		{CheckIntegrity, "every entry of each content-addressed store in the cache matches its own key, with no seal: npm _cacache content against its address and index lines against their SHA-1, bucket and content; NuGet .nupkg against .nupkg.sha512 and metadata and every extracted file against the package; pip wheel members against RECORD; Go module zips against .ziphash and extracted trees against the zip",
-			"remove the damaged entry and refill it from its registry in the trusted step; then seal the cache"},
+			"remove the damaged entry and refill it from its registry in the trusted step; then seal the cache", result.High},
 	}
 }

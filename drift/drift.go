@@ -82,6 +82,11 @@ func NewSpoolingCollector(sp *report.Spool) *Collector {
 
 // emit records findings in order, in Findings or the spool.
 func (c *Collector) emit(fs ...report.Finding) {
+	for i := range fs {
+		if fs[i].Severity == "" {
+			fs[i].Severity = severities[fs[i].Check]
+		}
+	}
 	if c.spool != nil {
 		c.spool.Add(fs...)
 		return
@@ -136,7 +141,7 @@ func (c *Collector) Note(format string, args ...any) {
 // never a pass.
 func (c *Collector) AddError(target, what string, err error) {
 	c.emit(report.Finding{
-		Check: "drift.run", Target: target, Subject: what, Status: report.Error,
+		Check: RunCheck, Target: target, Subject: what, Status: report.Error,
 		Expected: "the objects listed", Actual: err.Error(),
 		Fix: "check connectivity and permissions (list/watch on the objects) and rerun",
 	})

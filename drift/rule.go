@@ -11,8 +11,8 @@ import (
 type Rule struct {
 	ID     string // "drift.pod.privileged"
 	Proves string // what a clean result proves
-	// Severity is how bad a failure is. The values are defaults until the
-	// reports carry them (docs/drift.md#severity says how they were chosen).
+	// Severity is how bad a failure is; every finding of the rule carries
+	// it (docs/drift.md#severity says how they were chosen).
 	Severity report.Severity
 	Fix      string // the usual fix; each finding carries its exact one
 }
@@ -61,6 +61,24 @@ var catalogue = func() []row {
 	}
 	return out
 }()
+
+// severities is each rule's severity by ID, for the findings the rows and
+// the collector make: they carry it into every report.
+var severities = func() map[string]report.Severity {
+	out := make(map[string]report.Severity, len(catalogue)+1)
+	for i := range catalogue {
+		out[catalogue[i].ID] = catalogue[i].Severity
+	}
+	out[RunCheck] = RunSeverity
+	return out
+}()
+
+// RunCheck is the finding of a drift that could not list or read what it
+// should judge (an error, never a pass); RunSeverity is its severity.
+const (
+	RunCheck    = "drift.run"
+	RunSeverity = medium
+)
 
 // Rules is the drift catalogue, built from the rule rows: `sandprobe
 // drift`, `sandprobe checks`, the docs and the run summary all read it.

@@ -268,9 +268,10 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 			t.Errorf("the lazy pods' privileged pod is not counted: %v", want)
 		}
 	},
-	// Seconds since the last run that could check: about the time since its
-	// push, and for the cluster whose last run could not run, since the run
-	// before (the CronJob's metrics carry the last success across).
+	// Seconds since the last conformant run (exit 0): about the time since
+	// its push, and for the cluster whose last run could not run, since the
+	// run before (the CronJob's metrics carry the last success across); none
+	// for a cluster that was never conformant.
 	"Probe freshness": func(t *testing.T, runs labRuns, cluster string, got []sample) {
 		for c, r := range runs {
 			if (cluster != ".*" && c != cluster) || c == "stale-failed" {
@@ -284,6 +285,13 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 				continue // the same cluster label as stale
 			}
 			v, ok := valueOf(got, map[string]string{"cluster": clusterLabel(c)})
+			if !ref.run.Succeeded() {
+				// Never conformant in this lab: no success to count from.
+				if ok {
+					t.Errorf("cluster %s: freshness %.1fs from a run that was no success (exit %d)", c, v, ref.run.ExitCode())
+				}
+				continue
+			}
 			lo, hi := time.Since(ref.pushedBy).Seconds()-2, time.Since(ref.pushedAfter).Seconds()+2
 			if !ok || v < lo || v > hi {
 				t.Errorf("cluster %s: freshness %.1fs (present %v), want %.1f–%.1fs", c, v, ok, lo, hi)

@@ -115,6 +115,7 @@ func appendFindingJSON(x []byte, f *Finding) ([]byte, error) {
 	field("subject", f.Subject, true)
 	field("namespace", f.Namespace, true)
 	field("status", string(f.Status), false)
+	field("severity", string(f.Severity), true)
 	field("expected", f.Expected, true)
 	field("actual", f.Actual, true)
 	field("fix", f.Fix, true)

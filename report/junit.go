@@ -127,6 +127,9 @@ func appendTestcase(x []byte, f *Finding) []byte {
 	if f.Line != 0 {
 		x = xmlAttr(x, "line", strconv.Itoa(f.Line))
 	}
+	if f.Severity != "" {
+		x = xmlAttr(x, "severity", string(f.Severity))
+	}
 	x = append(x, '>')
 	children := false
 	var out string

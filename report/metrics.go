@@ -120,11 +120,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		up: prometheus.NewDesc(MetricUp,
 			"1 when the last run could check the sandboxes (exit 0 or 1; or exit 3 where only some nodes of the pool could not be probed, each in sandprobe_node_unprobed), 0 when it could not (exit 3).", nil, nil),
 		checkSuccess: prometheus.NewDesc(MetricCheckSuccess,
-			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node and namespace where the probe ran.",
-			[]string{"check", "target", "node", "namespace"}, nil),
+			"1 when the check passed in the last run, 0 when it failed, stayed inconclusive or could not check; absent when not evaluated. target is the finding's subject, node and namespace where the probe ran, severity the check's (critical, high, medium, low).",
+			[]string{"check", "target", "node", "namespace", "severity"}, nil),
 		checkFailedNodes: prometheus.NewDesc(MetricCheckFailedNodes,
 			"Probe locations (nodes) where the check did not pass in the last run; only in runs over more nodes than --metrics-node-detail, where sandprobe_check_success no longer has a series per node for passing checks.",
-			[]string{"check", "target", "namespace"}, nil),
+			[]string{"check", "target", "namespace", "severity"}, nil),
 		egressOpen: prometheus.NewDesc(MetricEgressUnexpectedOpen,
 			"Destinations that must fail (hosts, IPs, the metadata address, around the proxy, DNS names) but answered in the last run, per probe location (node and sandbox namespace).",
 			[]string{"node", "namespace"}, nil),
@@ -138,8 +138,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"1 for each node of the sandbox pool (and sandbox namespace) the last run could not probe, with the reason (node-cordoned, node-not-ready, deadline-exceeded, unschedulable, crashed, …): its sandboxes got no verdict this cycle. Absent for the nodes that were probed.",
 			[]string{"node", "namespace", "reason"}, nil),
 		drift: prometheus.NewDesc(MetricDriftFindings,
-			"Live objects that differ from the policy in the last run, per drift rule (its check ID) and namespace.",
-			[]string{"rule", "namespace"}, nil),
+			"Live objects that differ from the policy in the last run, per drift rule (its check ID), namespace and the rule's severity.",
+			[]string{"rule", "namespace", "severity"}, nil),
 		scanned: prometheus.NewDesc(MetricSandboxesScanned,
 			"Live sandboxes (pods, workload templates, Sandboxes, containers) compared with the policy in the last run; absent when the run had no drift phase or could not run it.", nil, nil),
 		policyNamespaces: prometheus.NewDesc(MetricPolicyNamespaces,
@@ -149,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastRun: prometheus.NewDesc(MetricLastRun,
 			"Unix time the last run finished, whatever its result.", nil, nil),
 		lastSuccessDesc: prometheus.NewDesc(MetricLastSuccess,
-			"Unix time the last run that could check (exit 0 or 1) finished.", nil, nil),
+			"Unix time the last successful run finished: it could check and found nothing wrong (exit 0, or exit 3 where only nodes of the pool went unprobed); a run that exits 1 is no success.", nil, nil),
 		info: prometheus.NewDesc(MetricInfo,
 			"The build of sandprobe (version, commit, build date) and the policy it checks; always 1.", []string{"version", "commit", "build_date", "policy"}, nil),
 		usage: newUsageDescs(),
@@ -245,7 +245,7 @@ func (m *Metrics) Show(run Run, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.last = s
-	if s.up == 1 {
+	if s.succeeded {
 		m.lastSuccess = now
 	}
 }
@@ -286,7 +286,7 @@ func (m *Metrics) SkippedRun() { m.skipped.Inc() }
 // and swapped in whole.
 type runSeries struct {
 	up, scanned, lastRun, policyNamespaces                                                          float64
-	driftRan                                                                                        bool
+	driftRan, succeeded                                                                             bool
 	version, commit, buildDate, policy                                                              string
 	checks, failedNodes, egressOpen, egressUnreachable, egressUnproven, nodeUnprobed, drift, phases []labelled
 	usage                                                                                           *usageSeries
@@ -310,6 +310,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	if run.CouldCheck() {
 		s.up = 1
 	}
+	s.succeeded = run.Succeeded()
 	s.policyNamespaces = float64(run.DeclaredNamespaces)
 	// How many sandboxes a run compared means something only when it ran a
 	// drift phase to the end: a probe-only run (or one that could not list)
@@ -333,6 +334,8 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	open, unreachable, unproven := map[where]float64{}, map[where]float64{}, map[where]float64{}
 	drift := map[[2]string]float64{}
 	unprobed := map[[3]string]bool{}
+	// severity is each check's (a label value), from its findings.
+	severity := map[string]string{}
 
 	run.Set().Each(func(f *Finding) error {
 		if NodeUnprobed(*f) {
@@ -341,6 +344,9 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		if strings.HasPrefix(f.Check, driftPrefix) {
 			// Drift names pods; only rule and namespace are bounded enough for labels.
 			k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
+			if f.Severity != "" {
+				severity[k[0]] = string(f.Severity)
+			}
 			drift[k] += 0
 			if f.Status == Fail || f.Status == Inconclusive {
 				drift[k]++
@@ -370,6 +376,9 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 			v = 1
 		}
 		cn := checkNode{labelValue(f.Check), node}
+		if f.Severity != "" {
+			severity[cn.check] = string(f.Severity)
+		}
 		if targets[cn] == nil {
 			targets[cn] = map[string]bool{}
 		}
@@ -399,10 +408,10 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		for k, v := range bounded {
 			all = append(all, checkSeries{k.check, k.target, k.node, k.ns, v})
 		}
-		s.checks, s.failedNodes = fleetChecks(all)
+		s.checks, s.failedNodes = fleetChecks(all, severity)
 	} else {
 		for k, v := range bounded {
-			s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns}, v})
+			s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns, severity[k.check]}, v})
 		}
 	}
 	for w, v := range open {
@@ -418,7 +427,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		s.nodeUnprobed = append(s.nodeUnprobed, labelled{[]string{k[0], k[1], k[2]}, 1})
 	}
 	for k, v := range drift {
-		s.drift = append(s.drift, labelled{[]string{k[0], k[1]}, v})
+		s.drift = append(s.drift, labelled{[]string{k[0], k[1], severity[k[0]]}, v})
 	}
 	for phase, secs := range run.Phases {
 		if phase != "total" {
@@ -442,7 +451,7 @@ type checkSeries struct {
 // failing node, named, up to maxFailingNodeSeries in the whole run (then
 // one 0 with no node for the rest); and the number of failing nodes in
 // sandprobe_check_failed_nodes.
-func fleetChecks(all []checkSeries) (checks, failed []labelled) {
+func fleetChecks(all []checkSeries, severity map[string]string) (checks, failed []labelled) {
 	type agg struct{ check, target, ns string }
 	failing := map[agg][]string{}
 	var keys []agg
@@ -469,19 +478,20 @@ func fleetChecks(all []checkSeries) (checks, failed []labelled) {
 	budget := maxFailingNodeSeries
 	for _, a := range keys {
 		nodes := failing[a]
-		failed = append(failed, labelled{[]string{a.check, a.target, a.ns}, float64(len(nodes))})
+		sev := severity[a.check]
+		failed = append(failed, labelled{[]string{a.check, a.target, a.ns, sev}, float64(len(nodes))})
 		if len(nodes) == 0 {
-			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns}, 1})
+			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns, sev}, 1})
 			continue
 		}
 		sort.Strings(nodes)
 		named := min(len(nodes), budget)
 		budget -= named
 		for _, n := range nodes[:named] {
-			checks = append(checks, labelled{[]string{a.check, a.target, n, a.ns}, 0})
+			checks = append(checks, labelled{[]string{a.check, a.target, n, a.ns, sev}, 0})
 		}
 		if named < len(nodes) {
-			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns}, 0})
+			checks = append(checks, labelled{[]string{a.check, a.target, "", a.ns, sev}, 0})
 		}
 	}
 	return checks, failed

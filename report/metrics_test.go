@@ -56,9 +56,9 @@ func brokenRun() Run {
 		Finding{Check: "egress.metadata", Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Fail, Class: "answered"},
 		Finding{Check: "egress.dns-exfil", Subject: "random-name", Target: "node/worker-1", Status: Fail},
 		Finding{Check: "egress.must-fail", Subject: "10.99.20.1:443", Target: "node/worker-1", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
-		Finding{Check: "probe.run", Subject: "deadline-exceeded", Target: "node/worker-3", Status: Error},
-		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Fail},
-		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/b", Namespace: "sandboxes", Status: Fail},
+		Finding{Check: "probe.run", Subject: "deadline-exceeded", Target: "node/worker-3", Status: Error, Severity: Medium},
+		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Fail, Severity: Critical},
+		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/b", Namespace: "sandboxes", Status: Fail, Severity: Critical},
 		Finding{Check: "drift.netpol.egress-open", Target: "networkpolicy/team-a/allow-all", Namespace: "team-a", Status: Fail},
 		Finding{Check: "drift.docker.cap-drop", Target: "container/abc", Status: Fail},
 	)
@@ -77,6 +77,9 @@ func samples(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 		for _, m := range mf.GetMetric() {
 			var labels []string
 			for _, l := range m.GetLabel() {
+				if l.GetName() == "severity" && l.GetValue() == "" {
+					continue // PromQL reads an empty label as none; most runs here carry no severity
+				}
 				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 			}
 			sort.Strings(labels)
@@ -153,17 +156,17 @@ func TestMetricsSeries(t *testing.T) {
 			cs("fs.root-readonly", "", "sandbox"):                      absent,
 			cs("fs.root-readonly", "", "local/sandbox"):                0,
 			cs("egress.must-fail", "blocked.lab.test:443", "worker-1"): 0, // inconclusive is not a pass
-			cs("probe.run", "deadline-exceeded", "worker-3"):           0,
-			cs("probe.result", "", "worker-2"):                         0,
+			`sandprobe_check_success{check="probe.run",namespace="",node="worker-3",severity="medium",target="deadline-exceeded"}`: 0,
+			cs("probe.result", "", "worker-2"): 0,
 			// metadata answered + a DNS name resolved; the inconclusive must-fail is not "open".
-			`sandprobe_egress_unexpected_open{namespace="",node="worker-1"}`:                 2,
-			`sandprobe_egress_allowed_unreachable{namespace="",node="worker-1"}`:             1,
-			`sandprobe_egress_unexpected_open{namespace="",node="local/sandbox"}`:            absent,
-			`sandprobe_drift_findings{namespace="sandboxes",rule="drift.pod.runtime-class"}`: 2,
-			`sandprobe_drift_findings{namespace="team-a",rule="drift.netpol.egress-open"}`:   1,
-			`sandprobe_drift_findings{namespace="",rule="drift.docker.cap-drop"}`:            1,
-			`sandprobe_runs_total{result="error"}`:                                           1,
-			"sandprobe_last_success_timestamp_seconds":                                       absent, // never succeeded
+			`sandprobe_egress_unexpected_open{namespace="",node="worker-1"}`:                                     2,
+			`sandprobe_egress_allowed_unreachable{namespace="",node="worker-1"}`:                                 1,
+			`sandprobe_egress_unexpected_open{namespace="",node="local/sandbox"}`:                                absent,
+			`sandprobe_drift_findings{namespace="sandboxes",rule="drift.pod.runtime-class",severity="critical"}`: 2,
+			`sandprobe_drift_findings{namespace="team-a",rule="drift.netpol.egress-open"}`:                       1,
+			`sandprobe_drift_findings{namespace="",rule="drift.docker.cap-drop"}`:                                1,
+			`sandprobe_runs_total{result="error"}`:                                                               1,
+			"sandprobe_last_success_timestamp_seconds":                                                           absent, // never succeeded
 		}},
 		{"pinned failure class is still closed; bypass and fronting are open", Run{Findings: []Finding{
 			{Check: "egress.must-fail", Subject: "1.1.1.1:443", Target: "node/n", Status: Fail, Class: "refused"},
@@ -491,9 +494,9 @@ func TestPushgatewayRoundTrip(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		grouped("sandprobe_up", ""): 0,
-		grouped("sandprobe_egress_unexpected_open", `namespace="",node="worker-1"`):                                     2,
-		grouped("sandprobe_check_success", `check="probe.run",namespace="",node="worker-3",target="deadline-exceeded"`): 0,
-		grouped("sandprobe_drift_findings", `namespace="sandboxes",rule="drift.pod.runtime-class"`):                     2,
+		grouped("sandprobe_egress_unexpected_open", `namespace="",node="worker-1"`):                                                       2,
+		grouped("sandprobe_check_success", `check="probe.run",namespace="",node="worker-3",severity="medium",target="deadline-exceeded"`): 0,
+		grouped("sandprobe_drift_findings", `namespace="sandboxes",rule="drift.pod.runtime-class",severity="critical"`):                   2,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

@@ -79,6 +79,16 @@ func (r Run) CouldCheck() bool {
 	return onlyNodes && verdicts
 }
 
+// Succeeded reports whether the run is a success for the staleness alert
+// (sandprobe_last_success_timestamp_seconds): it could check, and nothing
+// it checked failed or stayed inconclusive — exit 0, or exit 3 where only
+// nodes of the pool went unprobed (a cordoned node must not page the whole
+// fleet as stale). A run that exits 1 found something wrong: no success.
+func (r Run) Succeeded() bool {
+	c := r.Counts()
+	return c.Fail == 0 && c.Inconclusive == 0 && r.CouldCheck()
+}
+
 // Unprobed is a node of the sandbox pool that got no verdict in one
 // sandbox namespace, and why (the runner's reason).
 type Unprobed struct{ Node, Namespace, Reason string }

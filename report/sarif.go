@@ -24,6 +24,9 @@ type SARIFRule struct {
 	Proves  string // what a clean result proves: the rule's short description
 	Fix     string // the usual fix: the rule's help
 	HelpURI string
+	// Severity sets the rule's security-severity (critical ≥ 9.0, high
+	// 7.0–8.9, medium 4.0–6.9, low < 4): code scanning shows it.
+	Severity Severity
 }
 
 // SARIF writes a run as SARIF 2.1.0, the format code-scanning tools
@@ -72,7 +75,8 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	seed := maphash.MakeSeed()
 	err := eachBatch(set, func(first int, fs []Finding) (func() error, error) {
 		hs := make([]uint64, len(fs))
-		var checks, notes []string
+		var checks []Finding // the check and severity of each new rule
+		var notes []string
 		seen := map[string]bool{}
 		for i := range fs {
 			f := &fs[i]
@@ -81,7 +85,7 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 				hs[i] = max(sarifKeyHash(seed, f), 1) // a shared 1 is a collision the keys tell
 				if !seen[f.Check] {
 					seen[f.Check] = true
-					checks = append(checks, f.Check)
+					checks = append(checks, Finding{Check: f.Check, Severity: f.Severity})
 				}
 			case Pass, Skip:
 			default:
@@ -90,8 +94,8 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 		}
 		return func() error {
 			hashes = append(hashes, hs...)
-			for _, c := range checks {
-				pre.meet(c)
+			for i := range checks {
+				pre.meet(&checks[i])
 			}
 			pre.notifications = append(pre.notifications, notes...)
 			return nil
@@ -269,7 +273,8 @@ type sarifPrelude struct {
 	// extraRules are the checks met in findings that no declared rule
 	// describes, in the order met; notifications are the findings that
 	// could not be checked.
-	extraRules, notifications []string
+	extraRules    []SARIFRule
+	notifications []string
 }
 
 func (s SARIF) newPrelude() *sarifPrelude {
@@ -291,15 +296,16 @@ func (pre *sarifPrelude) see(f *Finding) bool {
 		pre.notifications = append(pre.notifications, notification(f))
 		return false
 	}
-	pre.meet(f.Check)
+	pre.meet(f)
 	return true
 }
 
-// meet takes the check of a result: a rule of its own if none describes it.
-func (pre *sarifPrelude) meet(check string) {
-	if !pre.known[check] {
-		pre.known[check] = true
-		pre.extraRules = append(pre.extraRules, check)
+// meet takes the check of a result: a rule of its own, with the finding's
+// severity, if none describes it.
+func (pre *sarifPrelude) meet(f *Finding) {
+	if !pre.known[f.Check] {
+		pre.known[f.Check] = true
+		pre.extraRules = append(pre.extraRules, SARIFRule{ID: f.Check, Severity: f.Severity})
 	}
 }
 
@@ -326,8 +332,8 @@ func (s SARIF) newRun(run Run, pre *sarifPrelude) *sarif.Run {
 	for _, rule := range s.Rules {
 		s.addRule(r, rule)
 	}
-	for _, id := range pre.extraRules {
-		s.addRule(r, SARIFRule{ID: id})
+	for _, rule := range pre.extraRules {
+		s.addRule(r, rule)
 	}
 	inv := sarif.NewInvocation().WithExecutionSuccessful(run.ExitCode() != ExitCouldNotRun)
 	for _, n := range pre.notifications {
@@ -396,9 +402,13 @@ func sarifKeyHash(seed maphash.Seed, f *Finding) uint64 {
 }
 
 func (s SARIF) addRule(r *sarif.Run, rule SARIFRule) {
+	props := sarif.NewPropertyBag().WithTags([]string{"security", "sandbox"})
+	if score := rule.Severity.SecurityScore(); score != "" {
+		props.Add("security-severity", score)
+	}
 	d := r.AddRule(rule.ID).
 		WithDefaultConfiguration(sarif.NewReportingConfiguration().WithLevel(sarif.LevelError)).
-		WithProperties(sarif.NewPropertyBag().WithTags([]string{"security", "sandbox"}))
+		WithProperties(props)
 	if rule.Proves != "" {
 		d.WithShortDescription(sarif.NewMultiformatMessageString().WithText(rule.Proves))
 	}

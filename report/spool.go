@@ -438,10 +438,10 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 // Seconds as IEEE bits and Line as a varint. A new Finding field must be
 // added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
-const recordStrings = 13
+const recordStrings = 14
 
 func encodeFinding(b []byte, f *Finding) []byte {
-	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny} {
+	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity)} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -482,7 +482,7 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 	*f = Finding{
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
-		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12],
+		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]),
 	}
 	return i + w, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -83,7 +84,7 @@ func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []by
 	x = append(x, t.paint(ansiBold, target)...)
 	x = append(x, '\n')
 	passed := 0
-	for i := range fs {
+	for _, i := range worstFirst(fs) {
 		f := &fs[i]
 		if f.Status == Pass && !t.Verbose {
 			passed++
@@ -108,6 +109,9 @@ func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []by
 		x = append(x, "  "...)
 		x = append(x, t.paint(color, mark)...)
 		x = append(x, ' ')
+		if f.Severity != "" {
+			x = append(x, severityColumn(f.Severity)...)
+		}
 		x = append(x, name...)
 		for n := utf8.RuneCountInString(name); n < width; n++ {
 			x = append(x, ' ')
@@ -134,6 +138,41 @@ func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []by
 		x = append(x, " passed\n"...)
 	}
 	return x
+}
+
+// worstFirst orders a target's findings for the text report: what did not
+// pass before what passed, the worst severity first, otherwise as found.
+func worstFirst(fs []Finding) []int {
+	idx := make([]int, len(fs))
+	sorted := true
+	for i := range idx {
+		idx[i] = i
+		if i > 0 && textRank(&fs[i]) < textRank(&fs[i-1]) {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortStableFunc(idx, func(a, b int) int { return textRank(&fs[a]) - textRank(&fs[b]) })
+	}
+	return idx
+}
+
+// textRank is a finding's place in its block: by severity, a pass with
+// the findings that carry none (after low), in the order found.
+func textRank(f *Finding) int {
+	if f.Status == Pass {
+		return Severity("").Rank()
+	}
+	return f.Severity.Rank()
+}
+
+// severityColumn is the severity padded to the longest one ("critical").
+func severityColumn(s Severity) string {
+	const width = len("critical ")
+	if len(s) >= width {
+		return string(s) + " "
+	}
+	return string(s) + "         "[:width-len(s)]
 }
 
 // unprobedLine says which nodes of the pool went without a verdict (the

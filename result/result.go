@@ -41,10 +41,13 @@ type Finding struct {
 	Subject   string `json:"subject,omitempty"`   // what inside the check: "CapEff", "example.com:443", "/tmp"
 	Namespace string `json:"namespace,omitempty"` // for drift findings on namespaced objects
 	Status    Status `json:"status"`
-	Expected  string `json:"expected,omitempty"`
-	Actual    string `json:"actual,omitempty"`
-	Fix       string `json:"fix,omitempty"`
-	Evidence  string `json:"evidence,omitempty"`
+	// Severity is the check's or drift rule's, from its catalogue row
+	// (filled by whoever reports the finding, not by the probe).
+	Severity Severity `json:"severity,omitempty"`
+	Expected string   `json:"expected,omitempty"`
+	Actual   string   `json:"actual,omitempty"`
+	Fix      string   `json:"fix,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
 	// Class is the verdict class of a network attempt ("timeout", "answered", …).
 	Class   string  `json:"class,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`

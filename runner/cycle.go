@@ -39,6 +39,9 @@ type Cycle struct {
 	Commit, BuildDate string
 	// FixFor gives a check's fix where a compact result dropped it.
 	FixFor func(checkID string) string
+	// SeverityFor gives each finding its check's severity (the catalogue's
+	// rows); the probe does not send it.
+	SeverityFor func(checkID string) report.Severity
 	// Trail, when set, reads the proxy's record after the probe and finds
 	// every attempt the probe made through the proxy in it
 	// (egress.audit-trail, record.go).
@@ -91,7 +94,19 @@ func (c Cycle) Run(ctx context.Context, spec ProbeSpec) (report.Run, error) {
 	if ap, ok := c.Backend.(AfterProbe); ok && ctx.Err() == nil && !spec.SkipAfterProbe {
 		ap.AfterProbe(ctx, spec, &run)
 	}
+	c.fillSeverity(run.Findings)
 	return run, nil
+}
+
+func (c Cycle) fillSeverity(fs []report.Finding) {
+	if c.SeverityFor == nil {
+		return
+	}
+	for i := range fs {
+		if fs[i].Severity == "" {
+			fs[i].Severity = c.SeverityFor(fs[i].Check)
+		}
+	}
 }
 
 // AfterProbe runs the backend's phase after the probe on its own, into run
@@ -101,6 +116,7 @@ func (c Cycle) AfterProbe(ctx context.Context, spec ProbeSpec, run *report.Run) 
 	ap, ok := c.Backend.(AfterProbe)
 	if ok {
 		ap.AfterProbe(ctx, spec, run)
+		c.fillSeverity(run.Findings)
 	}
 	return ok
 }

@@ -69,6 +69,23 @@ const (
 	ReasonNodeNotReady = "node-not-ready"
 )
 
+// Check is a finding the runner makes itself, not the probe: it says the
+// probe could not run or report, or (kube) was not placed like the
+// sandboxes it stands for. Its verdicts are never passes for a sandbox.
+type Check struct {
+	ID, Proves string
+	Severity   report.Severity
+}
+
+// Checks lists the runner's own findings; runner/kube adds its parity and
+// control checks.
+func Checks() []Check {
+	return []Check{
+		{report.CheckProbeRun, "the probe was launched, ran and reported a complete result echoing this run's nonce (an error otherwise, naming the reason: the node was cordoned, the deadline passed, the image could not be pulled, …)", report.Medium},
+		{report.CheckTruncated, "the probe's whole result fitted its termination message (an error marks a result cut short: the rest is in the pod log)", report.Medium},
+	}
+}
+
 // CouldNotRun is a probe that did not produce a trustworthy result.
 type CouldNotRun struct {
 	Target string // "local/sandbox", "node/worker-1"
@@ -88,7 +105,7 @@ func (e *CouldNotRun) Error() string {
 // Finding turns the failure into the error finding that reports carry.
 func (e *CouldNotRun) Finding() report.Finding {
 	return report.Finding{
-		Check: "probe.run", Target: e.Target, Subject: e.Reason, Status: report.Error,
+		Check: report.CheckProbeRun, Target: e.Target, Subject: e.Reason, Status: report.Error,
 		Expected: "a complete probe result echoing this run's nonce",
 		Actual:   e.Detail,
 		Fix:      e.fix(),

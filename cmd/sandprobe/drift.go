@@ -197,11 +197,11 @@ func streamingGC() func() {
 func sarifRules() []report.SARIFRule {
 	var out []report.SARIFRule
 	for _, r := range drift.Rules() {
-		out = append(out, report.SARIFRule{ID: r.ID, Proves: r.Proves, Fix: r.Fix,
+		out = append(out, report.SARIFRule{ID: r.ID, Proves: r.Proves, Fix: r.Fix, Severity: r.Severity,
 			HelpURI: "https://github.com/sandprobe/sandprobe/blob/main/docs/drift.md#rules"})
 	}
 	for _, c := range cache.Checks() { // drift --cache
-		out = append(out, report.SARIFRule{ID: c.ID, Proves: c.Proves, Fix: c.Fix,
+		out = append(out, report.SARIFRule{ID: c.ID, Proves: c.Proves, Fix: c.Fix, Severity: c.Severity,
 			HelpURI: "https://github.com/sandprobe/sandprobe/blob/main/docs/phases.md#the-package-cache-read-only-to-sandboxes-and-sealed"})
 	}
 	return out

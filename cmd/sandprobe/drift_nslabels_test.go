@@ -32,7 +32,7 @@ spec:
 		stderr string
 	}{
 		{"unknown labels", nil, 1, "if it selects namespace sandboxes", ""},
-		{"selected", []string{"--namespace-labels", "sandboxes=team=agents,tier=prod"}, 1, "FAIL drift.anp.world", ""},
+		{"selected", []string{"--namespace-labels", "sandboxes=team=agents,tier=prod"}, 1, "FAIL high     drift.anp.world", ""},
 		{"not selected", []string{"--namespace-labels", "sandboxes=team=other"}, 0, "CONFORMANT", ""},
 		{"no labels", []string{"--namespace-labels=sandboxes="}, 0, "CONFORMANT", ""},
 		{"no value", []string{"--namespace-labels", "sandboxes"}, 2, "", "want NAMESPACE=KEY=VALUE"},

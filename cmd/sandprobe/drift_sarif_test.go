@@ -380,3 +380,100 @@ func TestDriftSARIFWouldRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestDriftSeverityPrivilegedStatefulSet: a pull request with a privileged
+// StatefulSet that mounts the Docker socket gets code-scanning's Critical
+// for both (security-severity ≥ 9.0 on drift.pod.privileged and
+// drift.pod.host-path), a lower score for a missing memory limit, and the
+// text report lists the two critical findings first.
+func TestDriftSeverityPrivilegedStatefulSet(t *testing.T) {
+	sch := sarifSchema(t)
+	policy, err := filepath.Abs(fx + "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "db.yaml")
+	os.WriteFile(file, []byte(`apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: sandboxes}
+spec:
+  serviceName: db
+  selector: {matchLabels: {sandbox: "true"}}
+  template:
+    metadata: {labels: {sandbox: "true"}}
+    spec:
+      runtimeClassName: kata
+      automountServiceAccountToken: false
+      containers:
+        - name: db
+          image: postgres@sha256:0000000000000000000000000000000000000000000000000000000000000000
+          securityContext:
+            privileged: true
+          volumeMounts: [{name: sock, mountPath: /var/run/docker.sock}]
+      volumes:
+        - name: sock
+          hostPath: {path: /var/run/docker.sock}
+`), 0o644)
+	code, stdout, stderr := runApp(t, "", "drift", "--policy", policy, "-f", file, "-o", "sarif")
+	if code != 1 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+	validateSARIF(t, sch, []byte(stdout))
+	var l struct {
+		Runs []struct {
+			Tool struct {
+				Driver struct {
+					Rules []struct {
+						ID         string         `json:"id"`
+						Properties map[string]any `json:"properties"`
+					} `json:"rules"`
+				} `json:"driver"`
+			} `json:"tool"`
+			Results []struct{ RuleID string } `json:"results"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	score := map[string]float64{}
+	for _, r := range l.Runs[0].Tool.Driver.Rules {
+		s, _ := r.Properties["security-severity"].(string)
+		var v float64
+		if _, err := fmt.Sscan(s, &v); err != nil {
+			t.Errorf("rule %s: security-severity %q", r.ID, s)
+		}
+		score[r.ID] = v
+	}
+	for _, id := range []string{"drift.pod.privileged", "drift.pod.host-path"} {
+		if score[id] < 9 {
+			t.Errorf("%s: security-severity %v, want ≥ 9.0 (critical)", id, score[id])
+		}
+	}
+	if s := score["drift.pod.resources"]; s >= 4 || s == 0 {
+		t.Errorf("drift.pod.resources: security-severity %v, want low (< 4)", s)
+	}
+	var results []string
+	for _, r := range l.Runs[0].Results {
+		results = append(results, r.RuleID)
+	}
+	for _, id := range []string{"drift.pod.privileged", "drift.pod.host-path", "drift.pod.resources"} {
+		if !slices.Contains(results, id) {
+			t.Errorf("no %s result in %v", id, results)
+		}
+	}
+
+	code, stdout, _ = runApp(t, "", "drift", "--policy", policy, "-f", file)
+	if code != 1 {
+		t.Fatalf("text: exit %d", code)
+	}
+	var first []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "FAIL" {
+			first = append(first, f[1]+" "+f[2])
+		}
+	}
+	if len(first) < 3 || first[0] != "critical drift.pod.privileged" && first[0] != "critical drift.pod.host-path" || !strings.HasPrefix(first[1], "critical ") || strings.HasPrefix(first[2], "critical ") {
+		t.Errorf("text lists %q, want the two critical findings first\n%s", first, stdout)
+	}
+}

@@ -93,8 +93,8 @@ func promtoolCheck(t *testing.T, path string) {
 const localPolicy = "../../fixtures/local-policy.yaml"
 
 // TestRunMetricsFile: `run --metrics-file` writes an exposition promtool
-// accepts, with up, the checks and, after a run that could not check, the
-// previous run's last success carried over.
+// accepts, with up, the checks and, after a run that was not conformant
+// (exit 1 or 3), the previous run's last success carried over.
 func TestRunMetricsFile(t *testing.T) {
 	testenv.RequireRoot(t)
 	path := filepath.Join(t.TempDir(), "sandprobe.prom")
@@ -106,17 +106,17 @@ func TestRunMetricsFile(t *testing.T) {
 	}{
 		{"healthy", nil, 0, map[string]float64{
 			"sandprobe_up": 1,
-			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 1,
+			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 1,
 			`sandprobe_runs_total{result="pass"}`: 1,
 		}},
 		{"sabotaged: a read-write root", []string{"--sabotage", "writable-root"}, 1, map[string]float64{
 			"sandprobe_up": 1, // it could check; what it found is the failure
-			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 0,
+			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 0,
 			`sandprobe_runs_total{result="fail"}`: 1,
 		}},
 		{"could not run", []string{"--netns", "sandprobe-no-such-netns"}, 3, map[string]float64{
 			"sandprobe_up": 0,
-			`sandprobe_check_success{check="probe.run",namespace="",node="local/sandprobe-no-such-netns",target="launch-failed"}`: 0,
+			`sandprobe_check_success{check="probe.run",namespace="",node="local/sandprobe-no-such-netns",severity="medium",target="launch-failed"}`: 0,
 		}},
 	}
 	var lastSuccess float64
@@ -138,8 +138,10 @@ func TestRunMetricsFile(t *testing.T) {
 			if !ok {
 				t.Fatal("no last success timestamp")
 			}
-			if c.wantExit == 3 && ls != lastSuccess {
-				t.Errorf("a failed run changed or dropped the last success: %v, want %v", ls, lastSuccess)
+			// Only a conformant run is a success for the staleness alert:
+			// the sabotaged run (exit 1) keeps the healthy run's time too.
+			if c.wantExit != 0 && ls != lastSuccess {
+				t.Errorf("a run that exited %d changed or dropped the last success: %v, want %v", c.wantExit, ls, lastSuccess)
 			}
 			lastSuccess = ls
 		})
@@ -162,8 +164,8 @@ func TestRunPushgateway(t *testing.T) {
 	t.Logf("run with push: %v", time.Since(start))
 	got := httpSamples(t, gw+"/metrics")
 	for k, want := range map[string]float64{
-		`sandprobe_up{cluster="lab-1",instance="",job="sandprobe"}`:                                                                             1,
-		`sandprobe_check_success{check="identity.uid",cluster="lab-1",instance="",job="sandprobe",namespace="",node="local/sandbox",target=""}`: 1,
+		`sandprobe_up{cluster="lab-1",instance="",job="sandprobe"}`: 1,
+		`sandprobe_check_success{check="identity.uid",cluster="lab-1",instance="",job="sandprobe",namespace="",node="local/sandbox",severity="high",target=""}`: 1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

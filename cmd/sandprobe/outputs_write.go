@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sandprobe/sandprobe/internal/catalogue"
 	"github.com/sandprobe/sandprobe/page"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -21,6 +22,7 @@ const pushTimeout = 30 * time.Second
 // write renders the run to stdout and to every requested file. A file that
 // cannot be written is an error: a CI step must not read a stale report.
 func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose bool) error {
+	catalogue.Fill(run.Findings)
 	var w report.Writer
 	switch o.format {
 	case "json":
@@ -69,6 +71,7 @@ func checkWritableDir(path string) error {
 // one hides the verdicts that matter (SandboxProbeStale still fires when
 // no metrics arrive).
 func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.Gatherer, m *report.Metrics) error {
+	catalogue.Fill(run.Findings)
 	if o.junitFile != "" {
 		if err := report.WriteRunFile(o.junitFile, report.JUnit{}, run); err != nil {
 			return err
@@ -133,8 +136,8 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 	return nil
 }
 
-// oneRunMetrics makes the metrics of a one-shot run. A run that could not
-// check carries the last success from the previous metrics file or the
+// oneRunMetrics makes the metrics of a one-shot run. A run that is no
+// success (exit 1, or 3 with nothing checked) carries the last success from the previous metrics file or the
 // gateway's group, so a failing CronJob still says when the probe last
 // worked instead of dropping the series.
 func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run report.Run) (prometheus.Gatherer, *report.Metrics, error) {
@@ -144,7 +147,7 @@ func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run re
 		return nil, nil, err
 	}
 	m.SetNodeDetail(o.nodeDetail)
-	if run.ExitCode() == report.ExitCouldNotRun {
+	if !run.Succeeded() {
 		// Best effort: a file we cannot parse is about to be replaced, and a
 		// gateway we cannot read fails the push below with a clearer error.
 		if o.metricsFile != "" {

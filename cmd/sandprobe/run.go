@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandprobe/sandprobe/internal/catalogue"
 	"github.com/sandprobe/sandprobe/internal/version"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/probes"
@@ -195,7 +196,7 @@ func (c *cycle) runSpec(ctx context.Context, spec runner.ProbeSpec) report.Run {
 // probeCycle is a backend's cycle, the same for every backend.
 func probeCycle(be runner.Backend, name string) runner.Cycle {
 	b := version.Get()
-	return runner.Cycle{Backend: be, Name: name, Version: b.Version, Commit: b.Commit, BuildDate: b.Date, FixFor: probes.FixFor}
+	return runner.Cycle{Backend: be, Name: name, Version: b.Version, Commit: b.Commit, BuildDate: b.Date, FixFor: probes.FixFor, SeverityFor: catalogue.Severity}
 }
 
 // parseVolume reads --volume SRC:DST[:ro|rw].

@@ -160,10 +160,10 @@ func TestServeScrapeWhileRunInFlight(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		"sandprobe_up": 1,
-		`sandprobe_check_success{check="identity.uid",namespace="",node="fake-1",target=""}`:      1,
-		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="fake-1",target="/"}`: 1,
-		`sandprobe_runs_total{result="pass"}`:                                                     1,
-		`sandprobe_info{build_date="",commit="",policy="local-sandbox",version="dev"}`:            1,
+		`sandprobe_check_success{check="identity.uid",namespace="",node="fake-1",severity="high",target=""}`:        1,
+		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="fake-1",severity="medium",target="/"}`: 1,
+		`sandprobe_runs_total{result="pass"}`:                                          1,
+		`sandprobe_info{build_date="",commit="",policy="local-sandbox",version="dev"}`: 1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
@@ -300,9 +300,9 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 	got := httpSamples(t, base+"/metrics")
 	for k, want := range map[string]float64{
 		"sandprobe_up": 1,
-		`sandprobe_check_success{check="identity.uid",namespace="",node="local/sandbox",target=""}`:      1,
-		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",target="/"}`: 1,
-		`sandprobe_runs_total{result="error"}`:                                                           0,
+		`sandprobe_check_success{check="identity.uid",namespace="",node="local/sandbox",severity="high",target=""}`:        1,
+		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 1,
+		`sandprobe_runs_total{result="error"}`: 0,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)

@@ -19,6 +19,7 @@ import (
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
+	"github.com/sandprobe/sandprobe/runner"
 )
 
 // Parity: a probe's egress verdicts speak for the sandboxes only if the
@@ -35,6 +36,19 @@ const (
 	CheckParityRuntimeClass = "parity.runtime-class"
 	CheckParityNodePool     = "parity.node-pool"
 )
+
+// Checks lists the kube runner's own findings about its probes: parity
+// with the live sandboxes and the control vantage. A parity failure makes
+// the probe's egress verdicts unproven (medium: it hides, it does not open).
+func Checks() []runner.Check {
+	return []runner.Check{
+		{ID: CheckParityPolicies, Proves: "exactly the egress policies (NetworkPolicies, Cilium and admin policies) that select the live sandboxes of the namespace select the probe pod", Severity: report.Medium},
+		{ID: CheckParityRuntimeClass, Proves: "the probe runs under the runtime class of the live sandboxes", Severity: report.Medium},
+		{ID: CheckParityNodePool, Proves: "the probe runs in the node pool of the live sandboxes", Severity: report.Medium},
+		{ID: CheckStrays, Proves: "every live sandbox whose policy-relevant labels differ from the selector's got a probe of its own (a stray), up to --max-strays", Severity: report.Medium},
+		{ID: CheckControl, Proves: "the control vantage, outside every sandbox policy, ran and said what each must-fail destination answers, so the sandboxes' denies can be proven", Severity: report.Medium},
+	}
+}
 
 // poolLabels are the node labels that name a node pool on the common
 // platforms; the policy's own placement.nodeSelector keys count too.
