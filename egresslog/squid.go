@@ -2,6 +2,8 @@ package egresslog
 
 import (
 	"bytes"
+
+	"github.com/sandprobe/sandprobe/internal/fields"
 )
 
 // Squid's native format (logformat squid; src/log/FormatSquidNative.cc):
@@ -17,7 +19,14 @@ import (
 //
 //	logformat sandprobe %ts.%03tu %6tr %>a %Ss/%03>Hs %<st %rm %ru %[un %Sh/%<a %mt %>st "%{User-Agent}>h"
 func parseSquidNative(line []byte, r *Record, _ *parseState) (bool, string) {
-	f, rest := field(line)
+	// The ten native fields at once (what ten field calls would give);
+	// those the line lacks are empty.
+	var sp [10]fields.Span
+	n, restAt := fields.Split(line, sp[:])
+	for k := n; k < len(sp); k++ {
+		sp[k] = fields.Span{Start: len(line), End: len(line)}
+	}
+	f := line[sp[0].Start:sp[0].End]
 	dot := bytes.IndexByte(f, '.')
 	if dot <= 0 {
 		return false, "no Unix time in the first field"
@@ -27,14 +36,13 @@ func parseSquidNative(line []byte, r *Record, _ *parseState) (bool, string) {
 	if !ok1 || !ok2 || len(f)-dot-1 != 3 {
 		return false, "no Unix time in the first field"
 	}
-	f, rest = field(rest)
-	elapsed, ok := atoi(f)
+	elapsed, ok := atoi(line[sp[1].Start:sp[1].End])
 	if !ok {
 		return false, "no elapsed milliseconds in the second field"
 	}
 	r.Time = secs*1000 + ms - elapsed // when the request came in
-	r.Client, rest = field(rest)
-	f, rest = field(rest)
+	r.Client = line[sp[2].Start:sp[2].End]
+	f = line[sp[3].Start:sp[3].End]
 	slash := bytes.IndexByte(f, '/')
 	if slash <= 0 {
 		return false, "no TAG/status in the fourth field"
@@ -45,27 +53,22 @@ func parseSquidNative(line []byte, r *Record, _ *parseState) (bool, string) {
 		return false, "no TAG/status in the fourth field"
 	}
 	r.Status = int(status)
-	f, rest = field(rest)
-	if r.BytesIn, ok = atoi(f); !ok {
+	if r.BytesIn, ok = atoi(line[sp[4].Start:sp[4].End]); !ok {
 		return false, "no byte count in the fifth field"
 	}
-	r.Method, rest = field(rest)
-	var url []byte
-	url, rest = field(rest)
-	var user []byte
-	user, rest = field(rest)
-	if !dash(user) {
+	r.Method = line[sp[5].Start:sp[5].End]
+	url := line[sp[6].Start:sp[6].End]
+	if user := line[sp[7].Start:sp[7].End]; !dash(user) {
 		r.User = user
 	}
-	var hier []byte
-	hier, rest = field(rest)
+	hier := line[sp[8].Start:sp[8].End]
 	if len(url) == 0 || len(hier) == 0 {
 		return false, "fewer fields than Squid's native format"
 	}
-	_, rest = field(rest) // the content type
+	// sp[9] is the content type.
 	r.Host, r.Port, _ = urlHostPort(url, string(r.Method) == "CONNECT")
 	r.Decision = squidDecision(tag, status, hier)
-	squidExtras(rest, r)
+	squidExtras(line[restAt:], r)
 	return true, ""
 }
 
