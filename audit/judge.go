@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -104,9 +105,13 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 		return false
 	}
 	sandboxes := make([]map[string]bool, len(e.Allow))
-	matchCache := map[string]int{}
+	type hostPort struct {
+		host string
+		port int
+	}
+	matchCache := map[hostPort]int{}
 	allowanceOf := func(host string, port int) int {
-		k := host + "\x00" + strconv.Itoa(port)
+		k := hostPort{host, port}
 		if i, ok := matchCache[k]; ok {
 			return i
 		}
@@ -194,18 +199,17 @@ func destUse(en entry) report.DestinationUse {
 
 // sortUses puts the most frequent first, then by sandbox and host.
 func sortUses(us []report.DestinationUse) {
-	sort.Slice(us, func(i, j int) bool {
-		a, b := us[i], us[j]
+	slices.SortFunc(us, func(a, b report.DestinationUse) int {
 		if a.Count != b.Count {
-			return a.Count > b.Count
+			return cmp.Compare(b.Count, a.Count)
 		}
-		if a.Sandbox != b.Sandbox {
-			return a.Sandbox < b.Sandbox
+		if c := strings.Compare(a.Sandbox, b.Sandbox); c != 0 {
+			return c
 		}
-		if a.Host != b.Host {
-			return a.Host < b.Host
+		if c := strings.Compare(a.Host, b.Host); c != 0 {
+			return c
 		}
-		return a.Port < b.Port
+		return cmp.Compare(a.Port, b.Port)
 	})
 }
 

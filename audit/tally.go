@@ -45,27 +45,45 @@ type entry struct {
 	stats
 }
 
+// slot is the stats of one (sandbox, host, port, decision) key.
+type slot struct {
+	stats
+	sandbox, host uint32
+	port          uint16
+	decision      egresslog.Decision
+	next          int32 // the next slot of the same sandbox and host, as index+1; 0 ends the chain
+}
+
+// maxDense bounds the cells of the dense pair table (4 bytes each): past
+// it (many sandboxes times many hosts) the pairs move to a map.
+const maxDense = 1 << 20
+
 // Tally counts records by sandbox, destination and decision. It is an
 // egresslog.Sink: one per scanning worker, merged afterwards. Sandboxes
-// and hosts are interned (few, so their maps stay in cache) and the counts
-// live in the map by one integer key: a string key and an entry pointer
-// per record made the map the scan's bottleneck.
+// and hosts are interned (few, so their maps stay in cache); a table with
+// a row per sandbox and a column per host finds the first slot of a pair
+// with two loads, where a map of 44,000 keys cost a cache miss a record;
+// the few slots of a pair (its ports and decisions) are chained.
 type Tally struct {
 	hostIDs    map[string]uint32
 	hosts      []string
 	sandboxIDs map[string]uint32
 	sandboxes  []string
-	// keys index stats by one integer key (the slice keeps the map small
-	// and gives a record a place to count in without a map write).
-	keys    map[uint64]int32
-	stats   []stats
-	scratch []byte
-	// The last record's sandbox, host, key and stats: a run of records
-	// from one sandbox to one destination, as logs have them, skips the
-	// interning and the map.
+	// rows[sandbox][host] is the pair's first slot, as index+1 (0: none);
+	// nil once the table would pass maxDense cells, and pairs (key:
+	// sandbox<<32 | host) takes over.
+	rows     [][]int32
+	cells    int
+	maxCells int // maxDense; tests lower it
+	pairs    map[uint64]int32
+	keys     []slot // one slot a key, in the order first seen
+	// The last record's sandbox and host, as written and as ids, and its
+	// slot: a run of records from one sandbox to one destination, as logs
+	// have them, skips the interning and the table.
 	lastSandbox, lastHost []byte
-	lastKey               uint64
-	lastIndex             int32
+	lastSB, lastHostID    uint32
+	lastSlot              int32 // -1: none
+	scratch               []byte
 	probe                 int64
 	marked                int64 // records that carry an agent or user field at all
 	folded                int64
@@ -74,7 +92,7 @@ type Tally struct {
 
 // NewTally makes an empty tally.
 func NewTally() *Tally {
-	return &Tally{hostIDs: map[string]uint32{}, sandboxIDs: map[string]uint32{}, keys: map[uint64]int32{}, lastIndex: -1}
+	return &Tally{hostIDs: map[string]uint32{}, sandboxIDs: map[string]uint32{}, rows: [][]int32{}, maxCells: maxDense, lastSlot: -1}
 }
 
 // intern returns the id of s in ids/names, adding it.
@@ -89,16 +107,70 @@ func intern(ids map[string]uint32, names *[]string, s []byte) uint32 {
 	return id
 }
 
-const idBits = 23
+// maxIDs bounds the sandboxes and the hosts a tally names; past it,
+// records are counted in Folded.
+const maxIDs = 1<<23 - 1
 
-// key packs a sandbox id (23 bits), a host id (23 bits), the port (16)
-// and the decision (2) into one map key.
-func key(sb, host uint32, port int, d egresslog.Decision) uint64 {
-	return uint64(sb&(1<<idBits-1))<<41 | uint64(host&(1<<idBits-1))<<18 | uint64(port&0xffff)<<2 | uint64(d&3)
+func (t *Tally) entry(s *slot) entry {
+	return entry{sandbox: t.sandboxes[s.sandbox], host: t.hosts[s.host], port: int(s.port), decision: s.decision, stats: s.stats}
 }
 
-func (t *Tally) entry(k uint64, s stats) entry {
-	return entry{sandbox: t.sandboxes[k>>41], host: t.hosts[(k>>18)&(1<<idBits-1)], port: int(k>>2) & 0xffff, decision: egresslog.Decision(k & 3), stats: s}
+// head returns where the table keeps the pair's first slot, or nil when
+// the map keeps them.
+func (t *Tally) head(sb, host uint32) *int32 {
+	if t.rows != nil {
+		for int(sb) >= len(t.rows) {
+			t.rows = append(t.rows, nil)
+		}
+		row := t.rows[sb]
+		if int(host) < len(row) {
+			return &row[host]
+		}
+		if grow := len(t.hosts) - len(row); t.cells+grow <= t.maxCells {
+			t.cells += grow
+			row = append(row, make([]int32, grow)...)
+			t.rows[sb] = row
+			return &row[host]
+		}
+		// Too many cells: move every pair to the map.
+		t.pairs = make(map[uint64]int32, len(t.keys))
+		for s, row := range t.rows {
+			for h, first := range row {
+				if first != 0 {
+					t.pairs[uint64(s)<<32|uint64(h)] = first
+				}
+			}
+		}
+		t.rows, t.cells = nil, 0
+	}
+	return nil // the map holds the pairs
+}
+
+// lookup returns the slot of a key, adding it; -1 when the tally is full.
+func (t *Tally) lookup(sb, host uint32, port uint16, d egresslog.Decision) int32 {
+	var first int32
+	h := t.head(sb, host)
+	if h != nil {
+		first = *h
+	} else {
+		first = t.pairs[uint64(sb)<<32|uint64(host)]
+	}
+	for i := first; i != 0; i = t.keys[i-1].next {
+		if s := &t.keys[i-1]; s.port == port && s.decision == d {
+			return i - 1
+		}
+	}
+	if len(t.keys) >= maxKeys {
+		return -1
+	}
+	t.keys = append(t.keys, slot{sandbox: sb, host: host, port: port, decision: d, next: first})
+	i := int32(len(t.keys))
+	if h != nil {
+		*h = i
+	} else {
+		t.pairs[uint64(sb)<<32|uint64(host)] = i
+	}
+	return i - 1
 }
 
 // Add counts one record.
@@ -118,38 +190,31 @@ func (t *Tally) Add(r *egresslog.Record) {
 	if len(sb) == 0 {
 		sb = r.Client
 	}
-	var k uint64
-	if t.lastKey != 0 && string(sb) == string(t.lastSandbox) && string(r.Host) == string(t.lastHost) {
-		k = t.lastKey&^(0xffff<<2|3) | uint64(r.Port&0xffff)<<2 | uint64(r.Decision&3)
-	} else {
-		if len(t.hosts) >= 1<<idBits-1 || len(t.sandboxes) >= 1<<idBits-1 {
-			t.folded++
-			return
+	port, d := uint16(r.Port), r.Decision&3
+	var i int32
+	switch {
+	case t.lastSlot >= 0 && string(sb) == string(t.lastSandbox) && string(r.Host) == string(t.lastHost):
+		if s := &t.keys[t.lastSlot]; s.port == port && s.decision == d {
+			i = t.lastSlot
+		} else {
+			i = t.lookup(t.lastSB, t.lastHostID, port, d)
 		}
+	case len(t.hosts) >= maxIDs || len(t.sandboxes) >= maxIDs:
+		t.folded++
+		return
+	default:
 		t.scratch = appendHost(t.scratch[:0], r.Host)
-		k = key(intern(t.sandboxIDs, &t.sandboxes, sb), intern(t.hostIDs, &t.hosts, t.scratch), r.Port, r.Decision)
+		t.lastSB, t.lastHostID = intern(t.sandboxIDs, &t.sandboxes, sb), intern(t.hostIDs, &t.hosts, t.scratch)
 		t.lastSandbox = append(t.lastSandbox[:0], sb...)
 		t.lastHost = append(t.lastHost[:0], r.Host...)
+		i = t.lookup(t.lastSB, t.lastHostID, port, d)
 	}
-	k &^= 1 << 63
-	var s *stats
-	if t.lastIndex >= 0 && k == t.lastKey&^(1<<63) {
-		s = &t.stats[t.lastIndex]
-	} else {
-		i, ok := t.keys[k]
-		if !ok {
-			if len(t.keys) >= maxKeys {
-				t.folded++
-				return
-			}
-			i = int32(len(t.stats))
-			t.stats = append(t.stats, stats{})
-			t.keys[k] = i
-		}
-		s = &t.stats[i]
-		t.lastIndex = i
+	if i < 0 {
+		t.folded++
+		return
 	}
-	t.lastKey = k | 1<<63 // never 0, and sandbox ids stay below bit 63
+	t.lastSlot = i
+	s := &t.keys[i].stats
 	s.count++
 	if r.BytesOut >= 0 {
 		s.bytesOut += r.BytesOut
@@ -169,8 +234,8 @@ func (t *Tally) Add(r *egresslog.Record) {
 
 // each calls fn for every entry.
 func (t *Tally) each(fn func(e entry)) {
-	for k, i := range t.keys {
-		fn(t.entry(k, t.stats[i]))
+	for i := range t.keys {
+		fn(t.entry(&t.keys[i]))
 	}
 }
 
@@ -180,21 +245,26 @@ func (t *Tally) Merge(o *Tally) {
 	t.marked += o.marked
 	t.folded += o.folded
 	t.total += o.total
-	t.stats = slices.Grow(t.stats, len(o.stats))
-	o.each(func(e entry) {
-		k := key(intern(t.sandboxIDs, &t.sandboxes, []byte(e.sandbox)), intern(t.hostIDs, &t.hosts, []byte(e.host)), e.port, e.decision)
-		i, ok := t.keys[k]
-		if !ok {
-			if len(t.keys) >= maxKeys {
-				t.folded += e.count
-				return
-			}
-			i = int32(len(t.stats))
-			t.stats = append(t.stats, stats{})
-			t.keys[k] = i
+	t.keys = slices.Grow(t.keys, len(o.keys))
+	// o's ids in t's numbering, interned once each.
+	sbs := make([]uint32, len(o.sandboxes))
+	for i, s := range o.sandboxes {
+		sbs[i] = intern(t.sandboxIDs, &t.sandboxes, []byte(s))
+	}
+	hosts := make([]uint32, len(o.hosts))
+	for i, h := range o.hosts {
+		hosts[i] = intern(t.hostIDs, &t.hosts, []byte(h))
+	}
+	t.lastSlot = -1
+	for j := range o.keys {
+		s := &o.keys[j]
+		i := t.lookup(sbs[s.sandbox], hosts[s.host], s.port, s.decision)
+		if i < 0 {
+			t.folded += s.count
+			continue
 		}
-		t.stats[i].add(e.stats)
-	})
+		t.keys[i].add(s.stats)
+	}
 }
 
 // appendHost appends a destination lower-cased (ASCII), without the
