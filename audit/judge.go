@@ -125,17 +125,20 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 		matchCache[k] = i
 		return i
 	}
-	var denied, wouldBlock []report.DestinationUse
-	t.each(func(en entry) {
+	// The denied and would-block keys, as indexes into t.keys: sorted as
+	// they are, and made into report rows only as far as they are listed.
+	var denied, wouldBlock []int32
+	for k := range t.keys {
+		en := t.entry(&t.keys[k])
 		i := allowanceOf(en.host, en.port)
 		switch en.decision {
 		case egresslog.Allowed:
 			if i < 0 {
 				if en.host == proxyHost && (proxyPort == 0 || en.port == proxyPort) || onPath(en.host) {
-					return // the way to the proxy or the resolver (a flow record): the allowed path
+					continue // the way to the proxy or the resolver (a flow record): the allowed path
 				}
-				wouldBlock = append(wouldBlock, destUse(en))
-				return
+				wouldBlock = append(wouldBlock, int32(k))
+				continue
 			}
 			a := &u.Allowances[i]
 			a.Requests += en.count
@@ -158,9 +161,9 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 			if i >= 0 {
 				u.Allowances[i].Denied += en.count
 			}
-			denied = append(denied, destUse(en))
+			denied = append(denied, int32(k))
 		}
-	})
+	}
 	for i := range u.Allowances {
 		names := make([]string, 0, len(sandboxes[i]))
 		for s := range sandboxes[i] {
@@ -170,11 +173,9 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 		u.Allowances[i].SandboxCount = len(names)
 		u.Allowances[i].Sandboxes = names[:min(len(names), maxSandboxesNamed)]
 	}
-	sortUses(denied)
-	sortUses(wouldBlock)
 	u.DeniedTotal, u.WouldBlockTotal = len(denied), len(wouldBlock)
-	u.Denied = denied[:min(len(denied), opt.MaxListed)]
-	u.WouldBlock = wouldBlock[:min(len(wouldBlock), opt.MaxListed)]
+	u.Denied = t.uses(denied, opt.MaxListed)
+	u.WouldBlock = t.uses(wouldBlock, max(opt.MaxListed, opt.MaxFindings+1))
 
 	var fs []report.Finding
 	for i := range u.Allowances {
@@ -185,8 +186,32 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 			fs = append(fs, f)
 		}
 	}
-	fs = append(fs, wouldBlockFindings(wouldBlock, u, opt.MaxFindings)...)
+	fs = append(fs, wouldBlockFindings(u.WouldBlock, u.WouldBlockTotal, u, opt.MaxFindings)...)
+	u.WouldBlock = u.WouldBlock[:min(len(u.WouldBlock), opt.MaxListed)]
 	return u, fs
+}
+
+// uses sorts keys (indexes into t.keys) the most frequent first, then by
+// sandbox, host and port, and returns the first n as report rows.
+func (t *Tally) uses(keys []int32, n int) []report.DestinationUse {
+	slices.SortFunc(keys, func(i, j int32) int {
+		a, b := &t.keys[i], &t.keys[j]
+		if a.count != b.count {
+			return cmp.Compare(b.count, a.count)
+		}
+		if c := strings.Compare(t.sandboxes[a.sandbox], t.sandboxes[b.sandbox]); c != 0 {
+			return c
+		}
+		if c := strings.Compare(t.hosts[a.host], t.hosts[b.host]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.port, b.port)
+	})
+	out := make([]report.DestinationUse, 0, min(len(keys), n))
+	for _, k := range keys[:min(len(keys), n)] {
+		out = append(out, destUse(t.entry(&t.keys[k])))
+	}
+	return out
 }
 
 func destUse(en entry) report.DestinationUse {
@@ -195,22 +220,6 @@ func destUse(en entry) report.DestinationUse {
 		d.First, d.Last = time.UnixMilli(en.first).UTC(), time.UnixMilli(en.last).UTC()
 	}
 	return d
-}
-
-// sortUses puts the most frequent first, then by sandbox and host.
-func sortUses(us []report.DestinationUse) {
-	slices.SortFunc(us, func(a, b report.DestinationUse) int {
-		if a.Count != b.Count {
-			return cmp.Compare(b.Count, a.Count)
-		}
-		if c := strings.Compare(a.Sandbox, b.Sandbox); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.Host, b.Host); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Port, b.Port)
-	})
 }
 
 func proxyAddr(proxy string) (string, int) {
@@ -308,8 +317,8 @@ func bytesText(n int64) string {
 // destination it reached that the declared policy does not allow (the most
 // frequent first, at most max, then one that counts the rest), or one
 // pass that says nothing would be.
-func wouldBlockFindings(list []report.DestinationUse, u *report.EgressUsage, max int) []report.Finding {
-	if len(list) == 0 {
+func wouldBlockFindings(list []report.DestinationUse, total int, u *report.EgressUsage, max int) []report.Finding {
+	if total == 0 {
 		st, actual := report.Pass, "every destination a sandbox reached is allowed by the declared policy"
 		if u.From.IsZero() {
 			st, actual = report.Inconclusive, "the record holds no attempt a sandbox made"
@@ -322,7 +331,7 @@ func wouldBlockFindings(list []report.DestinationUse, u *report.EgressUsage, max
 	for i, d := range list {
 		if i == max {
 			fs = append(fs, report.Finding{Check: CheckWouldBlock, Target: "policy", Subject: "(more)", Status: report.Fail,
-				Expected: "nothing the sandboxes reach is blocked", Actual: fmt.Sprintf("%d more (sandbox, destination) pairs would be blocked", len(list)-max),
+				Expected: "nothing the sandboxes reach is blocked", Actual: fmt.Sprintf("%d more (sandbox, destination) pairs would be blocked", total-max),
 				Fix: "see the JSON report's egressUsage.wouldBlock"})
 			break
 		}
