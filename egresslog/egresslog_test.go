@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,6 +294,51 @@ func TestHostPort(t *testing.T) {
 		h, p, ok := urlHostPort([]byte(tc.in), tc.connect)
 		if string(h) != tc.host || p != tc.port || ok != tc.ok {
 			t.Errorf("urlHostPort(%q) = %q %d %v", tc.in, h, p, ok)
+		}
+	}
+}
+
+// failAfter reads r, then fails with err.
+type failAfter struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		return n, f.err
+	}
+	return n, err
+}
+
+// A source that fails mid-way (a pod log cut off, a disk error) is an
+// error, not a short record taken as whole; a cancelled scan says so;
+// both on one worker and on several that read their chunks in turn.
+func TestScanReadErrorAndCancel(t *testing.T) {
+	data := squidBenchLines(5000)
+	broken := errors.New("connection reset")
+	for _, workers := range []int{1, 3} {
+		_, st, err := Scan(context.Background(), &failAfter{bytes.NewReader(data), broken}, Options{Format: FormatSquid, Workers: workers, ChunkSize: 4096}, func() *countSink { return &countSink{} })
+		if !errors.Is(err, broken) {
+			t.Errorf("workers %d: read error: got %v", workers, err)
+		}
+		if st.Records == 0 || st.Records > 5000 {
+			t.Errorf("workers %d: read error: %d records", workers, st.Records)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _, err = Scan(ctx, bytes.NewReader(data), Options{Format: FormatSquid, Workers: workers, ChunkSize: 4096}, func() *countSink { return &countSink{} })
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("workers %d: cancelled: got %v", workers, err)
+		}
+		sinks, st, err := Scan(context.Background(), bytes.NewReader(data), Options{Format: FormatSquid, Workers: workers, ChunkSize: 4096}, func() *countSink { return &countSink{} })
+		var n int64
+		for _, s := range sinks {
+			n += s.n
+		}
+		if err != nil || st.Records != 5000 || n != 5000 || st.Lines != 5000 {
+			t.Errorf("workers %d: whole: %v, %d records, %d in the sinks, %d lines", workers, err, st.Records, n, st.Lines)
 		}
 	}
 }
