@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,12 +162,35 @@ func workloadObjects(p *policy.Policy, prefix string) []any {
 	delete(other.Spec.Template.Annotations, expectAnnotation)
 	out = append(out, other)
 
-	// A SandboxTemplate that leaves the token to the controller's default.
-	sbt := sandboxObject(base("wl-sandbox-template", func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }), "v1alpha1")
-	sbt.SetAPIVersion(drift.SandboxTemplateGroup + "/v1alpha1")
-	sbt.SetKind(drift.SandboxTemplateKind)
-	sbt.SetAnnotations(map[string]string{expectAnnotation: drift.PodSAToken})
-	out = append(out, sbt)
+	// A SandboxTemplate that leaves the token and its network policy to
+	// the controller's defaults: the token may be mounted, and the managed
+	// policy the controller renders opens the public internet.
+	template := func(name string, pod func(*corev1.Pod), spec map[string]any, expect ...string) {
+		sbt := sandboxObject(base(name, pod), "v1alpha1")
+		sbt.SetAPIVersion(drift.SandboxTemplateGroup + "/v1alpha1")
+		sbt.SetKind(drift.SandboxTemplateKind)
+		sbt.SetAnnotations(map[string]string{expectAnnotation: strings.Join(expect, ",")})
+		for k, v := range spec {
+			sbt.Object["spec"].(map[string]any)[k] = v
+		}
+		out = append(out, sbt)
+	}
+	template("wl-sandbox-template", func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }, nil, drift.NetpolWorld, drift.PodSAToken)
+	egress := func(rules []networkingv1.NetworkPolicyEgressRule) map[string]any {
+		np, err := runtimeToUnstructured(&networkingv1.NetworkPolicySpec{Egress: rules})
+		if err != nil {
+			panic(err)
+		}
+		return map[string]any{"egress": np["egress"]}
+	}
+	// Its managed policy allows 0.0.0.0/0 (a common "let the agent
+	// browse" template).
+	template("wl-template-open", func(*corev1.Pod) {}, map[string]any{"networkPolicy": egress([]networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{ipPeer("0.0.0.0/0")}}})}, drift.NetpolWorld)
+	// A healthy one: its managed policy allows what the policy's own
+	// rendered NetworkPolicy allows, nothing more.
+	template("wl-template-sound", func(*corev1.Pod) {}, map[string]any{"networkPolicy": egress(render.NetworkPolicy(p, ns).Spec.Egress)})
+	// Unmanaged: the controller renders nothing; the file's policies judge it.
+	template("wl-template-unmanaged", func(*corev1.Pod) {}, map[string]any{"networkPolicyManagement": "Unmanaged"})
 
 	// A pod whose volume names no source: the API stores it as an emptyDir
 	// (here: with no size limit).

@@ -395,6 +395,10 @@ func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates
 			return nil, err
 		}
 	}
+	rendered, err := m.sandboxTemplatePolicies(e)
+	if err != nil {
+		return nil, err
+	}
 	for _, u := range m.Cilium {
 		if err := e.AddCiliumPolicy(u); err != nil {
 			return nil, err
@@ -406,7 +410,7 @@ func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates
 		}
 	}
 	e.NoteCiliumCluster(col)
-	e.SetEgressKnown(len(m.NetworkPolicies)+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
+	e.SetEgressKnown(len(m.NetworkPolicies)+rendered+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
 	if hasPods || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
 		col.Checked("pod")
 		if e.EgressKnown() {
@@ -433,6 +437,25 @@ func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates
 		ts.Add(e, t)
 	}
 	return ts, nil
+}
+
+// sandboxTemplatePolicies adds the NetworkPolicy the agent-sandbox
+// controller keeps for each SandboxTemplate of the files (unless the files
+// hold that policy itself, as a cluster dump does) and says how many.
+func (m *Manifests) sandboxTemplatePolicies(e *Engine) (int, error) {
+	n := 0
+	for _, u := range m.Sandboxes {
+		added, err := e.AddSandboxTemplatePolicy(u)
+		if err != nil {
+			return 0, err
+		}
+		if added {
+			// Its findings point at the template's document.
+			m.origins.add("networkpolicy/"+u.GetNamespace()+"/"+u.GetName()+"-network-policy", m.origins[strings.ToLower(SandboxTemplateKind)+"/"+u.GetNamespace()+"/"+u.GetName()])
+			n++
+		}
+	}
+	return n, nil
 }
 
 func checkFilePod(e *Engine, ts *Templates, col *Collector, p *corev1.Pod) {

@@ -261,6 +261,9 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 	if adminKnown {
 		col.Checked("anp")
 	}
+	if err := k.sandboxTemplatePolicies(ctx); err != nil {
+		return err
+	}
 	ts := NewTemplates()
 	if err := k.scanWorkloads(ctx, ts); err != nil {
 		return err
@@ -499,6 +502,29 @@ func (k *KubeScan) scanPods(ctx context.Context, col *Collector, ts *Templates) 
 		}
 		each(list)
 		return list.Continue, nil
+	})
+}
+
+// sandboxTemplatePolicies adds, for each SandboxTemplate whose controller
+// has not made its NetworkPolicy yet, the policy it will make
+// (Engine.AddSandboxTemplatePolicy), before any pod is judged.
+func (k *KubeScan) sandboxTemplatePolicies(ctx context.Context) error {
+	version, err := k.API.PreferredVersion(ctx, SandboxTemplateGroup)
+	if err != nil || version == "" {
+		return err // not installed: scanSandboxes says so
+	}
+	gvr := SandboxTemplateGVR(version)
+	return pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+		list, err := k.API.ListResource(ctx, gvr, "", opts)
+		if err != nil {
+			return "", fmt.Errorf("list %s.%s/%s in all namespaces: %w", gvr.Resource, SandboxTemplateGroup, version, err)
+		}
+		for i := range list.Items {
+			if _, err := k.Engine.AddSandboxTemplatePolicy(&list.Items[i]); err != nil {
+				return "", err
+			}
+		}
+		return list.GetContinue(), nil
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -27,6 +28,8 @@ type nsNetpols struct {
 	// byLabel indexes policies by one of their matchLabels pairs: a pod can
 	// only be selected by policies indexed under one of its own labels.
 	byLabel map[string]map[string][]*compiledNetpol
+	// names are the policies' names.
+	names map[string]bool
 }
 
 type compiledNetpol struct {
@@ -51,6 +54,14 @@ func (e *Engine) AddNetworkPolicy(np *networkingv1.NetworkPolicy) error {
 		c.findings = e.egress.netpolFindings(np)
 		ev := fmt.Sprintf("networkpolicy %s/%s selects the pod (podSelector %s); network policies add up, so its rules open egress whatever else denies",
 			np.Namespace, np.Name, labelSelectorText(&np.Spec.PodSelector, "every pod in the namespace"))
+		if from := np.Annotations[renderedFromAnnotation]; from != "" {
+			ev += "; " + from
+		}
+		if fix := np.Annotations[renderedFixAnnotation]; fix != "" {
+			for i := range c.findings {
+				c.findings[i].fix = fix
+			}
+		}
 		for i := range c.findings {
 			if c.findings[i].evidence == "" {
 				c.findings[i].evidence = ev
@@ -62,7 +73,7 @@ func (e *Engine) AddNetworkPolicy(np *networkingv1.NetworkPolicy) error {
 	idx := e.net
 	nsp := idx.byNS[np.Namespace]
 	if nsp == nil {
-		nsp = &nsNetpols{byLabel: map[string]map[string][]*compiledNetpol{}}
+		nsp = &nsNetpols{byLabel: map[string]map[string][]*compiledNetpol{}, names: map[string]bool{}}
 		idx.byNS[np.Namespace] = nsp
 	}
 	if ml := np.Spec.PodSelector.MatchLabels; len(ml) > 0 {
@@ -74,8 +85,27 @@ func (e *Engine) AddNetworkPolicy(np *networkingv1.NetworkPolicy) error {
 	} else {
 		nsp.scan = append(nsp.scan, c)
 	}
+	nsp.names[np.Name] = true
 	idx.count++
 	return nil
+}
+
+// hasNetworkPolicy reports whether the engine holds the NetworkPolicy.
+func (e *Engine) hasNetworkPolicy(namespace, name string) bool {
+	nsp := e.net.byNS[namespace]
+	return nsp != nil && nsp.names[name]
+}
+
+// AddSandboxTemplatePolicy adds the NetworkPolicy the agent-sandbox
+// controller keeps for a SandboxTemplate (SandboxTemplateNetworkPolicy)
+// unless the engine holds it already (read from the cluster or the files).
+// It reports whether it added one.
+func (e *Engine) AddSandboxTemplatePolicy(obj *unstructured.Unstructured) (bool, error) {
+	np, err := SandboxTemplateNetworkPolicy(obj)
+	if err != nil || np == nil || e.hasNetworkPolicy(np.Namespace, np.Name) {
+		return false, err
+	}
+	return true, e.AddNetworkPolicy(np)
 }
 
 // NetworkPolicies is how many NetworkPolicies the engine holds.
