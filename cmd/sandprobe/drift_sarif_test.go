@@ -131,6 +131,11 @@ func TestDriftSARIFFixtures(t *testing.T) {
 			// A NetworkPolicy's subject omits its namespace: the pod's.
 			ns := strings.Split(loc.LogicalLocations[0].FullyQualifiedName, "/")[1]
 			sp, ok = objects[uri]["networkpolicy/"+ns+"/"+strings.TrimPrefix(obj, "networkpolicy/")]
+			if tpl, rendered := strings.CutSuffix(strings.TrimPrefix(obj, "networkpolicy/"), "-network-policy"); !ok && rendered {
+				// The policy the agent-sandbox controller renders from a
+				// SandboxTemplate: located in the template.
+				sp, ok = objects[uri]["sandboxtemplate/"+ns+"/"+tpl]
+			}
 		}
 		if !ok {
 			t.Errorf("%s: %s is not an object of %s", r.RuleID, obj, uri)
