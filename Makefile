@@ -34,7 +34,7 @@ export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # stops the rest and hack/leftovers.sh fails the run if anything else is left.
 export SANDPROBE_KEEP ?=
 
-.PHONY: all build image release deps docker-env kube-env kwok-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
+.PHONY: all build image release deps docker-env kube-env kwok-env helm-env test unit rules fuzz e2e demo down leftovers bench lint docs fixtures clean
 
 all: build
 
@@ -77,13 +77,19 @@ kube-env:
 kwok-env:
 	hack/kwok/build.sh
 
+# helm, built from its module into $(SANDPROBE_CACHE)/helm (minutes cold,
+# instant warm): the chart's lint and its render-vs-kustomize test
+# (charts/chart_test.go), make e2e's install lifecycle.
+helm-env:
+	hack/helm/build.sh
+
 # The whole suite against real parts (hack/test.sh). SANDPROBE_REQUIRE_ENV=1
 # turns a test that would skip for a missing environment (root, lab,
 # Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
 # story on a real cluster (make e2e). Whatever the outcome, it ends with
 # make down and the leftovers check: nothing it started outlives it
 # (SANDPROBE_KEEP aside).
-test: deps build docker-env kube-env kwok-env
+test: deps build docker-env kube-env kwok-env helm-env
 	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 
 # The headline story on a real single-node cluster (hack/cluster) and the

@@ -90,6 +90,7 @@ apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
   name: sandprobe
+  namespace: sandprobe-system
   labels:
     app.kubernetes.io/name: sandprobe
     app.kubernetes.io/component: alerting
