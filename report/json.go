@@ -11,7 +11,8 @@ import (
 	"unicode/utf8"
 )
 
-// JSON writes the run as one indented JSON document.
+// JSON writes the run as one indented JSON document, with its schema
+// (ReportSchema) and summary (Summarize) first.
 //
 // The findings are streamed: the run around them is marshalled once with
 // an empty list, and each finding is written into it as it is read, so a
@@ -26,6 +27,7 @@ var findingsHole = []byte("\n  \"findings\": []")
 func (JSON) Write(w io.Writer, run Run) error {
 	set := run.Set()
 	head := run
+	head.Schema, head.Summary = ReportSchema, run.Summarize()
 	// The probes' raw results go the same way: at 1,000 nodes they are
 	// half of a 14 MB report.
 	head.Findings, head.Spooled, head.Probes = []Finding{}, nil, nil

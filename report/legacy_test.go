@@ -142,6 +142,7 @@ func legacyJSON(w io.Writer, run Run) error {
 	if run.Findings == nil {
 		run.Findings = []Finding{}
 	}
+	run.Schema, run.Summary = ReportSchema, run.Summarize() // issue 23
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(run)

@@ -275,6 +275,19 @@ func (m *Metrics) RememberSuccess(t time.Time) {
 	}
 }
 
+// Remember carries an earlier one-shot run's state into this process: its
+// last success (RememberSuccess) and its run counts, which this process's
+// sandprobe_runs_total continues from, so a CronJob's counter counts every
+// run instead of restarting at 1 in each push.
+func (m *Metrics) Remember(p Previous) {
+	m.RememberSuccess(p.LastSuccess)
+	for _, r := range []string{"pass", "fail", "error"} {
+		if v := p.Runs[r]; v > 0 {
+			m.runs.WithLabelValues(r).Add(v)
+		}
+	}
+}
+
 // PushFailed counts a push to the Pushgateway that failed.
 func (m *Metrics) PushFailed() { m.pushFailures.Inc() }
 

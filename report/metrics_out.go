@@ -58,33 +58,59 @@ func PushMetrics(ctx context.Context, client *http.Client, gateway, cluster stri
 	return nil
 }
 
-// lastSuccessIn finds sandprobe_last_success_timestamp_seconds in a text
-// exposition, in a series whose labels match want (a missing label matches
-// ""), and returns the latest such time.
-func lastSuccessIn(r io.Reader, want map[string]string) (time.Time, bool, error) {
+// Previous is what an earlier one-shot run left in its metrics file or
+// Pushgateway group that the next run carries on: the last success, and
+// sandprobe_runs_total by result, so a CronJob's counter counts runs
+// instead of being 1 in every push.
+type Previous struct {
+	LastSuccess time.Time // zero when none
+	Runs        map[string]float64
+}
+
+// previousIn reads a text exposition, in the series whose labels match
+// want (a missing label matches ""): the latest last success and the run
+// counts.
+func previousIn(r io.Reader, want map[string]string) (Previous, error) {
+	var p Previous
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	mfs, err := parser.TextToMetricFamilies(r)
 	if err != nil {
-		return time.Time{}, false, err
+		return p, err
 	}
-	mf, ok := mfs[MetricLastSuccess]
-	if !ok {
-		return time.Time{}, false, nil
-	}
-	var best float64
-	found := false
-	for _, m := range mf.GetMetric() {
-		if !labelsMatch(m.GetLabel(), want) || m.GetGauge() == nil {
-			continue
+	if mf, ok := mfs[MetricLastSuccess]; ok {
+		var best float64
+		for _, m := range mf.GetMetric() {
+			if labelsMatch(m.GetLabel(), want) && m.GetGauge() != nil {
+				best = max(best, m.GetGauge().GetValue())
+			}
 		}
-		if v := m.GetGauge().GetValue(); !found || v > best {
-			best, found = v, true
+		if best > 0 {
+			p.LastSuccess = time.Unix(0, int64(best*1e9)).UTC()
 		}
 	}
-	if !found || best <= 0 {
-		return time.Time{}, false, nil
+	if mf, ok := mfs[MetricRuns]; ok {
+		for _, m := range mf.GetMetric() {
+			if !labelsMatch(m.GetLabel(), want) {
+				continue
+			}
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetUntyped() != nil: // a gateway may expose it untyped
+				v = m.GetUntyped().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && v > 0 {
+					if p.Runs == nil {
+						p.Runs = map[string]float64{}
+					}
+					p.Runs[l.GetValue()] += v
+				}
+			}
+		}
 	}
-	return time.Unix(0, int64(best*1e9)).UTC(), true, nil
+	return p, nil
 }
 
 func labelsMatch(have []*dto.LabelPair, want map[string]string) bool {
@@ -102,27 +128,34 @@ func labelsMatch(have []*dto.LabelPair, want map[string]string) bool {
 	return true
 }
 
+// PreviousInFile reads what an earlier metrics file holds. No file yet is
+// not an error.
+func PreviousInFile(path string) (Previous, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Previous{}, nil
+	}
+	if err != nil {
+		return Previous{}, fmt.Errorf("read metrics file %s: %w", path, err)
+	}
+	defer f.Close()
+	p, err := previousIn(f, nil)
+	if err != nil {
+		return Previous{}, fmt.Errorf("read metrics file %s: %w", path, err)
+	}
+	return p, nil
+}
+
 // LastSuccessInFile reads the last success from an earlier metrics file. No
 // file yet is not an error.
 func LastSuccessInFile(path string) (time.Time, bool, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read metrics file %s: %w", path, err)
-	}
-	defer f.Close()
-	t, ok, err := lastSuccessIn(f, nil)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read metrics file %s: %w", path, err)
-	}
-	return t, ok, nil
+	p, err := PreviousInFile(path)
+	return p.LastSuccess, err == nil && !p.LastSuccess.IsZero(), err
 }
 
-// LastSuccessAtGateway reads the last success this cluster's group holds
-// on a Pushgateway.
-func LastSuccessAtGateway(ctx context.Context, client *http.Client, gateway, cluster string) (time.Time, bool, error) {
+// PreviousAtGateway reads what this cluster's group holds on a
+// Pushgateway.
+func PreviousAtGateway(ctx context.Context, client *http.Client, gateway, cluster string) (Previous, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -132,20 +165,27 @@ func LastSuccessAtGateway(ctx context.Context, client *http.Client, gateway, clu
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read pushgateway %s: %w", gateway, err)
+		return Previous{}, fmt.Errorf("read pushgateway %s: %w", gateway, err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := client.Do(req)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read pushgateway %s: %w", gateway, err)
+		return Previous{}, fmt.Errorf("read pushgateway %s: %w", gateway, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return time.Time{}, false, fmt.Errorf("read pushgateway %s: status %s", gateway, resp.Status)
+		return Previous{}, fmt.Errorf("read pushgateway %s: status %s", gateway, resp.Status)
 	}
-	t, ok, err := lastSuccessIn(resp.Body, map[string]string{"job": PushJob, "cluster": cluster})
+	p, err := previousIn(resp.Body, map[string]string{"job": PushJob, "cluster": cluster})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read pushgateway %s: %w", gateway, err)
+		return Previous{}, fmt.Errorf("read pushgateway %s: %w", gateway, err)
 	}
-	return t, ok, nil
+	return p, nil
+}
+
+// LastSuccessAtGateway reads the last success this cluster's group holds
+// on a Pushgateway.
+func LastSuccessAtGateway(ctx context.Context, client *http.Client, gateway, cluster string) (time.Time, bool, error) {
+	p, err := PreviousAtGateway(ctx, client, gateway, cluster)
+	return p.LastSuccess, err == nil && !p.LastSuccess.IsZero(), err
 }

@@ -11,10 +11,18 @@ import (
 	"time"
 )
 
+// ReportSchema names the JSON report's version: a reader checks it before
+// it trusts the fields (a new major version may rename them).
+const ReportSchema = "sandprobe.dev/report/v1"
+
 // Run is one cycle: probes and drift, as reported.
 type Run struct {
-	Policy  string `json:"policy"`
-	Version string `json:"version"`
+	// Schema and Summary are set by the JSON writer (report.JSON), from
+	// the findings: a reader gets the verdict without tallying them.
+	Schema  string   `json:"schema,omitempty"`
+	Summary *Summary `json:"summary,omitempty"`
+	Policy  string   `json:"policy"`
+	Version string   `json:"version"`
 	// Commit and BuildDate identify the build that made the report
 	// (internal/version); empty in an unstamped build.
 	Commit    string             `json:"commit,omitempty"`
@@ -109,6 +117,55 @@ func (r Run) Unprobed() []Unprobed {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Reason, b.Reason))
 	})
 	return slices.Compact(out)
+}
+
+// Summary is the JSON report's verdict: the counts by status, the findings
+// that did not pass by severity, the verdict and the exit code the run
+// exits with (0 conformant, 1 not conformant, 3 could not check).
+type Summary struct {
+	Findings     int            `json:"findings"`
+	Pass         int            `json:"pass"`
+	Fail         int            `json:"fail"`
+	Inconclusive int            `json:"inconclusive"`
+	Error        int            `json:"error"`
+	Skip         int            `json:"skip"`
+	BySeverity   map[string]int `json:"notPassingBySeverity,omitempty"`
+	Verdict      string         `json:"verdict"`
+	ExitCode     int            `json:"exitCode"`
+	Unprobed     int            `json:"unprobedNodes,omitempty"`
+}
+
+// Verdicts of a Summary.
+const (
+	VerdictConformant    = "conformant"
+	VerdictNotConformant = "not-conformant"
+	VerdictCouldNotCheck = "could-not-check"
+)
+
+// Summarize tallies the run for its JSON report.
+func (r Run) Summarize() *Summary {
+	set := r.Set()
+	c := set.Counts()
+	s := &Summary{Findings: c.Total(), Pass: c.Pass, Fail: c.Fail, Inconclusive: c.Inconclusive, Error: c.Error, Skip: c.Skip, ExitCode: exitCode(c)}
+	s.Verdict = map[int]string{ExitOK: VerdictConformant, ExitNonConformant: VerdictNotConformant}[s.ExitCode]
+	if s.Verdict == "" {
+		s.Verdict = VerdictCouldNotCheck
+	}
+	set.Each(func(f *Finding) error {
+		if f.Status != Pass && f.Status != Skip && f.Severity != "" {
+			if s.BySeverity == nil {
+				s.BySeverity = map[string]int{}
+			}
+			s.BySeverity[string(f.Severity)]++
+		}
+		return nil
+	}) // a spool read error: the writer reports it
+	nodes := map[string]bool{}
+	for _, u := range r.Unprobed() {
+		nodes[u.Node] = true
+	}
+	s.Unprobed = len(nodes)
+	return s
 }
 
 // Result names the run's outcome for metrics and logs.

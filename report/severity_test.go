@@ -136,3 +136,50 @@ func TestMetricsSeverityAndSuccess(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONSummary: a JSON report names its schema and carries the verdict a
+// reader would otherwise tally: the counts, what did not pass by
+// severity, the verdict and the exit code the run exits with.
+func TestJSONSummary(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		run     Run
+		verdict string
+		exit    int
+	}{
+		{"not conformant", severityRun(), VerdictNotConformant, ExitNonConformant},
+		{"conformant", Run{Findings: []Finding{{Check: "identity.uid", Target: "node/a", Status: Pass, Severity: High}}}, VerdictConformant, ExitOK},
+		{"an unprobed node", Run{Findings: []Finding{
+			{Check: "identity.uid", Target: "node/a", Status: Pass, Severity: High},
+			{Check: CheckProbeRun, Subject: "node-cordoned", Target: "node/b", Status: Error, Severity: Medium},
+		}}, VerdictCouldNotCheck, ExitCouldNotRun},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := (JSON{}).Write(&b, c.run); err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if string(doc["schema"]) != `"`+ReportSchema+`"` {
+				t.Errorf("schema %s", doc["schema"])
+			}
+			var s Summary
+			if err := json.Unmarshal(doc["summary"], &s); err != nil {
+				t.Fatalf("summary %s: %v", doc["summary"], err)
+			}
+			cnt := c.run.Counts()
+			if s.Verdict != c.verdict || s.ExitCode != c.exit || s.ExitCode != c.run.ExitCode() || s.Findings != cnt.Total() || s.Pass != cnt.Pass || s.Fail != cnt.Fail || s.Error != cnt.Error {
+				t.Errorf("summary %+v, want verdict %s, exit %d, counts %+v", s, c.verdict, c.exit, cnt)
+			}
+			if c.name == "not conformant" && (s.BySeverity["critical"] != 2 || s.BySeverity["high"] != 1 || s.BySeverity["low"] != 1 || s.BySeverity["medium"] != 0) {
+				t.Errorf("by severity %v", s.BySeverity)
+			}
+			if c.name == "an unprobed node" && s.Unprobed != 1 {
+				t.Errorf("unprobed %d, want 1", s.Unprobed)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandprobe/sandprobe/audit"
 	"github.com/sandprobe/sandprobe/cache"
 	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/internal/catalogue"
 	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 )
@@ -48,23 +49,22 @@ func (a *app) cmdChecks(fs *pflag.FlagSet) runFunc {
 			}
 			tw.Flush()
 		case "json":
+			// The keys are cased as the reports' are (camelCase).
 			type entry struct {
-				ID, Area, Proves, Fix string
-				Network               bool
+				ID       string          `json:"id"`
+				Area     string          `json:"area"`
+				Severity report.Severity `json:"severity"`
+				Proves   string          `json:"proves"`
+				Fix      string          `json:"fix,omitempty"`
+				Network  bool            `json:"network"`
 			}
 			var list []entry
-			for _, c := range cat {
-				list = append(list, entry{c.ID, c.Area(), c.Proves, c.Fix, c.Network})
-			}
-			for _, r := range drift.Rules() {
-				list = append(list, entry{r.ID, "drift", r.Proves, r.Fix, false})
-			}
-			list = append(list, entry{admission.CheckWouldRefuse, "admission", admission.Proves, admission.Fix, false})
-			for _, c := range audit.Checks() {
-				list = append(list, entry{c.ID, "egress-record", c.Proves, c.Fix, false})
-			}
-			for _, c := range cache.Checks() {
-				list = append(list, entry{c.ID, "cache", c.Proves, c.Fix, false})
+			for _, e := range catalogue.All() {
+				area := e.Source
+				if e.Source == catalogue.SourceProbe {
+					area = report.Area(e.ID)
+				}
+				list = append(list, entry{e.ID, area, e.Severity, e.Proves, e.Fix, e.Network})
 			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")

@@ -113,10 +113,15 @@ func TestRunMetricsFile(t *testing.T) {
 			"sandprobe_up": 1, // it could check; what it found is the failure
 			`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 0,
 			`sandprobe_runs_total{result="fail"}`: 1,
+			// A counter: it carries on from the previous run's file.
+			`sandprobe_runs_total{result="pass"}`: 1,
 		}},
 		{"could not run", []string{"--netns", "sandprobe-no-such-netns"}, 3, map[string]float64{
 			"sandprobe_up": 0,
 			`sandprobe_check_success{check="probe.run",namespace="",node="local/sandprobe-no-such-netns",severity="medium",target="launch-failed"}`: 0,
+			`sandprobe_runs_total{result="pass"}`:  1,
+			`sandprobe_runs_total{result="fail"}`:  1,
+			`sandprobe_runs_total{result="error"}`: 1,
 		}},
 	}
 	var lastSuccess float64
@@ -170,6 +175,14 @@ func TestRunPushgateway(t *testing.T) {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
 		}
+	}
+	// A CronJob is a new process each run: the counter carries on from the
+	// group, so rate() sees runs, not a 1 in every push.
+	if code, stdout, stderr := runAppBin(t, "run", "--policy", localPolicy, "--pushgateway", gw, "--cluster", "lab-1"); code != 0 {
+		t.Fatalf("second run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if v := httpSamples(t, gw+"/metrics")[`sandprobe_runs_total{cluster="lab-1",instance="",job="sandprobe",result="pass"}`]; v != 2 {
+		t.Errorf("sandprobe_runs_total{result=pass} after two runs = %v, want 2", v)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -136,10 +136,12 @@ func (o *outputs) writeFiles(ctx context.Context, run report.Run, g prometheus.G
 	return nil
 }
 
-// oneRunMetrics makes the metrics of a one-shot run. A run that is no
-// success (exit 1, or 3 with nothing checked) carries the last success from the previous metrics file or the
-// gateway's group, so a failing CronJob still says when the probe last
-// worked instead of dropping the series.
+// oneRunMetrics makes the metrics of a one-shot run. It carries on from the
+// previous metrics file or the gateway's group: sandprobe_runs_total counts
+// on from their counts (a CronJob is a new process every run), and a run
+// that is no success (exit 1, or 3 with nothing checked) keeps the last
+// success, so a failing CronJob still says when the probe last worked
+// instead of dropping the series.
 func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run report.Run) (prometheus.Gatherer, *report.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	m, err := report.NewMetrics(reg)
@@ -147,20 +149,22 @@ func (o *outputs) oneRunMetrics(ctx context.Context, client *http.Client, run re
 		return nil, nil, err
 	}
 	m.SetNodeDetail(o.nodeDetail)
-	if !run.Succeeded() {
-		// Best effort: a file we cannot parse is about to be replaced, and a
-		// gateway we cannot read fails the push below with a clearer error.
-		if o.metricsFile != "" {
-			if t, ok, err := report.LastSuccessInFile(o.metricsFile); err == nil && ok {
-				m.RememberSuccess(t)
-			}
-		}
-		if o.pushgateway != "" {
-			if t, ok, err := report.LastSuccessAtGateway(ctx, client, o.pushgateway, o.cluster); err == nil && ok {
-				m.RememberSuccess(t)
-			}
+	// Best effort: a file we cannot parse is about to be replaced, and a
+	// gateway we cannot read fails the push below with a clearer error.
+	// The file is this CronJob's own; with both, the gateway's group wins
+	// (the file may be a pod's emptyDir that starts empty).
+	var prev report.Previous
+	if o.metricsFile != "" {
+		if p, err := report.PreviousInFile(o.metricsFile); err == nil {
+			prev = p
 		}
 	}
+	if o.pushgateway != "" {
+		if p, err := report.PreviousAtGateway(ctx, client, o.pushgateway, o.cluster); err == nil && (p.Runs != nil || !p.LastSuccess.IsZero()) {
+			prev = p
+		}
+	}
+	m.Remember(prev)
 	m.Observe(run, time.Now())
 	return reg, m, nil
 }
