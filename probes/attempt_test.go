@@ -47,8 +47,8 @@ func blackHole(t *testing.T) int {
 	return port
 }
 
-// openPort is a loopback listener that accepts everything: a target that
-// must fail but answers.
+// openPort is a loopback listener that accepts everything and speaks
+// first (a banner, as SSH does): a target that must fail but answers.
 func openPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,6 +62,7 @@ func openPort(t *testing.T) int {
 			if err != nil {
 				return
 			}
+			c.Write([]byte("SSH-2.0-sandprobe-test\r\n"))
 			c.Close()
 		}
 	}()

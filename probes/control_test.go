@@ -62,6 +62,7 @@ func TestRunControl(t *testing.T) {
 			if err != nil {
 				return
 			}
+			c.Write([]byte("SSH-2.0-sandprobe-test\r\n")) // it speaks: an answer, not an interceptor
 			c.Close()
 		}
 	}()

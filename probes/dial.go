@@ -227,6 +227,84 @@ func (c *NetClient) handshake(ctx context.Context, conn net.Conn, host string) (
 	return detail, nil
 }
 
+// whoAnswered asks a connection that was accepted for application-level
+// proof that the destination is what took it: a TLS server certificate
+// (https), an HTTP status line (http), or for other ports any byte, or a
+// connection that stays open. A mesh sidecar's blackhole or a CNI's
+// transparent proxy accepts every connection and closes it at once with
+// no byte exchanged: that is intercepted, neither an answer nor a deny.
+// An allowance's certificate must verify; a must-fail target's is only
+// evidence.
+func (c *NetClient) whoAnswered(ctx context.Context, conn net.Conn, a Attempt) (outcome, string) {
+	answered := func(info string) (outcome, string) { return outcome{class: policy.VerdictAnswered}, info }
+	fb := &firstByte{Conn: conn}
+	silent := func(err error) (outcome, string) {
+		what := "accepted, then closed with no byte exchanged"
+		if !closedQuietly(err) {
+			what = "accepted, but nothing came back: " + classify(err).detail
+		}
+		return outcome{class: policy.VerdictIntercepted, detail: what}, what + ": something in the path (a mesh sidecar, a transparent proxy) took the connection, or the destination"
+	}
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	switch a.Scheme {
+	case "https":
+		// An address as ServerName is verified against the IP SANs, and
+		// sent as no SNI.
+		cfg := &tls.Config{ServerName: a.Host, RootCAs: c.roots, MinVersion: tls.VersionTLS12}
+		if !a.MustAnswer() {
+			cfg.InsecureSkipVerify = true // evidence only: nothing is sent after the handshake
+		}
+		tc := tls.Client(fb, cfg)
+		err := tc.HandshakeContext(ctx)
+		if err != nil && fb.n == 0 {
+			return silent(err)
+		}
+		if err != nil && a.MustAnswer() {
+			e := fmt.Errorf("TLS handshake with %s: %w", a.Host, err)
+			return outcome{class: policy.VerdictError, detail: e.Error()}, e.Error()
+		}
+		if err != nil {
+			return answered("a TLS server answered: " + err.Error())
+		}
+		st := tc.ConnectionState()
+		info := fmt.Sprintf("TLS %s with %s", tls.VersionName(st.Version), a.Host)
+		if len(st.PeerCertificates) > 0 {
+			info += fmt.Sprintf(" (issuer %q)", st.PeerCertificates[0].Issuer.CommonName)
+		}
+		return answered(info)
+	case "http":
+		if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n", hostPort(a.Host, a.Port), c.agent); err != nil {
+			return silent(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(fb), &http.Request{Method: http.MethodGet})
+		switch {
+		case err != nil && fb.n == 0:
+			return silent(err)
+		case err != nil:
+			return answered(fmt.Sprintf("connected; %d bytes back, not HTTP", fb.n))
+		}
+		resp.Body.Close()
+		return answered(fmt.Sprintf("HTTP: GET / → %s %s", resp.Proto, resp.Status))
+	}
+	// Another protocol: wait a little for a banner, or for a close.
+	wait := 500 * time.Millisecond
+	if d, ok := ctx.Deadline(); ok && time.Until(d)/2 < wait {
+		wait = time.Until(d) / 2
+	}
+	conn.SetReadDeadline(time.Now().Add(wait))
+	var b [1]byte
+	n, err := conn.Read(b[:])
+	switch {
+	case n > 0:
+		return answered("connected; the destination spoke first")
+	case err != nil && closedQuietly(err):
+		return silent(err)
+	}
+	return answered(fmt.Sprintf("connected; the connection stayed open %s", wait.Round(time.Millisecond)))
+}
+
 // refusedInTunnel looks inside a tunnel the proxy opened (200) for a
 // must-fail HTTPS destination. A TLS-bumping proxy (Squid on an ssl-bump
 // port) answers 200 to every CONNECT, denied ones too, and serves its

@@ -129,7 +129,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 	}
 	if proxy {
 		for _, a := range concrete {
-			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: "tcp", AllAddrs: true, Addresses: a.Addresses})
+			plan = append(plan, Attempt{Check: checkProxyBypass, Subject: hostPort(a.Host, a.Port) + " direct", Host: a.Host, Port: a.Port, Scheme: bypassScheme(a), AllAddrs: true, Addresses: a.Addresses})
 		}
 	}
 	plan = append(plan, planSNI(e, concrete)...)
@@ -310,15 +310,7 @@ func (c *NetClient) dialAll(ctx context.Context, a Attempt, addrs []string) Resu
 			o := classify(err)
 			info := o.detail
 			if err == nil {
-				info = "connected"
-				if a.MustAnswer() && a.Scheme == "https" {
-					if d, herr := c.handshake(ctx, conn, a.Host); herr != nil {
-						o = outcome{class: policy.VerdictError, detail: herr.Error()}
-						info = herr.Error()
-					} else {
-						info = d
-					}
-				}
+				o, info = c.whoAnswered(ctx, conn, a)
 				conn.Close()
 			}
 			res[i] = dialed{addr: addr, o: o, info: info, took: time.Since(t0), class: o.class}
@@ -369,6 +361,11 @@ func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 	answered := r.Class == policy.VerdictAnswered
 	if a.MustAnswer() {
 		f.Expected = "answered"
+		if r.Class == policy.VerdictIntercepted {
+			f.Status, f.Actual = result.Inconclusive, "intercepted: "+r.Detail+": a handshake alone is no proof the host answered"
+			f.Fix = fmt.Sprintf("find what takes connections to %s (a mesh sidecar, a transparent proxy) and let it through, or declare the scheme the host speaks (http or https) so the probe can ask it", a.Subject)
+			return f
+		}
 		if answered {
 			f.Status, f.Actual = result.Pass, "answered"
 			return f
@@ -393,6 +390,9 @@ func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 		f.Status = result.Fail
 		f.Actual = "answered: " + r.Detail
 		f.Fix = openFix(a, e)
+	case r.Class == policy.VerdictIntercepted && !a.ViaProxy:
+		return inconclusive(fmt.Sprintf("intercepted: %s: neither an answer nor a deny", r.Detail),
+			fmt.Sprintf("find what takes connections to %s (a mesh sidecar's outbound capture, a CNI's transparent proxy) and deny the destination there, or exclude the probe's traffic from it", a.Subject))
 	case r.Class == policy.VerdictProxyForwarded:
 		f.Status = result.Fail
 		f.Actual = "the proxy let it through (" + ev.ProxyStatus + "): its allow-list does not deny it, only the upstream failed"
@@ -501,6 +501,15 @@ func hostPort(host string, port int) string {
 		return host
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// bypassScheme is what a direct attempt to an allowed host asks it, so an
+// answer is the host's own (a TLS certificate, a status line).
+func bypassScheme(a policy.Allowance) string {
+	if a.Scheme != "" {
+		return a.Scheme
+	}
+	return schemeFor(a.Port)
 }
 
 func schemeFor(port int) string {

@@ -185,11 +185,11 @@ func Catalogue() []Check {
 			Fix:     "install the tool in the image, on PATH, runnable by the sandbox uid under a read-only root",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Image.Tools) > 0 }},
 		{ID: checkAllowed, Run: checkEgressAllowed, Severity: result.Medium, Network: true, Late: true,
-			Proves:  "each allowed host answers from inside the sandbox — through the proxy when one is declared (CONNECT for HTTPS, an absolute URL for HTTP) — and its TLS handshake completes",
+			Proves:  "each allowed host answers from inside the sandbox — through the proxy when one is declared (CONNECT for HTTPS, an absolute URL for HTTP) — and its TLS handshake completes (an HTTP status line for plain HTTP); a connection accepted and closed with nothing exchanged (a sidecar's blackhole) is intercepted: inconclusive",
 			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
 		{ID: checkMustFail, Run: checkEgressMustFail, Severity: result.Critical, Network: true, Late: true,
-			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status; each attempt made with its whole timeout; inconclusive when nothing shows the network works, when only the resolver stopped a name and no address was dialled (a DNS-only block is no network deny), or when the failure cannot be told from the probe's own",
+			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status; each attempt made with its whole timeout; inconclusive when a connection was only accepted and closed with nothing exchanged (intercepted: a mesh sidecar, a transparent proxy), when nothing shows the network works, when only the resolver stopped a name and no address was dialled (a DNS-only block is no network deny), or when the failure cannot be told from the probe's own",
 			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
 			Applies: func(p *policy.Policy) bool {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,6 +14,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +122,99 @@ func TestUnsignedRefusalInTunnel(t *testing.T) {
 				t.Errorf("no fix or no evidence of what the proxy said: %+v", f)
 			}
 		})
+	}
+}
+
+// blackhole is a loopback listener that accepts every connection and
+// closes it at once with no byte sent: a mesh sidecar's BlackHoleCluster,
+// a CNI's transparent proxy refusing a destination after the handshake.
+func blackhole(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// quiet is a loopback listener that accepts and waits for the client to
+// speak (a database, a TLS server on another port): a live destination.
+func quiet(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestInterceptedIsNoAnswer: a connection accepted and closed at once with
+// no byte exchanged is class intercepted — for a must-fail target
+// inconclusive, not a failure; for an allowance inconclusive, not a pass —
+// whatever the scheme. A live destination gives its proof: a status line,
+// a certificate, a banner or a connection that stays open.
+func TestInterceptedIsNoAnswer(t *testing.T) {
+	bh := blackhole(t)
+	web := origin(t)
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(tlsSrv.Close)
+	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	open := quiet(t)
+	c, err := NewNetClient(policy.Egress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.roots.AddCert(tlsSrv.Certificate())
+	cases := []struct {
+		check, scheme string
+		port          int
+		class         string
+		status        result.Status
+	}{
+		{checkMustFail, "tcp", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkMustFail, "http", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkMustFail, "https", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkMetadata, "http", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkAllowed, "http", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkAllowed, "https", bh, policy.VerdictIntercepted, result.Inconclusive},
+		{checkAllowed, "tcp", bh, policy.VerdictIntercepted, result.Inconclusive},
+		// Live destinations.
+		{checkMustFail, "tcp", open, policy.VerdictAnswered, result.Fail},
+		{checkMustFail, "http", web, policy.VerdictAnswered, result.Fail},
+		{checkMustFail, "https", tlsPort, policy.VerdictAnswered, result.Fail},
+		{checkAllowed, "http", web, policy.VerdictAnswered, result.Pass},
+		{checkAllowed, "https", tlsPort, policy.VerdictAnswered, result.Pass},
+		{checkAllowed, "tcp", open, policy.VerdictAnswered, result.Pass},
+	}
+	for _, tc := range cases {
+		a := Attempt{Check: tc.check, Subject: fmt.Sprintf("%s %d", tc.scheme, tc.port), Host: "127.0.0.1", Port: tc.port, Scheme: tc.scheme, AllAddrs: tc.check != checkAllowed}
+		r := c.RunAttempts(context.Background(), []Attempt{a}, RunOptions{Concurrency: 1, Timeout: 2 * time.Second})[0]
+		f := judge(a, r, policy.Egress{})
+		if r.Class != tc.class || f.Status != tc.status {
+			t.Errorf("%s %s: %s → %s (%s), want %s → %s", tc.check, a.Subject, r.Class, f.Status, r.Detail, tc.class, tc.status)
+		}
+		if f.Status == result.Inconclusive && (f.Fix == "" || !strings.Contains(f.Actual, "intercepted")) {
+			t.Errorf("%s %s: %q / %q", tc.check, a.Subject, f.Actual, f.Fix)
+		}
 	}
 }

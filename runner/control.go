@@ -87,6 +87,10 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 		if !denyChecks[f.Check] || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
 			continue
 		}
+		if f.Class == policy.VerdictIntercepted {
+			unproven(f, "something in the path took the connection and gave no proof of who it was (intercepted): nothing shows it was stopped")
+			continue
+		}
 		if f.Check == checkSNIMismatch {
 			// Fronting: only the proxy's refusals are denies. One it
 			// answered itself (in HTTP, or a signed deny status) is

@@ -21,6 +21,8 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.must-fail", Subject: "live:443", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused"},
 			{Check: "egress.must-fail", Subject: "unseen:443", Status: report.Pass, Class: "timeout"},
+			// A sidecar's blackhole took it: neither an answer nor a deny.
+			{Check: "egress.must-fail", Subject: "sidecar:443", Status: report.Inconclusive, Class: "intercepted"},
 			// Only the sandbox's resolver stopped it: nothing was dialled.
 			{Check: "egress.must-fail", Subject: "dnsonly:443", Status: report.Inconclusive, Class: "dns-refused", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByResolver, Rcode: "REFUSED"}},
 			{Check: "egress.must-fail", Subject: "open:443", Status: report.Fail, Class: "answered"},
@@ -48,6 +50,7 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.must-fail", Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
 		{Check: "egress.must-fail", Subject: "changed:443", Status: report.Pass, Class: "answered"},
 		{Check: "egress.must-fail", Subject: "dnsonly:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
+		{Check: "egress.must-fail", Subject: "sidecar:443", Status: report.Pass, Class: "answered", Evidence: "HTTP/1.1 200 OK"},
 		{Check: "egress.metadata", Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
 		// GCE and EC2: nothing listens on :443 (a reset); 169.254.170.2
 		// is ECS only and 100.100.100.200 Alibaba only (no answer).
@@ -76,6 +79,7 @@ func TestApplyControl(t *testing.T) {
 			"egress.must-fail dead:443":               {report.Inconclusive, report.DenyUnproven, "refused"},
 			"egress.must-fail unseen:443":             {report.Inconclusive, report.DenyUnproven, ""},
 			"egress.must-fail dnsonly:443":            {report.Inconclusive, report.DenyUnproven, ""},
+			"egress.must-fail sidecar:443":            {report.Inconclusive, report.DenyUnproven, ""},
 			"egress.must-fail open:443":               {report.Fail, "", ""},
 			"egress.must-fail changed:443":            {report.Fail, report.DenyProven, "answered"},
 			"egress.must-fail live:443 via proxy":     {report.Pass, report.DenyProven, ""},

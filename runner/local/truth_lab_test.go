@@ -221,3 +221,92 @@ spec:
 		}
 	}
 }
+
+// sidecar captures the sandbox's outbound TCP to the lab's must-fail
+// addresses on 80 and 443 the way a mesh sidecar does (a REDIRECT in the
+// OUTPUT chain to a local port) and blackholes it: every connection is
+// accepted and closed at once, with no byte exchanged (Istio's
+// BlackHoleCluster under outboundTrafficPolicy REGISTRY_ONLY).
+func sidecar(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", "sp-sandbox", "python3", "-c", `
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 15001))
+s.listen(512)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.close()
+`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if _, err := out.Read(make([]byte, 6)); err != nil {
+		t.Fatalf("the blackhole did not start: %v", err)
+	}
+	netnsNft(t, "sp-sandbox", "sp_test_sidecar", ` chain out {
+  type nat hook output priority -100; policy accept;
+  ip daddr 10.99.20.0/24 tcp dport { 80, 443 } redirect to :15001
+ }`)
+}
+
+// TestLabIntercepted: a mesh sidecar's blackhole accepts every connection
+// and closes it at once. That is no open door: broken that way, every
+// must-fail target was a failure ("answered"). Now it is intercepted —
+// inconclusive, deny unproven, no failure — while healthy, the same
+// targets are proven denies.
+func TestLabIntercepted(t *testing.T) {
+	testenv.Lab(t)
+	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: lab-sidecar}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  identity: {uid: 65532, gid: 65532}
+  egress:
+    proxy: http://proxy.lab.test:3128
+    caFile: /run/sandprobe-lab/ca.pem
+    fronting: {accepted: "tinyproxy checks only the CONNECT host (TestLabFronting)"}
+    allow: [{host: api.lab.test, port: 443, reason: lab}]
+    mustFail:
+      hosts: [{target: "blocked.lab.test:80", addresses: [10.99.20.20]}]
+      ips: [{target: 10.99.20.10, expect: timeout}, "10.99.20.11:80"]
+    metadata: {address: 10.99.169.254}
+    timeout: 2s
+`)
+	targets := []string{"egress.must-fail blocked.lab.test:80", "egress.must-fail 10.99.20.10:443", "egress.must-fail 10.99.20.11:80"}
+	for _, c := range []struct {
+		name   string
+		setup  func(*testing.T)
+		status report.Status
+		deny   string
+		class  string // "" for the healthy flavours (timeout, refused)
+	}{
+		{"healthy", func(*testing.T) {}, report.Pass, report.DenyProven, ""},
+		{"sidecar blackhole", sidecar, report.Inconclusive, report.DenyUnproven, policy.VerdictIntercepted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.setup(t)
+			run := labRun(t, doc)
+			fs := egressOnly(run)
+			for _, name := range targets {
+				f := fs[name]
+				if f.Status != c.status || f.Deny != c.deny || (c.class != "" && f.Class != c.class) {
+					t.Errorf("%s: %s/%s deny %q (%s; %s), want %s/%s deny %q", name, f.Status, f.Class, f.Deny, f.Actual, f.Evidence, c.status, c.class, c.deny)
+				}
+			}
+			for _, f := range run.Findings {
+				if f.Status == report.Fail {
+					t.Errorf("false alarm: %s: %s", f.Name(), report.ExpectedActual(f))
+				}
+			}
+		})
+	}
+}
