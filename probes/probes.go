@@ -37,6 +37,9 @@ type Env struct {
 	egress   *egressRun // every egress attempt, run once for all egress checks
 	// dnsServer replaces resolv.conf's nameservers (tests: a loopback server).
 	dnsServer string
+	// tokenRoots replaces the usual mount points creds.sa-token searches
+	// (tests: a temporary directory).
+	tokenRoots []string
 	// RuntimeClass is the runtime class (or Docker runtime) the runner
 	// launched the probe under; "" when it did not say.
 	RuntimeClass string
@@ -127,7 +130,7 @@ func Catalogue() []Check {
 			Fix:     "mount an emptyDir at the path (docker: --tmpfs PATH:mode=1777) so the sandbox uid can write it",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Filesystem.Writable) > 0 }},
 		{ID: "creds.sa-token", Run: checkServiceAccountToken, Severity: result.High,
-			Proves:  "no Kubernetes service-account token is mounted at the declared path",
+			Proves:  "no Kubernetes service-account token is mounted at the declared path, nor any file named like a token under the usual mount points (/var/run/secrets, /run/secrets: projected tokens for other audiences, a cloud's workload identity, Docker secrets); no token is read",
 			Fix:     "set automountServiceAccountToken: false on the pod (and its ServiceAccount) and mount no projected token",
 			Applies: func(p *policy.Policy) bool { return p.Spec.ServiceAccount == policy.TokenAbsent }},
 		{ID: "creds.env-secrets", Run: checkEnvSecrets, Severity: result.High,

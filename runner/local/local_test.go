@@ -96,6 +96,10 @@ func TestSabotagedSandboxes(t *testing.T) {
 		{name: "service-account token mounted", break_: func(s *local.Sandbox) {
 			s.Files = map[string]string{policy.DefaultTokenPath: "eyJhbGciOiJSUzI1NiJ9.sabotage"}
 		}, check: "creds.sa-token", subject: policy.DefaultTokenPath},
+		// A projected token for another audience (Vault), not at the declared path.
+		{name: "projected token elsewhere", break_: func(s *local.Sandbox) {
+			s.Files = map[string]string{"/var/run/secrets/tokens/vault-token": "eyJhbGciOiJSUzI1NiJ9.sabotage"}
+		}, check: "creds.sa-token", subject: "/var/run/secrets/tokens/vault-token"},
 		{name: "secret in the environment", break_: func(s *local.Sandbox) { s.Env = append(s.Env, "OPENAI_API_KEY="+secretValue) }, check: "creds.env-secrets", subject: "OPENAI_API_KEY"},
 		{name: "workspace not empty", break_: func(s *local.Sandbox) { s.Files = map[string]string{"/workspace/leftover.patch": "diff"} }, check: "fs.empty-at-start", subject: "/workspace"},
 		{name: "writable path missing", break_: func(s *local.Sandbox) { s.Writable = []string{"/workspace"} }, check: "fs.writable", subject: "/tmp"},
