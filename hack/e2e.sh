@@ -79,7 +79,9 @@ end_step() {
 say() { printf '  %s\n' "$*"; }
 quote() { sed "s/^/  $dim/; s/\$/$reset/"; }
 ok() { printf '  %s✔%s %s\n' "$green" "$reset" "$*"; }
+fail_msg=''
 fail() {
+  fail_msg="step $step_no ($step_name): $*"
   printf '  %s✘ %s%s\n' "$red" "$*" "$reset" >&2
   exit 1
 }
@@ -153,6 +155,8 @@ cleanup() {
   printf '\n%stimings%s\n' "$bold" "$reset"
   printf '  %s\n' "${timings[@]}"
   printf '  %6ss  total\n' "$(secs "$t_all")"
+  # Last, so that a log's tail (CI keeps only the end) says what failed.
+  [[ -n $fail_msg ]] && printf '\n%se2e failed at %s%s\n' "$red" "$fail_msg" "$reset" >&2
   exit "$code"
 }
 trap cleanup EXIT
@@ -383,14 +387,14 @@ expect_green() {
   run_job "$job"
   show_run "$job"
   check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 0 ]] || { junit_failures "$out/$job.xml" | quote; fail "$job exited $(cat "$out/$job.exit"), want 0 (see $out/$job.log)"; }
+  [[ $(cat "$out/$job.exit") == 0 ]] || { junit_failures "$out/$job.xml" | quote; fail "$job exited $(cat "$out/$job.exit"), want 0 (see $out/$job.log); failures: $(junit_failures "$out/$job.xml" | head -n 6 | paste -sd '|')"; }
   [[ $(junit_attr failures "$out/$job.xml") == 0 && $(junit_attr errors "$out/$job.xml") == 0 ]] \
     || fail "$job's JUnit has failures or errors ($out/$job.xml)"
   [[ $(metric sandprobe_up "$out/$job.prom") == 1 && $(metric sandprobe_egress_unexpected_open "$out/$job.prom") == 0 ]] \
     || fail "$job's metrics are not sandprobe_up 1, egress_unexpected_open 0 ($out/$job.prom)"
   [[ $(metric sandprobe_sandboxes_scanned "$out/$job.prom") -ge 1 ]] \
     || fail "drift scanned no sandbox (sandprobe_sandboxes_scanned in $out/$job.prom)"
-  if ! enforcers "$job" --expect healthy; then cat "$out/$job.enforcers" | quote; fail "$job: a verdict was not enforced by what the e2e cluster promises"; fi
+  if ! enforcers "$job" --expect healthy; then cat "$out/$job.enforcers" | quote; fail "$job: a verdict was not enforced by what the e2e cluster promises: $(grep '^  ' "$out/$job.enforcers" | head -n 6 | paste -sd '|')"; fi
   say "who enforced each verdict:"
   quote < "$out/$job.enforcers"
   ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
