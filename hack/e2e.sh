@@ -397,6 +397,9 @@ expect_green() {
   if ! enforcers "$job" --expect healthy; then cat "$out/$job.enforcers" | quote; fail "$job: a verdict was not enforced by what the e2e cluster promises: $(grep '^  ' "$out/$job.enforcers" | head -n 6 | paste -sd '|')"; fi
   say "who enforced each verdict:"
   quote < "$out/$job.enforcers"
+  if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
+    say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were refused on the second dial"
+  fi
   ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
 }
 

@@ -158,6 +158,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		out[n.Check] = append(out[n.Check], n)
 	}
 	results := client.RunAttempts(ctx, plan, OptionsFor(e))
+	settled := recheckAnswered(ctx, client, plan, results, OptionsFor(e), env.SettleDelay)
 
 	allowedTried, allowedOK := 0, 0
 	for i, a := range plan {
@@ -182,6 +183,14 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 			f = judgeFront(a, results[i])
 		default:
 			f = judge(a, results[i], e)
+			if r, ok := settled[i]; ok && f.Status == result.Fail {
+				if g := judge(a, r, e); g.Status == result.Pass {
+					g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was refused %s later: "+
+						"the network policy was not yet in force when this pod started (an engine that isolates new pods late "+
+						"leaves every new sandbox open that long; docs/egress.md)", results[i].Evidence.Started, env.SettleDelay)
+					f = g
+				}
+			}
 		}
 		// A resolver's own answer proves what it does whatever the network.
 		resolverAnswered := a.Check == checkDNSExfil && f.Attempt != nil && f.Attempt.Rcode != ""
@@ -526,4 +535,51 @@ func randomLabel() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// DefaultSettleDelay is how long a probe in a new Kubernetes pod waits
+// before it dials once more a deny that answered (Env.SettleDelay).
+const DefaultSettleDelay = 2 * time.Second
+
+// recheckAnswered dials once more, after delay, every direct deny that
+// answered, and returns the new results by plan index (nil when delay is 0
+// or nothing answered).
+//
+// A new pod can run before its NetworkPolicy engine has programmed it:
+// kube-router learns the pod's address from the API and isolates it a sync
+// later (its --netpol-default-deny closes that window; v2.1 has none), as
+// do other engines (k3s#13432, aws-network-policy-agent#189), although the
+// Kubernetes documentation asks for isolation "from the very first
+// instant". A probe pod is such a new pod. When the second dial is
+// refused, the steady state is proven and the finding says the door was
+// open at start; when it answers again, the deny is broken.
+func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, results []Result, o RunOptions, delay time.Duration) map[int]Result {
+	if delay <= 0 {
+		return nil
+	}
+	var idx []int
+	var again []Attempt
+	for i, a := range plan {
+		if a.MustAnswer() || a.ViaProxy || a.Op != OpDial || results[i].Class != policy.VerdictAnswered {
+			continue
+		}
+		idx = append(idx, i)
+		again = append(again, a)
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil
+	}
+	rs := client.RunAttempts(ctx, again, o)
+	out := make(map[int]Result, len(idx))
+	for j, i := range idx {
+		out[i] = rs[j]
+	}
+	return out
 }

@@ -454,3 +454,69 @@ func TestDNSOnlyBlockIsNoDeny(t *testing.T) {
 		}
 	}
 }
+
+// TestStartupWindowIsNoBrokenDeny breaks a new pod the way kube-router
+// v2.1 does: the deny is not in force for the first instants of the pod
+// (a listener that answers, then stops listening, as a REJECT rule added
+// a sync later would make it). With SettleDelay the deny is dialled again
+// and the steady state passes, saying the door was open at start; a deny
+// that is still open after the delay fails, and without SettleDelay (the
+// Docker and local backends, where the network is set before the process
+// starts) an answer fails at once.
+func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
+	api := origin(t)
+	windowed := func(t *testing.T) int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// The first connection is served; then the engine's sync lands.
+			c, err := l.Accept()
+			l.Close()
+			if err == nil {
+				io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+				c.Close()
+			}
+		}()
+		t.Cleanup(func() { l.Close() })
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	spec := func(port int) string {
+		return fmt.Sprintf(`
+  egress:
+    allow: [{host: 127.0.0.1, port: %d, scheme: http, reason: r}]
+    mustFail: {ips: ["127.0.0.1:%d"]}
+    metadata: {address: 127.0.0.2, port: %d}
+    dns: {arbitraryNames: allow}
+    timeout: 1s
+`, api, port, closedPort(t))
+	}
+	for _, tc := range []struct {
+		name   string
+		port   int
+		settle time.Duration
+		want   result.Status
+		note   bool
+	}{
+		{"open at start, shut after", windowed(t), 300 * time.Millisecond, result.Pass, true},
+		{"open for good", origin(t), 300 * time.Millisecond, result.Fail, false},
+		{"no settle: the first answer fails", windowed(t), 0, result.Fail, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &Env{Policy: mustPolicy(t, spec(tc.port)), SettleDelay: tc.settle}
+			var must []result.Finding
+			for _, f := range runEgress(context.Background(), env)[checkMustFail] {
+				if f.Subject == fmt.Sprintf("127.0.0.1:%d", tc.port) {
+					must = append(must, f)
+				}
+			}
+			if len(must) != 1 || must[0].Status != tc.want {
+				t.Fatalf("must-fail 127.0.0.1:%d: %+v, want one %s", tc.port, must, tc.want)
+			}
+			if got := strings.Contains(must[0].Actual, "not yet in force when this pod started"); got != tc.note {
+				t.Errorf("%s: %q: the start-up window named = %v, want %v", tc.name, must[0].Actual, got, tc.note)
+			}
+		})
+	}
+}

@@ -54,6 +54,10 @@ type Env struct {
 	// probe pod the runner launched has none of them, and leaves the
 	// phase.* checks out rather than judge a volume it does not have.
 	Phase bool
+	// SettleDelay, when set, is how long the probe waits before it dials
+	// once more every direct deny that answered: a new Kubernetes pod can
+	// run before its NetworkPolicy engine isolates it (recheckAnswered).
+	SettleDelay time.Duration
 	// Runtime is what the probe sees of its isolation runtime; Run fills it.
 	Runtime *result.RuntimeEvidence
 }

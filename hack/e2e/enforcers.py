@@ -98,7 +98,7 @@ def seen(sets, ips, dst, port, proto="tcp"):
     return where
 
 
-def attribute(name, status, sets, ips, names, proxy_ip, proxy_port):
+def attribute(name, status, body, sets, ips, names, proxy_ip, proxy_port):
     """(what was dialled, who stopped it or let it through)."""
     if name.startswith("egress.dns-exfil"):
         return "a random name", RESOLVER + " (answers no name it does not serve)" if status == "pass" else NOBODY + ": the name resolved"
@@ -119,6 +119,11 @@ def attribute(name, status, sets, ips, names, proxy_ip, proxy_port):
         return f"{host}:{port}", "? (no lab address for " + host + ")"
     where = seen(sets, ips, ip, port, proto)
     dialled = f"{ip}:{port}" + ("" if proto == "tcp" else "/" + proto) + ("" if ip == host else f" ({host})")
+    # The probe dials a deny that answered once more after a settle delay
+    # (a new pod may run before the engine isolates it): both attempts are
+    # in the witness, and the second one decided.
+    if status == "pass" and "not yet in force when this pod started" in body and "mid" in where:
+        return dialled, KUBE_ROUTER + " (REJECT at the node, once its sync had isolated the new pod)"
     if "post" in where:
         return dialled, NOBODY + ": it left the node for the lab" + (" and answered" if status == "FAIL" else " (refused by the target itself)")
     if "mid" in where:
@@ -140,10 +145,10 @@ def main():
     names, proxy_ip, proxy_port = lab_addresses(a.lab_json)
     ips = set(a.probe_ip)
     rows, bad, tally = [], [], {}
-    for suite, name, status, _ in verdicts(a.junit):
+    for suite, name, status, body in verdicts(a.junit):
         if name.startswith("egress.allowed"):
             continue
-        dialled, who = attribute(name, status, sets, ips, names, proxy_ip, proxy_port)
+        dialled, who = attribute(name, status, body, sets, ips, names, proxy_ip, proxy_port)
         rows.append((suite, name, status, dialled, who))
         key = who.split(" (")[0].split(":")[0]
         tally[key] = tally.get(key, 0) + 1

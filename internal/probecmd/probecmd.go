@@ -105,6 +105,11 @@ func Run(ctx context.Context, std IO, f Flags, o Options) int {
 		return result.ExitBadInput
 	}
 	env := &probes.Env{Policy: p, Nonce: f.Nonce, Environ: os.Environ(), RuntimeClass: f.RuntimeClass, PodInfoDir: f.PodInfo, Phase: f.Phase, ImageCommandTimeout: f.ImageCommandTimeout}
+	if f.PodInfo != "" {
+		// --pod-info: a pod the runner just started, which its NetworkPolicy
+		// engine may not have isolated yet (probes.Env.SettleDelay).
+		env.SettleDelay = probes.DefaultSettleDelay
+	}
 	if f.ImageCommand != "" {
 		if err := json.Unmarshal([]byte(f.ImageCommand), &env.ImageCommand); err != nil || len(env.ImageCommand) == 0 {
 			fmt.Fprintf(std.Stderr, "%s: --image-command: want a non-empty JSON array of strings, got %q\n", o.Name, f.ImageCommand)
