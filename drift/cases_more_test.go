@@ -192,6 +192,28 @@ func workloadObjects(p *policy.Policy, prefix string) []any {
 	// Unmanaged: the controller renders nothing; the file's policies judge it.
 	template("wl-template-unmanaged", func(*corev1.Pod) {}, map[string]any{"networkPolicyManagement": "Unmanaged"})
 
+	// Claims: a v1alpha1 claim that names a warm pool gets a warm sandbox
+	// of the pool's template, whatever its own template's runtime.
+	sound := map[string]any{"networkPolicy": egress(render.NetworkPolicy(p, ns).Spec.Egress)}
+	otherRuntime := p.Spec.Runtime.ClassNames[len(p.Spec.Runtime.ClassNames)-1]
+	template("wl-claim-template", func(*corev1.Pod) {}, sound)
+	template("wl-claim-template-other", func(p *corev1.Pod) { p.Spec.RuntimeClassName = &otherRuntime }, sound)
+	extension := func(kind, name, expect string, spec map[string]any) {
+		out = append(out, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": drift.SandboxTemplateGroup + "/v1alpha1", "kind": kind,
+			"metadata": map[string]any{"name": name, "namespace": ns, "annotations": map[string]any{expectAnnotation: expect}},
+			"spec":     spec,
+		}})
+	}
+	ref := func(name string) map[string]any { return map[string]any{"name": name} }
+	extension(drift.SandboxWarmPoolKind, "wl-pool-other", "", map[string]any{"replicas": int64(2), "sandboxTemplateRef": ref("wl-claim-template-other")})
+	extension(drift.SandboxWarmPoolKind, "wl-pool", "", map[string]any{"replicas": int64(2), "sandboxTemplateRef": ref("wl-claim-template")})
+	// Its template says kata, the pool it names warms gVisor sandboxes.
+	extension(drift.SandboxClaimKind, "wl-claim-mixed", drift.ClaimWarmRuntime, map[string]any{"sandboxTemplateRef": ref("wl-claim-template"), "warmpool": "wl-pool-other"})
+	// Healthy: the pool is made from the claim's own template, or none is named.
+	extension(drift.SandboxClaimKind, "wl-claim-own-pool", "", map[string]any{"sandboxTemplateRef": ref("wl-claim-template"), "warmpool": "wl-pool"})
+	extension(drift.SandboxClaimKind, "wl-claim-default", "", map[string]any{"sandboxTemplateRef": ref("wl-claim-template"), "warmpool": "default"})
+
 	// A pod whose volume names no source: the API stores it as an emptyDir
 	// (here: with no size limit).
 	vol := base("wl-emptyvol", func(p *corev1.Pod) {

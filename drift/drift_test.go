@@ -58,6 +58,9 @@ func expectations(t testing.TB, m *drift.Manifests) map[string][]string {
 	for _, s := range m.Sandboxes {
 		want[strings.ToLower(s.GetKind())+"/"+s.GetNamespace()+"/"+s.GetName()] = splitChecks(s.GetAnnotations()[expectAnnotation])
 	}
+	for _, s := range m.Claims {
+		want[strings.ToLower(s.GetKind())+"/"+s.GetNamespace()+"/"+s.GetName()] = splitChecks(s.GetAnnotations()[expectAnnotation])
+	}
 	for _, w := range m.Workloads {
 		if exp, ok := w.Meta.Annotations[expectAnnotation]; ok {
 			want[w.Target()] = splitChecks(exp)
@@ -208,6 +211,14 @@ func TestEveryRuleHasALazyObject(t *testing.T) {
 	for _, cs := range [][]anpCase{anpCases(), ciliumReadCases()} {
 		for _, c := range cs {
 			for _, x := range c.expect {
+				covered[x] = true
+			}
+		}
+	}
+	// SandboxClaims are among the workloads' objects.
+	for _, o := range workloadObjects(loadPolicy(t, "policy.yaml"), "") {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			for _, x := range splitChecks(u.GetAnnotations()[expectAnnotation]) {
 				covered[x] = true
 			}
 		}

@@ -35,6 +35,9 @@ type Manifests struct {
 	Cilium          []*unstructured.Unstructured
 	// Sandboxes are agent Sandbox and SandboxTemplate objects.
 	Sandboxes []*unstructured.Unstructured
+	// Claims and WarmPools are agent SandboxClaim and SandboxWarmPool
+	// objects: a claim may adopt a warm sandbox of a pool (checkClaims).
+	Claims, WarmPools []*unstructured.Unstructured
 	// Workloads are the pod templates of Deployments, ReplicaSets,
 	// StatefulSets, DaemonSets, Jobs and CronJobs.
 	Workloads []*Template
@@ -268,6 +271,18 @@ func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 		u.SetNamespace(m.namespace(u.GetNamespace()))
 		m.Sandboxes = append(m.Sandboxes, u)
 		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
+	case (tm.Kind == SandboxClaimKind || tm.Kind == SandboxWarmPoolKind) && group == SandboxTemplateGroup:
+		u, err := unstructuredFrom(js)
+		if err != nil {
+			return err
+		}
+		u.SetNamespace(m.namespace(u.GetNamespace()))
+		if tm.Kind == SandboxClaimKind {
+			m.Claims = append(m.Claims, u)
+		} else {
+			m.WarmPools = append(m.WarmPools, u)
+		}
+		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
 	case (tm.Kind == AdminNetworkPolicyKind || tm.Kind == BaselineAdminNetworkPolicyKind || tm.Kind == ClusterNetworkPolicyKind) && group == PolicyAPIGroup:
 		u, err := unstructuredFrom(js)
 		if err != nil {
@@ -373,6 +388,7 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 	for _, p := range m.Pods {
 		checkFilePod(e, ts, col, p)
 	}
+	m.checkClaims(e, col)
 	e.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil
@@ -411,7 +427,7 @@ func (m *Manifests) prepare(e *Engine, col *Collector, hasPods bool) (*Templates
 	}
 	e.NoteCiliumCluster(col)
 	e.SetEgressKnown(len(m.NetworkPolicies)+rendered+len(m.Cilium)+len(m.AdminNetworkPolicies) > 0)
-	if hasPods || len(m.Sandboxes) > 0 || len(m.Workloads) > 0 {
+	if hasPods || len(m.Sandboxes)+len(m.Claims)+len(m.WarmPools) > 0 || len(m.Workloads) > 0 {
 		col.Checked("pod")
 		if e.EgressKnown() {
 			col.Checked("netpol")

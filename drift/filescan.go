@@ -260,6 +260,7 @@ pass1:
 	case setupErr != nil:
 		return setupErr
 	}
+	m.checkClaims(s.Engine, col)
 	s.Engine.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil
@@ -323,7 +324,7 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 	if err := m.addDocument(d, source); err != nil {
 		return nil, err
 	}
-	if cheap && (len(pods) != 1 || len(m.NetworkPolicies)+len(m.Cilium)+len(m.Sandboxes)+len(m.Workloads)+len(m.AdminNetworkPolicies)+len(m.Namespaces)+len(m.Skipped) > 0) {
+	if cheap && (len(pods) != 1 || len(m.NetworkPolicies)+len(m.Cilium)+len(m.Sandboxes)+len(m.Claims)+len(m.WarmPools)+len(m.Workloads)+len(m.AdminNetworkPolicies)+len(m.Namespaces)+len(m.Skipped) > 0) {
 		return nil, errors.New("its top-level lines say kind: Pod, but it does not decode as one Pod (write it as plain block YAML)")
 	}
 	return pods, nil

@@ -268,10 +268,14 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 	if err := k.scanWorkloads(ctx, ts); err != nil {
 		return err
 	}
-	if err := k.scanSandboxes(ctx, col, ts); err != nil {
+	templates, err := k.scanSandboxes(ctx, col, ts)
+	if err != nil {
 		return err
 	}
 	if err := k.scanPods(ctx, col, ts); err != nil {
+		return err
+	}
+	if err := k.scanClaims(ctx, col, templates); err != nil {
 		return err
 	}
 	ts.Flush(col)
@@ -530,7 +534,9 @@ func (k *KubeScan) sandboxTemplatePolicies(ctx context.Context) error {
 
 // scanSandboxes checks agent Sandbox objects and SandboxTemplates when
 // their CRDs are installed.
-func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templates) error {
+func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templates) ([]*unstructured.Unstructured, error) {
+	// The templates are kept for the claims (scanClaims): a cluster has few.
+	var templates []*unstructured.Unstructured
 	for _, g := range []struct {
 		group, what string
 		gvr         func(string) schema.GroupVersionResource
@@ -540,7 +546,7 @@ func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templa
 	} {
 		version, err := k.API.PreferredVersion(ctx, g.group)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if version == "" {
 			col.Note("the %s %s CRD is not installed: no %s objects to check", g.group, g.what, g.what)
@@ -557,7 +563,42 @@ func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templa
 				if err != nil {
 					return "", err
 				}
+				if g.what == SandboxTemplateKind {
+					templates = append(templates, list.Items[i].DeepCopy())
+				}
 				ts.Add(k.Engine, t)
+			}
+			return list.GetContinue(), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return templates, nil
+}
+
+// scanClaims checks SandboxClaims that name a warm pool (checkClaims)
+// when the claim and pool CRDs are installed.
+func (k *KubeScan) scanClaims(ctx context.Context, col *Collector, templates []*unstructured.Unstructured) error {
+	version, err := k.API.PreferredVersion(ctx, SandboxTemplateGroup)
+	if err != nil || version == "" {
+		return err
+	}
+	var pools, claims []*unstructured.Unstructured
+	for _, g := range []struct {
+		gvr  schema.GroupVersionResource
+		into *[]*unstructured.Unstructured
+	}{{SandboxWarmPoolGVR(version), &pools}, {SandboxClaimGVR(version), &claims}} {
+		err := pages(ctx, k.PageSize, func(opts metav1.ListOptions) (string, error) {
+			list, err := k.API.ListResource(ctx, g.gvr, "", opts)
+			if apierrors.IsNotFound(err) {
+				return "", nil // that CRD is not installed
+			}
+			if err != nil {
+				return "", fmt.Errorf("list %s.%s/%s in all namespaces: %w", g.gvr.Resource, SandboxTemplateGroup, version, err)
+			}
+			for i := range list.Items {
+				*g.into = append(*g.into, list.Items[i].DeepCopy())
 			}
 			return list.GetContinue(), nil
 		})
@@ -565,6 +606,7 @@ func (k *KubeScan) scanSandboxes(ctx context.Context, col *Collector, ts *Templa
 			return err
 		}
 	}
+	checkClaims(k.Engine, col, templates, pools, claims)
 	return nil
 }
 

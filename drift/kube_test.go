@@ -74,6 +74,8 @@ var crdGVR = map[string]schema.GroupVersionResource{
 	drift.CiliumClusterwideNetworkPolicyKind: {Group: "cilium.io", Version: "v2", Resource: "ciliumclusterwidenetworkpolicies"},
 	drift.SandboxKind:                        drift.SandboxGVR("v1alpha1"),
 	drift.SandboxTemplateKind:                drift.SandboxTemplateGVR("v1alpha1"),
+	drift.SandboxClaimKind:                   drift.SandboxClaimGVR("v1alpha1"),
+	drift.SandboxWarmPoolKind:                drift.SandboxWarmPoolGVR("v1alpha1"),
 	drift.AdminNetworkPolicyKind:             {Group: drift.PolicyAPIGroup, Version: "v1alpha1", Resource: "adminnetworkpolicies"},
 	drift.BaselineAdminNetworkPolicyKind:     {Group: drift.PolicyAPIGroup, Version: "v1alpha1", Resource: "baselineadminnetworkpolicies"},
 	drift.ClusterNetworkPolicyKind:           {Group: drift.PolicyAPIGroup, Version: "v1alpha2", Resource: "clusternetworkpolicies"},
@@ -180,7 +182,8 @@ func expectationsOf(objs []any) map[string][]string {
 		case *corev1.Pod:
 			want["pod/"+o.Namespace+"/"+o.Name] = splitChecks(o.Annotations[expectAnnotation])
 		case *unstructured.Unstructured:
-			if o.GetKind() == drift.SandboxKind || o.GetKind() == drift.SandboxTemplateKind {
+			switch o.GetKind() {
+			case drift.SandboxKind, drift.SandboxTemplateKind, drift.SandboxClaimKind:
 				want[strings.ToLower(o.GetKind())+"/"+o.GetNamespace()+"/"+o.GetName()] = splitChecks(o.GetAnnotations()[expectAnnotation])
 			}
 		default:
@@ -440,7 +443,7 @@ func TestKubeNothingFound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"sandprobe_sandboxes_scanned 0", "sandprobe_policy_namespaces 1", `sandprobe_drift_findings{namespace="",rule="drift.scan.sandboxes-found"} 1`} {
+			for _, want := range []string{"sandprobe_sandboxes_scanned 0", "sandprobe_policy_namespaces 1", `sandprobe_drift_findings{namespace="",rule="drift.scan.sandboxes-found",severity="high"} 1`} {
 				if !strings.Contains(string(prom), want) {
 					t.Errorf("metrics lack %q:\n%s", want, prom)
 				}

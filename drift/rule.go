@@ -55,6 +55,7 @@ var catalogue = func() []row {
 		out = append(out, podRules[i].row)
 	}
 	out = append(out, egressRules...)
+	out = append(out, claimRules...)
 	out = append(out, scanRules...)
 	for i := range dockerRules {
 		out = append(out, dockerRules[i].row)

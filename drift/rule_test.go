@@ -15,7 +15,7 @@ import (
 // kind, what it proves, a usual fix and a severity.
 func TestRuleRows(t *testing.T) {
 	seen := map[string]bool{}
-	kinds := []string{"pod", "netpol", "cilium", "anp", "scan", "docker"}
+	kinds := []string{"pod", "netpol", "cilium", "anp", "claim", "scan", "docker"}
 	for _, r := range drift.Rules() {
 		if seen[r.ID] {
 			t.Errorf("%s: listed twice", r.ID)
