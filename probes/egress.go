@@ -174,6 +174,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	// works, so a failure proves no more than on a dead network.
 	noControl := allowedTried == 0 && len(e.Allow) > 0
 	dns := dnsEvidence(plan, results)
+	np := readNoProxy(env.Environ)
 	for i, a := range plan {
 		var f result.Finding
 		switch a.Check {
@@ -206,9 +207,27 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
 			}
 		}
+		if e.Proxy != "" && !a.ViaProxy && (a.Check == checkMustFail || a.Check == checkMetadata) && a.Op == OpDial {
+			if entry := np.covers(a.Host, a.Port); entry != "" {
+				// Not a verdict of its own: the direct deny is what stops
+				// the clients NO_PROXY sends around the proxy.
+				why := fmt.Sprintf("%s=%q covers %s (entry %q): HTTP clients in the sandbox go to it directly, around the proxy and its record; only the direct deny stops them", np.name, strings.Join(np.entries, ","), a.Host, entry)
+				f.Evidence = joinText(f.Evidence, why)
+				if f.Status == result.Fail {
+					f.Fix += fmt.Sprintf("; and take %s out of %s", a.Host, np.name)
+				}
+			}
+		}
 		out[a.Check] = append(out[a.Check], f)
 	}
 	return out
+}
+
+func joinText(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // try performs one attempt and classifies it; ctx carries the attempt's own timeout.
