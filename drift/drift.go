@@ -65,6 +65,9 @@ type Collector struct {
 	skipped map[string]int  // rule → objects it could not judge
 	checked map[string]bool // kinds that were checked at all: pod, netpol, cilium, docker
 	noted   map[string]bool
+	// unjudged are rules of a checked kind this run could not judge, with
+	// why: their summary line is a skip saying so, never a pass.
+	unjudged map[string]string
 }
 
 // NewCollector returns an empty collector.
@@ -122,6 +125,14 @@ func (c *Collector) addLocated(fs []report.Finding) {
 	c.locate = nil
 	c.Add(fs)
 	c.locate = locate
+}
+
+// notJudged marks a rule of a checked kind as not judged in this run.
+func (c *Collector) notJudged(rule, why string) {
+	if c.unjudged == nil {
+		c.unjudged = map[string]string{}
+	}
+	c.unjudged[rule] = why
 }
 
 // Checked marks a kind of rules as applied in this run ("pod", "netpol", …).
@@ -208,6 +219,8 @@ func (c *Collector) Summary(p *policy.Policy) {
 			continue
 		}
 		switch {
+		case c.unjudged[r.ID] != "":
+			f.Status, f.Actual = report.Skip, c.unjudged[r.ID]
 		case c.Scanned == 0:
 			// Nothing was there to prove anything about: say so, not "pass".
 			f.Status, f.Actual = report.Skip, "no sandbox found"

@@ -389,6 +389,7 @@ func CheckManifests(e *Engine, m *Manifests, col *Collector) error {
 		checkFilePod(e, ts, col, p)
 	}
 	m.checkClaims(e, col)
+	m.judgeEgressOnly(e, col)
 	e.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/sourcegraph/conc/stream"
@@ -40,7 +37,7 @@ import (
 type FileScan struct {
 	Engine *Engine
 	// Paths are files, directories (their .yaml, .yml and .json files, in
-	// name order) and - for Stdin.
+	// name order: ManifestFiles) and - for Stdin.
 	Paths []string
 	Stdin io.Reader
 	// Namespace is where objects without metadata.namespace land.
@@ -52,8 +49,13 @@ type FileScan struct {
 	// TempDir holds standard input's copy ("" is os.TempDir()).
 	TempDir string
 
+	// Recursive reads the subdirectories of a directory too (-R).
+	Recursive bool
+
 	// Pods counts the pod objects the files held (judged or not).
 	Pods int
+	// notes say what the directories held that was not read.
+	notes []string
 }
 
 // scanSource is one file to read (twice).
@@ -261,6 +263,12 @@ pass1:
 		return setupErr
 	}
 	m.checkClaims(s.Engine, col)
+	if s.Pods == 0 {
+		m.judgeEgressOnly(s.Engine, col)
+	}
+	for _, n := range s.notes {
+		col.Note("%s", n)
+	}
 	s.Engine.NoteUndetermined(col)
 	m.finish(ts, col)
 	return nil
@@ -373,25 +381,11 @@ func (s *FileScan) resolve(p string) ([]scanSource, []func(), error) {
 		}
 		return []scanSource{src}, []func(){clean}, nil
 	}
-	fi, err := os.Stat(p)
+	files, notes, err := ManifestFiles(p, s.Recursive)
 	if err != nil {
 		return nil, nil, err
 	}
-	files := []string{p}
-	if fi.IsDir() {
-		files = nil
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, e := range entries {
-			switch strings.ToLower(filepath.Ext(e.Name())) {
-			case ".yaml", ".yml", ".json":
-				files = append(files, filepath.Join(p, e.Name()))
-			}
-		}
-		sort.Strings(files)
-	}
+	s.notes = append(s.notes, notes...)
 	var out []scanSource
 	for _, f := range files {
 		out = append(out, scanSource{name: f, open: func() (io.ReadCloser, error) { return os.Open(f) }})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -216,6 +217,9 @@ func TestFileScanMatchesManifests(t *testing.T) {
 				if !reflect.DeepEqual(fs, want.Findings) {
 					t.Errorf("findings differ: got %d, want %d\n%s", len(fs), len(want.Findings), firstDiff(fs, want.Findings))
 				}
+				// What a directory held that was not read is the scan's
+				// own note (ManifestFiles): the reference reads no directory.
+				got.Notes = slices.DeleteFunc(got.Notes, func(n string) bool { return strings.HasPrefix(n, "-f ") })
 				if got.Scanned != want.Scanned || got.Drifted != want.Drifted || !reflect.DeepEqual(got.Notes, want.Notes) {
 					t.Errorf("scanned %d/%d drifted %d/%d notes\n got %q\nwant %q", got.Scanned, want.Scanned, got.Drifted, want.Drifted, got.Notes, want.Notes)
 				}

@@ -22,6 +22,7 @@ type driftOptions struct {
 	docker      bool
 	dockerHost  string
 	files       stringList
+	recursive   bool
 	namespace   string
 	nsLabels    namespaceLabelsFlag
 	ciliumName  string
@@ -42,6 +43,7 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	fs.BoolVar(&o.wouldRefuse, "would-refuse", false, "instead of drift: list the live pods (or the pods in -f files) that the sandbox admission policy (render --format admission) would refuse if its binding said Deny, with why; exit 1 when there is one")
 	group(fs, groupFiles, func() {
 		fs.VarP(&o.files, "filename", "f", "check manifests in this file or directory (multi-document YAML or JSON, Lists unpacked; - for stdin); repeatable")
+		fs.BoolVarP(&o.recursive, "recursive", "R", false, "-f: read the subdirectories of a directory too, as kubectl -R does (without it, a note names the ones not read)")
 		fs.StringVarP(&o.namespace, "namespace", "n", "", "-f: the namespace of objects that name none, as kubectl apply -n does (default: default)")
 		fs.Var(&o.nsLabels, "namespace-labels", "-f: the labels of a namespace whose Namespace object is not in the files (admin network policies and Cilium select on them; without them such a verdict is inconclusive), as NS=KEY=VALUE,KEY=VALUE (NS= for none); repeatable, one per namespace")
 	})

@@ -6,9 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/moby/moby/client"
 	"k8s.io/client-go/rest"
@@ -65,8 +62,9 @@ func (a *app) driftDocker(ctx context.Context, o *driftOptions, engine *drift.En
 }
 
 // readManifests reads every -f argument: files, directories (their .yaml,
-// .yml and .json files) and - for stdin.
-func (a *app) readManifests(paths []string, namespace string) (*drift.Manifests, error) {
+// .yml and .json files, with recursive their subdirectories' too) and -
+// for stdin.
+func (a *app) readManifests(paths []string, namespace string, recursive bool) (*drift.Manifests, error) {
 	m := &drift.Manifests{Namespace: namespace}
 	for _, p := range paths {
 		if p == "-" {
@@ -75,24 +73,9 @@ func (a *app) readManifests(paths []string, namespace string) (*drift.Manifests,
 			}
 			continue
 		}
-		fi, err := os.Stat(p)
+		files, _, err := drift.ManifestFiles(p, recursive)
 		if err != nil {
 			return nil, err
-		}
-		files := []string{p}
-		if fi.IsDir() {
-			files = nil
-			entries, err := os.ReadDir(p)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				switch strings.ToLower(filepath.Ext(e.Name())) {
-				case ".yaml", ".yml", ".json":
-					files = append(files, filepath.Join(p, e.Name()))
-				}
-			}
-			sort.Strings(files)
 		}
 		for _, f := range files {
 			if err := decodeFile(m, f); err != nil {
@@ -123,13 +106,13 @@ func readInput(stdin io.Reader, path string) ([]byte, error) {
 // bad input, already said on stderr.
 func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *drift.Engine, col *drift.Collector) bool {
 	if len(o.files) > 0 {
-		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace, NamespaceLabels: o.nsLabels}
+		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace, NamespaceLabels: o.nsLabels, Recursive: o.recursive}
 		if err := scan.Run(col); err != nil {
 			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
 			return false
 		}
 		if col.Scanned == 0 {
-			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s)\n",
+			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s) and no egress policy that selects one\n",
 				drift.SelectorText(p))
 			return false
 		}

@@ -37,7 +37,7 @@ func (a *app) driftWouldRefuse(ctx context.Context, o *driftOptions, p *policy.P
 	start := time.Now()
 	var results []*admission.WouldRefuse
 	if len(o.files) > 0 {
-		m, err := a.readManifests(o.files, o.namespace)
+		m, err := a.readManifests(o.files, o.namespace, o.recursive)
 		if err != nil {
 			return fail(report.ExitBadInput, "%v", err)
 		}
