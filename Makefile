@@ -51,7 +51,7 @@ image:
 	GO='$(GO)' hack/image.sh
 
 # A release into out/release/$(VERSION) (hack/release.sh): the CLI for
-# each platform, the probe binary, a CycloneDX SBOM of each binary's Go
+# linux and darwin (amd64, arm64), the probe binary, a CycloneDX SBOM of each binary's Go
 # modules, the image (make image) with its digest, and sha256sums.txt.
 # VERSION must be a tag-shaped vX.Y.Z: make release VERSION=v0.1.0.
 release:

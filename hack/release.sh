@@ -2,7 +2,11 @@
 # make release VERSION=vX.Y.Z: everything a release publishes, built from
 # this checkout into out/release/VERSION (RELEASE_OUT=DIR for another root):
 #
-#   sandprobe-VERSION-OS-ARCH            the CLI, for each platform
+#   sandprobe-VERSION-OS-ARCH            the CLI, for linux and darwin (macOS:
+#                                        the offline commands, validate, render,
+#                                        drift, checks, and the kube and docker
+#                                        backends; the probe and the local
+#                                        backend need Linux)
 #   sandprobe-probe-VERSION-linux-ARCH   the in-sandbox probe (Linux only)
 #   *.cdx.json                           a CycloneDX SBOM of each binary's Go
 #                                        modules, read from its build info
@@ -26,7 +30,7 @@ if [[ ! $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
   echo "release: VERSION must be a semantic version tag vX.Y.Z[-pre], got '${version}' (make release VERSION=v0.1.0)" >&2
   exit 2
 fi
-platforms=${PLATFORMS:-linux/amd64 linux/arm64}
+platforms=${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 repo=${IMAGE_NAME:-ghcr.io/sandprobe/sandprobe}
 commit=${COMMIT:-$(git rev-parse HEAD)}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}

@@ -2,53 +2,14 @@ package probes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/result"
 )
-
-// capSets reads the five capability sets with syscalls (capget, prctl)
-// rather than /proc text, which gVisor and some runtimes fill differently.
-func capSets() (map[string]uint64, error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return nil, fmt.Errorf("capget: %w", err)
-	}
-	join := func(lo, hi uint32) uint64 { return uint64(lo) | uint64(hi)<<32 }
-	sets := map[string]uint64{
-		"CapEff": join(data[0].Effective, data[1].Effective),
-		"CapPrm": join(data[0].Permitted, data[1].Permitted),
-		"CapInh": join(data[0].Inheritable, data[1].Inheritable),
-	}
-	var bnd, amb uint64
-	for c := 0; c < 64; c++ {
-		v, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
-		if errors.Is(err, unix.EINVAL) {
-			break // past CAP_LAST_CAP
-		}
-		if err != nil {
-			return nil, fmt.Errorf("prctl(PR_CAPBSET_READ, %d): %w", c, err)
-		}
-		if v == 1 {
-			bnd |= 1 << uint(c)
-		}
-		a, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0)
-		if err == nil && a == 1 {
-			amb |= 1 << uint(c)
-		}
-	}
-	sets["CapBnd"] = bnd
-	sets["CapAmb"] = amb
-	return sets, nil
-}
 
 var capSetOrder = []string{"CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"}
 

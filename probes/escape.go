@@ -172,7 +172,7 @@ func deviceNodes(devDir string, mounts []mountEntry) []devNode {
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFCHR, unix.S_IFBLK:
 			out = append(out, devNode{path: p, block: st.Mode&unix.S_IFMT == unix.S_IFBLK,
-				major: unix.Major(st.Rdev), minor: unix.Minor(st.Rdev)})
+				major: unix.Major(uint64(st.Rdev)), minor: unix.Minor(uint64(st.Rdev))})
 		}
 	}
 	base := strings.Count(filepath.Clean(devDir), "/")

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandprobe/sandprobe/result"
 )
 
@@ -17,7 +15,7 @@ func checkModuleLoad(_ context.Context, env *Env) []result.Finding {
 	if err != nil {
 		return []result.Finding{errorf("", "%v", err)}
 	}
-	held := (sets["CapEff"]|sets["CapPrm"])&(1<<unix.CAP_SYS_MODULE) != 0
+	held := (sets["CapEff"]|sets["CapPrm"])&(1<<capSysModule) != 0
 	return []result.Finding{judgeModuleLoad("/proc", held, underGVisor(env))}
 }
 

@@ -93,7 +93,7 @@ func describeMountOf(p string) string {
 		}
 		return "statfs " + p + ": " + errnoName(err)
 	}
-	if st.Flags&unix.ST_RDONLY != 0 {
+	if st.Flags&stRdonly != 0 {
 		return p + " is mounted read-only"
 	}
 	return p + " is mounted read-write"

@@ -69,7 +69,7 @@ func (s socketSearch) candidates() []candidate {
 		if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 			return
 		}
-		k := key{st.Dev, st.Ino}
+		k := key{uint64(st.Dev), st.Ino}
 		if seen[k] {
 			return
 		}

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandprobe/sandprobe/result"
 )
 
 // checkNoNewPrivs asks the kernel with prctl: gVisor does not show
 // NoNewPrivs in /proc/self/status, so the text is evidence, not the answer.
 func checkNoNewPrivs(_ context.Context, _ *Env) []result.Finding {
-	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	v, err := noNewPrivs()
 	if err != nil {
 		return []result.Finding{errorf("", "prctl(PR_GET_NO_NEW_PRIVS): %v", err)}
 	}

@@ -44,7 +44,7 @@ func cacheReadOnly(dir, nonce string, mounts []mountEntry) result.Finding {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return errorf(dir, "statfs %s: %s", dir, errnoName(err))
 	}
-	rdonly := st.Flags&unix.ST_RDONLY != 0
+	rdonly := st.Flags&stRdonly != 0
 	own := mountOf(dir, mounts)
 	evidence := fmt.Sprintf("statfs flags=%#x (ST_RDONLY %s)", st.Flags, onOff(rdonly))
 	if own.point != "" {

@@ -25,7 +25,7 @@ func checkRootReadOnly(_ context.Context, env *Env) []result.Finding {
 	if err := unix.Statfs("/", &st); err != nil {
 		return []result.Finding{errorf("/", "statfs /: %v", err)}
 	}
-	rdonly := st.Flags&unix.ST_RDONLY != 0
+	rdonly := st.Flags&stRdonly != 0
 	root := rootMount(os.DirFS("/"))
 	mountRO := slices.Contains(strings.Split(root.opts, ","), "ro")
 	evidence := fmt.Sprintf("statfs(/) flags=%#x (ST_RDONLY %s); fs type %#x", st.Flags, onOff(rdonly), st.Type)

@@ -61,17 +61,6 @@ func uname() (string, string, error) {
 	return unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Version[:]), nil
 }
 
-// kernelLog reads the kernel ring buffer without privileges. Linux usually
-// refuses (dmesg_restrict, no CAP_SYSLOG): that refusal is evidence too.
-func kernelLog() (string, error) {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
-}
-
 // CollectRuntime gathers what this process can see of the runtime it runs under.
 func CollectRuntime() *result.RuntimeEvidence { return collectRuntime(hostSources()) }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandprobe/sandprobe/result"
 )
 
@@ -13,7 +11,7 @@ import (
 var seccompModes = map[int]string{0: "disabled", 1: "strict", 2: "filter"}
 
 func checkSeccomp(_ context.Context, env *Env) []result.Finding {
-	v, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	v, err := seccompMode()
 	if err != nil {
 		return []result.Finding{errorf("", "prctl(PR_GET_SECCOMP): %v", err)}
 	}

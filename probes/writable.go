@@ -45,8 +45,8 @@ func describeDir(dir string) string {
 	}
 	var fs unix.Statfs_t
 	if unix.Statfs(dir, &fs) == nil {
-		s += fmt.Sprintf(", mount %s", map[bool]string{true: "read-only", false: "read-write"}[fs.Flags&unix.ST_RDONLY != 0])
-		if fs.Type == unix.TMPFS_MAGIC {
+		s += fmt.Sprintf(", mount %s", map[bool]string{true: "read-only", false: "read-write"}[fs.Flags&stRdonly != 0])
+		if fs.Type == tmpfsMagic {
 			s += " tmpfs"
 		}
 	}

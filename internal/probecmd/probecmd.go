@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -87,6 +88,12 @@ func (f *Flags) Register(fs FlagSet) {
 // returns the process exit code (0 conformant, 1 not, 2 bad input, 3 could
 // not check).
 func Run(ctx context.Context, std IO, f Flags, o Options) int {
+	// The checks ask a Linux kernel; elsewhere (the CLI's macOS build for
+	// the offline commands) every one would be an error, never a verdict.
+	if runtime.GOOS != "linux" {
+		fmt.Fprintf(std.Stderr, "%s: the probe runs inside a Linux sandbox, not on %s\n", o.Name, runtime.GOOS)
+		return result.ExitCouldNotRun
+	}
 	switch {
 	case f.Output == "text" && o.Text == nil:
 		fmt.Fprintf(std.Stderr, "%s: -o text: this binary prints JSON only; `sandprobe probe -o text` (the full binary, in the same image) prints text\n", o.Name)

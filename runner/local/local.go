@@ -313,14 +313,7 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.ExtraFiles = []*os.File{specR}
 	cmd.Env = []string{} // the probe's environment comes from the Sandbox only
-	flags := syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
-	if !sb.HostPID {
-		flags |= syscall.CLONE_NEWPID
-	}
-	if sb.NetNS == "" {
-		flags |= syscall.CLONE_NEWNET
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sandboxAttr(sb)
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	runErr := cmd.Run()

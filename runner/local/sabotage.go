@@ -120,7 +120,7 @@ func hostDevices() []string {
 	var st unix.Stat_t
 	if unix.Stat("/", &st) == nil {
 		// /sys/dev/block/MAJ:MIN links to the device; its name is the node's.
-		link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+		link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))))
 		if dev := "/dev/" + filepath.Base(link); err == nil {
 			if _, err := os.Stat(dev); err == nil {
 				out = append(out, dev)
