@@ -171,7 +171,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 		}},
 		{"another policy and image", []string{
 			"--set-file", "policy=" + e2ePolicy, "--set", "image.repository=registry.example/sandprobe", "--set", "image.tag=e2e", "--set", "image.digest=",
-			"--set", "cluster=lab-1", "--set", "output=junit", "--set", "schedule=*/5 * * * *",
+			"--set", "cluster=lab-1", "--set", "output=junit", "--set", "schedule=*/5 * * * *", "--set", "suspend=true",
+			"--set", "extraEnv[0].name=KUBERNETES_SERVICE_HOST", "--set-string", "extraEnv[0].value=10.250.0.1",
 		}, func(t *testing.T) string {
 			dir := overlay(t, `configMapGenerator:
   - name: sandprobe-policy
@@ -192,6 +193,8 @@ patches:
       - {op: replace, path: /spec/jobTemplate/spec/template/spec/containers/0/env/5/value, value: junit}
       - {op: test, path: /spec/jobTemplate/spec/template/spec/containers/0/env/7/name, value: SANDPROBE_CLUSTER}
       - {op: add, path: /spec/jobTemplate/spec/template/spec/containers/0/env/7/value, value: lab-1}
+      - {op: add, path: /spec/suspend, value: true}
+      - {op: add, path: /spec/jobTemplate/spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_HOST, value: 10.250.0.1}}
 `)
 			copyFile(t, e2ePolicy, filepath.Join(dir, "policy.yaml"))
 			copyFile(t, "../hack/e2e/overlay/admission.yaml", filepath.Join(dir, "admission.yaml"))

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The install lifecycle as a user lives it (issue 22 item 5), on a cluster
+# make e2e has up: install -> the first Job green -> upgrade to another
+# image -> the next Job green -> uninstall -> nothing left. With Helm (the
+# chart) or kustomize (kubectl apply -k / delete -k of the e2e overlay).
+# Standalone, for hack/e2e.sh to call between its own steps:
+#
+#   hack/e2e/lifecycle.sh helm|kustomize
+#
+# Environment (defaults are hack/e2e.sh's):
+#   KUBECONFIG    the cluster's admin kubeconfig (/run/sandprobe-cluster/admin.kubeconfig)
+#   KUBECTL       kubectl (hack/k8s/build.sh --print-bin-dir)/kubectl)
+#   HELM          helm (hack/helm/build.sh, which builds it if missing)
+#   IMAGE         the image installed first, imported, never pulled (sandprobe.local/sandprobe:e2e)
+#   IMAGE2        the image upgraded to; import it first (its digest should differ)
+#   POLICY        the policy (hack/e2e/overlay/policy.yaml)
+#   SANDBOX_NS    the sandbox namespace, which must exist (sandboxes)
+#   LIFECYCLE_ENV extra runner environment, NAME=VALUE;... (the e2e cluster's
+#                 apiserver and Pushgateway at the node address, as the overlay's cronjob.yaml)
+#   OUT           where logs and JUnit go (out/e2e/lifecycle)
+#
+# The sandprobe install must be absent when it starts (it refuses otherwise)
+# and is absent when it ends. Exit 0 when every step held, 1 (naming the
+# step) otherwise; it leaves nothing installed either way.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+tool=${1:-}
+[[ $tool == helm || $tool == kustomize ]] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+export KUBECONFIG=${KUBECONFIG:-/run/sandprobe-cluster/admin.kubeconfig}
+kubectl=${KUBECTL:-$(hack/k8s/build.sh --print-bin-dir)/kubectl}
+image=${IMAGE:-sandprobe.local/sandprobe:e2e}
+image2=${IMAGE2:?IMAGE2: the image to upgrade to (imported beside IMAGE)}
+policy=${POLICY:-hack/e2e/overlay/policy.yaml}
+sandbox_ns=${SANDBOX_NS:-sandboxes}
+extra_env=${LIFECYCLE_ENV:-KUBERNETES_SERVICE_HOST=10.250.0.1;KUBERNETES_SERVICE_PORT=6443;SANDPROBE_PUSHGATEWAY=http://10.250.0.1:19091;SANDPROBE_CLUSTER=e2e}
+out=${OUT:-out/e2e/lifecycle}/$tool
+ns=sandprobe-system
+mkdir -p "$out"
+
+kc() { "$kubectl" "$@"; }
+say() { printf '  [%s %(%H:%M:%S)T] %s\n' "$tool" -1 "$*"; }
+fail() { printf '  [%s] FAIL: %s\n' "$tool" "$*" >&2; exit 1; }
+
+# leftovers prints every sandprobe object still in the cluster.
+leftovers() {
+  kc get namespace "$ns" -o name 2>/dev/null || true
+  kc get validatingadmissionpolicies,validatingadmissionpolicybindings,clusterroles,clusterrolebindings -o name 2>/dev/null | grep sandprobe || true
+  kc -n "$sandbox_ns" get roles,rolebindings -o name 2>/dev/null | grep sandprobe || true
+  kc get pods -A -l sandprobe.dev/run -o name 2>/dev/null || true
+}
+# nothing_left waits (<= 120 s: namespace deletion) until no object is left.
+nothing_left() {
+  local left
+  for _ in $(seq 120); do
+    left=$(leftovers)
+    [[ -z $left ]] && return 0
+    sleep 1
+  done
+  fail "left behind after $1: $(echo "$left" | paste -sd ' ')"
+}
+
+# green JOB WANT_IMAGE: a Job from the CronJob runs WANT_IMAGE and exits 0.
+green() {
+  local job=$1 want=$2 got code
+  got=$(kc -n "$ns" get cronjob sandprobe -o jsonpath='{.spec.jobTemplate.spec.template.spec.containers[0].image}')
+  [[ $got == "$want" ]] || fail "the CronJob runs $got, want $want"
+  kc -n "$ns" create job "$job" --from=cronjob/sandprobe >/dev/null
+  # Within the Job's activeDeadlineSeconds (20 min): the runner's exit code.
+  for _ in $(seq 620); do
+    code=$(kc -n "$ns" get pods -l "job-name=$job" -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.exitCode}' 2>/dev/null || true)
+    [[ -n $code ]] && break
+    sleep 2
+  done
+  kc -n "$ns" logs "job/$job" >"$out/$job.log" 2>&1 || true
+  [[ $code == 0 ]] || fail "job $job ran $want and exited '${code:-?}', want 0 (log: $out/$job.log)"
+  say "job $job: $want, exit 0"
+}
+
+# cleanup: whatever happened, uninstall.
+cleanup() {
+  local code=$?
+  if [[ $tool == helm ]]; then
+    "$helm" uninstall sandprobe --namespace "$ns" --wait >/dev/null 2>&1 || true
+  elif [[ -n ${work:-} ]]; then
+    kc delete -k "$work/upgraded" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  fi
+  [[ -n ${work:-} ]] && rm -rf "$work"
+  exit "$code"
+}
+trap cleanup EXIT
+
+[[ -z $(leftovers) ]] || fail "sandprobe is already installed: $(leftovers | paste -sd ' ')"
+kc get namespace "$sandbox_ns" >/dev/null || fail "the sandbox namespace $sandbox_ns does not exist"
+work=$(mktemp -d)
+
+if [[ $tool == helm ]]; then
+  hack/helm/build.sh
+  helm=${HELM:-$(hack/helm/build.sh --print-bin)}
+  set_image() { echo --set "image.repository=${1%:*}" --set "image.tag=${1##*:}" --set image.digest= --set image.pullPolicy=Never; }
+  env_args=()
+  i=0
+  IFS=';' read -ra pairs <<<"$extra_env"
+  for kv in "${pairs[@]}"; do
+    case ${kv%%=*} in
+      SANDPROBE_PUSHGATEWAY) env_args+=(--set pushgateway.enabled=true --set "pushgateway.url=${kv#*=}") ;;
+      SANDPROBE_CLUSTER) env_args+=(--set "cluster=${kv#*=}") ;;
+      *) env_args+=(--set "extraEnv[$i].name=${kv%%=*}" --set-string "extraEnv[$i].value=${kv#*=}"); i=$((i + 1)) ;;
+    esac
+  done
+  say "helm install ($image)"
+  # shellcheck disable=SC2046 # set_image prints flags
+  "$helm" install sandprobe charts/sandprobe --namespace "$ns" --wait \
+    --set-file "policy=$policy" --set "sandboxNamespaces={$sandbox_ns}" --set output=junit --set suspend=true \
+    $(set_image "$image") "${env_args[@]}" >"$out/install.log"
+  green lifecycle-installed "$image"
+  say "helm upgrade ($image2)"
+  # shellcheck disable=SC2046
+  "$helm" upgrade sandprobe charts/sandprobe --namespace "$ns" --reuse-values --wait $(set_image "$image2") >"$out/upgrade.log"
+  green lifecycle-upgraded "$image2"
+  say "helm uninstall"
+  "$helm" uninstall sandprobe --namespace "$ns" --wait >"$out/uninstall.log"
+  nothing_left "helm uninstall"
+else
+  # The e2e overlay as installed, then one more overlay over it that moves
+  # the image: the user's upgrade is a changed images: entry.
+  rel() { python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
+  mkdir -p "$work/installed" "$work/upgraded"
+  printf 'resources: [%s]\nimages:\n  - {name: sandprobe.local/sandprobe, newName: %s, newTag: %s}\n' \
+    "$(rel hack/e2e/overlay "$work/installed")" "${image%:*}" "${image##*:}" >"$work/installed/kustomization.yaml"
+  printf 'resources: [%s]\nimages:\n  - {name: %s, newName: %s, newTag: %s}\n' \
+    "$(rel hack/e2e/overlay "$work/upgraded")" "sandprobe.local/sandprobe" "${image2%:*}" "${image2##*:}" >"$work/upgraded/kustomization.yaml"
+  say "kubectl apply -k ($image)"
+  kc apply -f hack/e2e/crds/ >/dev/null
+  kc apply -k "$work/installed" >"$out/install.log"
+  green lifecycle-installed "$image"
+  say "kubectl apply -k ($image2)"
+  kc apply -k "$work/upgraded" >"$out/upgrade.log"
+  green lifecycle-upgraded "$image2"
+  say "kubectl delete -k"
+  kc delete -k "$work/upgraded" --wait=true >"$out/uninstall.log"
+  nothing_left "kubectl delete -k"
+fi
+say "install -> green -> upgrade -> green -> uninstall -> nothing left"
