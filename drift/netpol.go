@@ -234,7 +234,7 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 		}
 		c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy, or an admin network policy denying everything else) selecting the pod",
 			"no egress policy selects the pod: every destination is reachable",
-			fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(e.p.Spec.Selector.MatchLabels)),
+			fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --format egress --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(e.p.Spec.Selector.MatchLabels)),
 			fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
 	}
 	if !und.empty() {

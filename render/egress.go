@@ -151,37 +151,35 @@ const (
 // CheckEgress refuses egress policies that would cut a sandbox off from
 // what its own policy requires: a proxy or a resolver with no declared
 // location, and (in a NetworkPolicy) an allowance given by name without a
-// proxy. The error is one line naming each field.
+// proxy. Each problem is a policy.FieldError naming its field, joined:
+// policy.WriteProblems prints one a line, as validate does.
 func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
 	e := &p.Spec.Egress
-	var problems []string
-	need := func(what string) { problems = append(problems, what) }
+	var problems []error
+	need := func(path, what string) { problems = append(problems, &policy.FieldError{Path: path, Msg: what}) }
 	for _, kind := range kinds {
 		if kind != KindNetworkPolicy {
 			continue
 		}
 		if host, port, ns, ok := proxyTarget(p); ok && e.ProxyLocation == nil && ns == "" {
 			if _, err := netip.ParseAddr(host); err != nil {
-				need(fmt.Sprintf("spec.egress.proxyLocation: required: the proxy %s:%d is a host name, which a NetworkPolicy cannot match; say where it runs (namespace and podSelector, or cidrs)", host, port))
+				need("spec.egress.proxyLocation", fmt.Sprintf("required: the proxy %s:%d is a host name, which a NetworkPolicy cannot match; say where it runs (namespace and podSelector, or cidrs)", host, port))
 			}
 		}
 		if e.Proxy == "" {
 			for i, a := range e.Allow {
 				if _, err := netip.ParseAddr(a.Host); err != nil {
-					need(fmt.Sprintf("spec.egress.allow[%d].host: %s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, allow its address, or render only the CiliumNetworkPolicy (--egress cilium)", i, a.Host))
+					need(fmt.Sprintf("spec.egress.allow[%d].host", i), fmt.Sprintf("%s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, allow its address, or render only the CiliumNetworkPolicy (--egress cilium)", a.Host))
 				}
 			}
 		}
 	}
 	if len(kinds) > 0 && e.DNS.ResolverLocation == nil {
 		if names := namesToResolve(p); len(names) > 0 {
-			need(fmt.Sprintf("spec.egress.dns.resolverLocation: required: the sandbox resolves %s, so its egress policy must allow its resolver; say where it runs (e.g. {namespace: kube-system, podSelector: {matchLabels: {k8s-app: kube-dns}}}, or cidrs)", strings.Join(names, ", ")))
+			need("spec.egress.dns.resolverLocation", fmt.Sprintf("required: the sandbox resolves %s, so its egress policy must allow its resolver; say where it runs (e.g. {namespace: kube-system, podSelector: {matchLabels: {k8s-app: kube-dns}}}, or cidrs)", strings.Join(names, ", ")))
 		}
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	return nil
+	return errors.Join(problems...) // one policy.FieldError per problem
 }
 
 // namesToResolve are the names the sandbox itself must resolve: the

@@ -147,7 +147,7 @@ func CheckPinned(p *policy.Policy, opts ProbePodOptions) error {
 	}
 	for _, img := range Images(p, opts) {
 		if !strings.Contains(img, "@sha256:") {
-			return fmt.Errorf("spec.image.requireDigest is set but image %s is not pinned by digest: set spec.probe.image (or pass the probe image) as REPO@sha256:DIGEST", img)
+			return &policy.FieldError{Path: "spec.probe.image", Msg: fmt.Sprintf("spec.image.requireDigest is set but image %s is not pinned by digest: set spec.probe.image (or pass the probe image) as REPO@sha256:DIGEST", img)}
 		}
 	}
 	return nil

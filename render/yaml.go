@@ -22,6 +22,18 @@ func Manifests(p *policy.Policy, raw []byte, opts ProbePodOptions, namespace str
 		kinds = []EgressKind{KindNetworkPolicy, KindCilium}
 	}
 	out := []any{PolicyConfigMap(p, raw, opts), ProbePod(p, opts)}
+	return append(out, EgressPolicies(p, namespace, kinds...)...)
+}
+
+// EgressPolicies are the egress policies of the kinds given (both when
+// none is) in each sandbox namespace (namespace, when given): what to apply
+// there, without the probe pod and the policy ConfigMap (render --format
+// egress).
+func EgressPolicies(p *policy.Policy, namespace string, kinds ...EgressKind) []any {
+	if len(kinds) == 0 {
+		kinds = []EgressKind{KindNetworkPolicy, KindCilium}
+	}
+	var out []any
 	if slices.Contains(kinds, KindNetworkPolicy) {
 		for _, ns := range Namespaces(p, namespace) {
 			out = append(out, NetworkPolicy(p, ns))

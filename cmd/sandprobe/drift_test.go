@@ -216,7 +216,8 @@ const pinnedProbeImage = "ghcr.io/sandprobe/sandprobe@sha256:0123456789abcdef012
 // TestRenderRefusesCutOff: render will not write an egress policy that
 // cuts the sandbox off from what its own policy requires — the proxy or the
 // resolver with nowhere to allow, a name a NetworkPolicy cannot match —
-// exit 2, one line naming each field, and nothing on stdout.
+// exit 2, one line per problem naming its field (FILE: field: message, as
+// validate prints), and nothing on stdout.
 func TestRenderRefusesCutOff(t *testing.T) {
 	lab, err := os.ReadFile(fx + "lab-policy.yaml")
 	if err != nil {
@@ -242,13 +243,17 @@ func TestRenderRefusesCutOff(t *testing.T) {
 		{name: "names to resolve, no resolver", stdin: without("resolverLocation"), code: 2,
 			stderr: []string{"spec.egress.dns.resolverLocation: required: the sandbox resolves proxy.lab.test"}},
 		{name: "both", stdin: without("Location"), code: 2,
-			stderr: []string{"spec.egress.proxyLocation: required", "; spec.egress.dns.resolverLocation: required"}},
+			stderr: []string{"-: spec.egress.proxyLocation: required", "-: spec.egress.dns.resolverLocation: required"}},
 		// Cilium matches the proxy by name, but still needs the resolver.
 		{name: "cilium only, proxy by name", stdin: without("proxyLocation"), args: []string{"--egress", "cilium"}, code: 0},
 		{name: "cilium only, no resolver", stdin: without("resolverLocation"), args: []string{"--egress", "cilium"}, code: 2,
 			stderr: []string{"spec.egress.dns.resolverLocation: required"}},
 		{name: "names without a proxy", policy: fx + "direct-policy.yaml", code: 2,
 			stderr: []string{"spec.egress.allow[0].host: api.anthropic.com cannot be expressed in a NetworkPolicy", "spec.egress.allow[1].host: *.github.com"}},
+		{name: "egress only, both", stdin: without("Location"), args: []string{"--format", "egress"}, code: 2,
+			stderr: []string{"-: spec.egress.proxyLocation: required", "-: spec.egress.dns.resolverLocation: required"}},
+		{name: "an unpinned probe image and a cut-off", stdin: withoutIn(t, fx+"policy.yaml", "resolverLocation"), args: []string{"--probe-image", "ghcr.io/sandprobe/sandprobe:latest"}, code: 2,
+			stderr: []string{"-: spec.probe.image: spec.image.requireDigest is set", "-: spec.egress.dns.resolverLocation: required"}},
 		{name: "bad --egress", policy: fx + "lab-policy.yaml", args: []string{"--egress", "calico"}, code: 2,
 			stderr: []string{"--egress: want networkpolicy, cilium or both, got \"calico\""}},
 	} {
@@ -267,8 +272,8 @@ func TestRenderRefusesCutOff(t *testing.T) {
 			if out != "" {
 				t.Errorf("stdout not empty: %q", out)
 			}
-			if strings.Count(strings.TrimRight(stderr, "\n"), "\n") != 0 {
-				t.Errorf("stderr is not one line: %q", stderr)
+			if lines := strings.Count(strings.TrimRight(stderr, "\n"), "\n") + 1; lines != len(c.stderr) {
+				t.Errorf("stderr has %d lines, want one per problem (%d): %q", lines, len(c.stderr), stderr)
 			}
 			for _, w := range c.stderr {
 				if !strings.Contains(stderr, w) {
@@ -276,6 +281,57 @@ func TestRenderRefusesCutOff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withoutIn is the file without its lines that contain line.
+func withoutIn(t *testing.T, path, line string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.Contains(l, line) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRenderEgress: --format egress prints the egress policies alone —
+// the NetworkPolicy of each sandbox namespace, or with --egress cilium the
+// CiliumNetworkPolicy — no probe pod, no ConfigMap, and needs no pinned
+// probe image; drift judges what it prints conformant.
+func TestRenderEgress(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		kind string
+	}{
+		{nil, "NetworkPolicy"},
+		{[]string{"--egress", "cilium"}, "CiliumNetworkPolicy"},
+	} {
+		code, out, stderr := runApp(t, "", append([]string{"render", "--policy", fx + "policy.yaml", "--format", "egress"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		var kinds []string
+		for _, doc := range strings.Split(out, "---\n")[1:] {
+			for _, l := range strings.Split(doc, "\n") {
+				if k, ok := strings.CutPrefix(l, "kind: "); ok {
+					kinds = append(kinds, k)
+				}
+			}
+		}
+		if len(kinds) != 1 || kinds[0] != c.kind {
+			t.Errorf("%v: kinds %v, want one %s (the fixture's one namespace)", c.args, kinds, c.kind)
+		}
+		file := filepath.Join(t.TempDir(), "egress.yaml")
+		os.WriteFile(file, []byte(out), 0o644)
+		if code, out, stderr := runApp(t, "", "drift", "--policy", fx+"policy.yaml", "-f", file); code != 0 {
+			t.Errorf("%v: drift of what render printed: exit %d\n%s%s", c.args, code, out, stderr)
+		}
 	}
 }
 
