@@ -52,7 +52,8 @@ image:
 
 # A release into out/release/$(VERSION) (hack/release.sh): the CLI for
 # linux and darwin (amd64, arm64), the probe binary, a CycloneDX SBOM of each binary's Go
-# modules, the image (make image) with its digest, and sha256sums.txt.
+# modules, the image (make image) with its digest, the Helm chart pinned to
+# it (helm from hack/helm/build.sh), and sha256sums.txt.
 # VERSION must be a tag-shaped vX.Y.Z: make release VERSION=v0.1.0.
 release:
 	GO='$(GO)' hack/release.sh

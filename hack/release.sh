@@ -14,6 +14,9 @@
 #   sandprobe-VERSION-image.tar          the OCI image (make image: both
 #                                        linux platforms under one index)
 #   image-digest.txt                     REPO:VERSION@sha256:… to pin it by
+#   sandprobe-CHART.tgz                  the Helm chart, its default image this
+#                                        release's, by digest (chart version
+#                                        VERSION without the v)
 #   sha256sums.txt                       `sha256sum -c sha256sums.txt` checks all
 #
 # Every binary is stamped with VERSION, the commit and the commit's time
@@ -21,7 +24,9 @@
 # commit and one VERSION give the same bytes (and the same image digest).
 #
 #   PLATFORMS="linux/amd64" hack/release.sh   fewer platforms (the test's)
-#   NO_IMAGE=1 hack/release.sh                binaries, SBOMs and sums only
+#   NO_IMAGE=1 hack/release.sh                no image (and so no chart)
+#   NO_CHART=1 hack/release.sh                no chart (helm is built into the
+#                                             cache otherwise: hack/helm/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
@@ -47,6 +52,7 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+trap 'rm -rf "$out"/.image.* "$out"/.chart.*' EXIT
 sbom_tool="$out/.sbom"
 "$go" build -o "$sbom_tool" ./hack/sbom
 linux=()
@@ -66,11 +72,24 @@ rm -f "$sbom_tool"
 if [[ -z ${NO_IMAGE:-} && ${#linux[@]} -gt 0 ]]; then
   log "image for ${linux[*]} (hack/image.sh)"
   tmp=$(mktemp -d "$out/.image.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
   IMAGE_OUT=$tmp PLATFORMS="${linux[*]}" IMAGE_NAME=$repo IMAGE_TAG=$version GO=$go hack/image.sh >/dev/null
   mv "$tmp/image.tar" "$out/sandprobe-$version-image.tar"
   echo "$repo:$version@$(cat "$tmp/digest")" >"$out/image-digest.txt"
   rm -rf "$tmp"
+fi
+
+if [[ -z ${NO_CHART:-} && -f $out/image-digest.txt ]]; then
+  hack/helm/build.sh
+  helm=$(hack/helm/build.sh --print-bin)
+  digest=$(sed 's/.*@//' "$out/image-digest.txt")
+  log "chart $version (image @$digest)"
+  chart=$(mktemp -d "$out/.chart.XXXXXX")
+  cp -r charts/sandprobe "$chart/"
+  # The chart's defaults pin this release's image: tag and digest.
+  sed -i -e "s|^  repository: .*|  repository: $repo|" -e "s|^  tag: .*|  tag: $version|" -e "s|^  digest: .*|  digest: $digest|" "$chart/sandprobe/values.yaml"
+  "$helm" lint --strict "$chart/sandprobe" >/dev/null
+  "$helm" package "$chart/sandprobe" --version "${version#v}" --app-version "$version" --destination "$out" >/dev/null
+  rm -rf "$chart"
 fi
 
 (cd "$out" && find . -maxdepth 1 -type f ! -name sha256sums.txt -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >sha256sums.txt)

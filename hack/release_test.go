@@ -32,10 +32,17 @@ func TestRelease(t *testing.T) {
 	root := testenv.ModuleRoot(t)
 	const version = "v0.0.0-test.1"
 	out := t.TempDir()
+	// The chart needs helm: built into the cache by make test (helm-env);
+	// without it (and not required) the release goes without its chart.
+	helm, _ := exec.Command("bash", filepath.Join(root, "hack", "helm", "build.sh"), "--print-bin").Output()
+	withChart := fileExists(strings.TrimSpace(string(helm))) || os.Getenv(testenv.RequireEnvVar) == "1"
 	run := func(v string) ([]byte, error) {
 		cmd := exec.Command(filepath.Join(root, "hack", "release.sh"))
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "VERSION="+v, "RELEASE_OUT="+out, "PLATFORMS=linux/amd64")
+		if !withChart {
+			cmd.Env = append(cmd.Env, "NO_CHART=1")
+		}
 		return cmd.CombinedOutput()
 	}
 
@@ -110,6 +117,28 @@ func TestRelease(t *testing.T) {
 	if !regexp.MustCompile(`^ghcr\.io/sandprobe/sandprobe:` + regexp.QuoteMeta(version) + `@sha256:[0-9a-f]{64}\n$`).Match(digest) {
 		t.Errorf("image-digest.txt = %q, want REPO:VERSION@sha256:…", digest)
 	}
+
+	// The packaged chart installs this release's image by digest.
+	if !withChart {
+		t.Logf("no helm (hack/helm/build.sh): the release's chart is not checked")
+		return
+	}
+	tgz := "sandprobe-" + strings.TrimPrefix(version, "v") + ".tgz"
+	if !regexp.MustCompile(`(?m)^[0-9a-f]{64}  ` + regexp.QuoteMeta(tgz) + `$`).Match(listed) {
+		t.Errorf("sha256sums.txt does not list the chart %s", tgz)
+	}
+	rendered, err := exec.Command(strings.TrimSpace(string(helm)), "template", "sandprobe", filepath.Join(dir, tgz)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", tgz, err, rendered)
+	}
+	if want := "image: " + strings.TrimSpace(string(digest)); !strings.Contains(string(rendered), want) {
+		t.Errorf("the released chart does not run %s", want)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // TestReleaseDarwinBuilds: the CLI the release ships for macOS (the
