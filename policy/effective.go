@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -23,12 +24,8 @@ func (w Written) Has(path string) bool {
 // LoadWritten is Load that also returns what the file wrote, so a reviewer
 // can tell a declared value from a default.
 func LoadWritten(data []byte) (*Policy, Written, error) {
-	p, lines, err := decode(data)
+	p, lines, err := load(data)
 	if err != nil {
-		return nil, nil, err
-	}
-	p.Default()
-	if err := p.validate(lines); err != nil {
 		return nil, nil, err
 	}
 	return p, Written(lines), nil
@@ -38,7 +35,7 @@ func LoadWritten(data []byte) (*Policy, Written, error) {
 // field order that Load reads back to the same policy: what the policy
 // means, not only what it says.
 func (p *Policy) Effective() ([]byte, error) {
-	raw, err := json.Marshal(p)
+	raw, err := json.Marshal(p.filled())
 	if err != nil {
 		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
 	}
@@ -49,6 +46,9 @@ func (p *Policy) Effective() ([]byte, error) {
 		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
 	}
 	blockStyle(&doc)
+	for path, text := range p.defaultNotes() {
+		comment(&doc, path, text)
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -59,6 +59,84 @@ func (p *Policy) Effective() ([]byte, error) {
 		return nil, fmt.Errorf("encode policy %s: %w", p.Metadata.Name, err)
 	}
 	return b.Bytes(), nil
+}
+
+// filled is the policy with the defaults filled in that the probe and the
+// runners apply later, where Default leaves the field empty: a must-fail
+// target's port, the probe image, the isolation each runtime class is
+// held to. A copy: p itself is not changed.
+func (p *Policy) filled() *Policy {
+	q := *p
+	e := &q.Spec.Egress
+	fill := func(ts []Target) []Target {
+		out := slices.Clone(ts)
+		for i := range out {
+			if d, err := ParseDestination(out[i].Target); err == nil && out[i].Port == 0 && d.Port == 0 {
+				out[i].Port = DefaultMustFailPort
+			}
+		}
+		return out
+	}
+	e.MustFail.Hosts, e.MustFail.IPs = fill(e.MustFail.Hosts), fill(e.MustFail.IPs)
+	if q.Spec.Probe.Image == "" {
+		q.Spec.Probe.Image = DefaultProbeImage
+	}
+	if len(q.Spec.Runtime.ClassNames) > 0 {
+		iso := make(map[string]string, len(q.Spec.Runtime.ClassNames))
+		for _, c := range q.Spec.Runtime.ClassNames {
+			iso[c] = q.Spec.Runtime.IsolationFor(c)
+		}
+		q.Spec.Runtime.Isolation = iso
+	}
+	return &q
+}
+
+// defaultNotes are comments on the fields whose default is a behaviour,
+// not a value: --effective says what an empty one does.
+func (p *Policy) defaultNotes() map[string]string {
+	notes := map[string]string{}
+	s := &p.Spec
+	if len(s.Placement.NodeSelector) == 0 && len(s.Placement.Tolerations) == 0 {
+		notes["spec.placement"] = "default: the sandbox node pool, the nodes the sandboxes run on (one probe per pool node with --per-node, the CronJob's default)"
+	}
+	if s.Probe.Parallel == 0 {
+		notes["spec.probe"] = "default parallel: ceil(pods/16) in 16..128; runDeadline: ceil(pods/parallel) × (20s + deadline) + 1m, at least deadline + 1m (docs/fleet.md)"
+	}
+	if s.Docker.Network == "" {
+		notes["spec.docker"] = "default: no network is declared, so Docker drift does not judge the container's network"
+	}
+	if len(s.Runtime.ClassNames) > 0 {
+		notes["spec.runtime.isolation"] = "what each class is held to: as declared, else inferred from its name (gvisor, runsc: gvisor; kata, firecracker, qemu, cloud-hypervisor: vm; any other: none)"
+	}
+	return notes
+}
+
+// comment puts text as the comment above the key at path ("spec.probe").
+func comment(doc *yaml.Node, path, text string) {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		found := false
+		for k := 0; k+1 < len(n.Content); k += 2 {
+			if n.Content[k].Value == part {
+				if i == len(parts)-1 {
+					n.Content[k].HeadComment = "# " + text
+					return
+				}
+				n, found = n.Content[k+1], true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+	}
 }
 
 // blockStyle turns JSON's flow style into YAML's block style; the encoder

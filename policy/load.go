@@ -93,15 +93,24 @@ func ReadFile(path string) ([]byte, error) {
 // Load decodes a policy strictly, applies defaults and validates it. The
 // error, if any, joins one *FieldError per problem found.
 func Load(data []byte) (*Policy, error) {
+	p, _, err := load(data)
+	return p, err
+}
+
+// load is Load, returning the line of every path the file writes too.
+func load(data []byte) (*Policy, map[string]int, error) {
 	p, lines, err := decode(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	// Before the defaults fill them: a port written as 0 is a mistake,
+	// not "the default port".
+	zero := p.writtenZeroPorts(lines)
 	p.Default()
-	if err := p.validate(lines); err != nil {
-		return nil, err
+	if err := p.validate(lines, zero...); err != nil {
+		return nil, nil, err
 	}
-	return p, nil
+	return p, lines, nil
 }
 
 // decode turns YAML into a Policy, refusing unknown fields, duplicate keys

@@ -24,13 +24,15 @@ const (
 
 // Defaults that DESIGN.md promises.
 const (
-	DefaultMetadataAddress  = "169.254.169.254"
-	DefaultTokenPath        = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-	DefaultEgressTimeout    = 3 * time.Second
-	DefaultToolTimeout      = 10 * time.Second
-	DefaultBrowserTimeout   = 60 * time.Second
-	DefaultAllowPort        = 443
-	DefaultMustFailPort     = 443
+	DefaultMetadataAddress = "169.254.169.254"
+	DefaultTokenPath       = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	DefaultEgressTimeout   = 3 * time.Second
+	DefaultToolTimeout     = 10 * time.Second
+	DefaultBrowserTimeout  = 60 * time.Second
+	DefaultAllowPort       = 443
+	DefaultMustFailPort    = 443
+	// DefaultProbeImage is the sandprobe image when the policy names none.
+	DefaultProbeImage       = "ghcr.io/sandprobe/sandprobe:latest"
 	DefaultMetadataPort     = 80
 	DefaultSeccomp          = SeccompRuntimeDefault
 	DefaultTokenExpectation = TokenAbsent
@@ -346,6 +348,10 @@ type Target struct {
 	// what the name resolves to: with a resolver that refuses the name,
 	// they are how the probe tests the path itself.
 	Addresses []string `json:"addresses,omitempty"`
+
+	// zeroPort records a port written as 0, which the defaults would
+	// otherwise turn into 443 unseen (writtenZeroPorts refuses it).
+	zeroPort bool
 }
 
 // UnmarshalJSON accepts the short string form as well as the object form.
@@ -363,6 +369,10 @@ func (t *Target) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("must be a string or an object with target, port, expect, reason, addresses: %w", err)
 	}
 	*t = Target(p)
+	var port struct {
+		Port *int `json:"port"`
+	}
+	t.zeroPort = json.Unmarshal(b, &port) == nil && port.Port != nil && *port.Port == 0
 	return nil
 }
 

@@ -30,8 +30,8 @@ var why = map[string]string{
 
 var indexRE = regexp.MustCompile(`\[[0-9]+\]`)
 
-func (p *Policy) validate(lines map[string]int) error {
-	c := &collector{lines: lines}
+func (p *Policy) validate(lines map[string]int, found ...*FieldError) error {
+	c := &collector{lines: lines, errs: found}
 
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
@@ -83,6 +83,33 @@ func tagMessage(fe validator.FieldError, pth string) string {
 		msg += " — " + w
 	}
 	return msg
+}
+
+// writtenZeroPorts are the ports the file writes as 0, before the defaults
+// would silently make them 443 (an allowance, a must-fail target) or every
+// default port (the metadata target): a port is 1–65535, or left out.
+func (p *Policy) writtenZeroPorts(lines map[string]int) []*FieldError {
+	var out []*FieldError
+	check := func(path string, port int) {
+		if line, written := lines[path]; written && port == 0 {
+			out = append(out, &FieldError{Path: path, Line: line, Msg: "must be 1–65535, got 0 — leave it out for the default"})
+		}
+	}
+	e := &p.Spec.Egress
+	for i := range e.Allow {
+		check(fmt.Sprintf("spec.egress.allow[%d].port", i), e.Allow[i].Port)
+	}
+	// A target is decoded whole (string or object): its line is its own.
+	for list, ts := range map[string][]Target{"hosts": e.MustFail.Hosts, "ips": e.MustFail.IPs} {
+		for i := range ts {
+			if at := fmt.Sprintf("spec.egress.mustFail.%s[%d]", list, i); ts[i].zeroPort {
+				out = append(out, &FieldError{Path: at + ".port", Line: lines[at], Msg: "must be 1–65535, got 0 — leave it out for the default"})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	check("spec.egress.metadata.port", e.Metadata.Port)
+	return out
 }
 
 // collector gathers FieldErrors and attaches line numbers from the decoder.

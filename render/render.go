@@ -27,7 +27,7 @@ import (
 )
 
 // DefaultProbeImage is the sandprobe image when the policy names none.
-const DefaultProbeImage = "ghcr.io/sandprobe/sandprobe:latest"
+const DefaultProbeImage = policy.DefaultProbeImage
 
 // Paths inside the probe pod.
 const (

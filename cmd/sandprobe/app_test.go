@@ -211,3 +211,37 @@ func runAppBin(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	return testenv.Exec(t, testenv.Binary(t), args...)
 }
+
+// TestValidatePortZeroAndEffective: a port written as 0 is an error on its
+// line (not silently 443); --effective fills the defaults the probe and the
+// runners apply later — a must-fail target's port, the probe image, the
+// isolation each runtime class is held to — says what an empty placement
+// does, and the plain summary names each weakening the policy declares.
+func TestValidatePortZeroAndEffective(t *testing.T) {
+	code, _, stderr := runApp(t, "", "validate", "-f", "../../policy/testdata/invalid-port-zero.yaml")
+	if code != 2 || !strings.Contains(stderr, "invalid-port-zero.yaml:11: spec.egress.allow[0].port: must be 1–65535, got 0") ||
+		!strings.Contains(stderr, "spec.egress.mustFail.hosts[0].port: must be 1–65535, got 0") || strings.Count(stderr, "\n") != 2 {
+		t.Errorf("port 0: exit %d, stderr %q; want 2 and one line per zero port", code, stderr)
+	}
+
+	code, out, stderr := runApp(t, "", "validate", "--effective", "-f", fx+"policy.yaml")
+	if code != 0 {
+		t.Fatalf("--effective: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"        - target: example.com\n          port: 443\n",
+		"        - target: 1.1.1.1\n          port: 443\n",
+		"    image: ghcr.io/sandprobe/sandprobe:latest\n",
+		"    isolation:\n      gvisor: gvisor\n      kata: vm\n",
+		"  # default: the sandbox node pool",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--effective lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, _ = runApp(t, "", "validate", "-f", fx+"local-policy.yaml")
+	if code != 0 || !strings.Contains(out, "2 weakening(s) declared (spec.runtime.classNames: []; spec.image.requireDigest: false)") {
+		t.Errorf("summary: exit %d, %q; want the weakening named", code, out)
+	}
+}

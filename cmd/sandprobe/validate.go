@@ -54,9 +54,9 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 		}
 		if !effective {
 			s := p.Spec
-			fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %d weakenings declared\n",
+			fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %s\n",
 				file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
-				len(s.Filesystem.Writable), len(s.Image.Tools), len(weak)-implicit)
+				len(s.Filesystem.Writable), len(s.Image.Tools), weakeningsText(weak, written))
 			for _, w := range weak {
 				if !written.Has(w.Path) {
 					fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
@@ -98,6 +98,22 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 		}
 		return report.ExitOK
 	}
+}
+
+// weakeningsText names the weakenings the policy declares (written in the
+// file) for the summary line: a reviewer sees what is loosened without
+// --effective.
+func weakeningsText(weak []policy.Weakening, written policy.Written) string {
+	var named []string
+	for _, w := range weak {
+		if written.Has(w.Path) {
+			named = append(named, w.Path+": "+w.Value)
+		}
+	}
+	if len(named) == 0 {
+		return "no weakenings declared"
+	}
+	return fmt.Sprintf("%d weakening(s) declared (%s)", len(named), strings.Join(named, "; "))
 }
 
 // lastField is the last component of a YAML path, for "write X: Y".
