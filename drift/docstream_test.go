@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	xunicode "golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
@@ -166,6 +167,7 @@ func FuzzDocStream(f *testing.F) {
 		f.Add(c.data)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
+		sameDecoding(t, []byte(data))
 		sameSplit(t, []byte(data))
 		sameStream(t, []byte(data))
 		sameJudged(t, []byte(data))
@@ -234,5 +236,34 @@ func TestDocStreamMatchesKubectl(t *testing.T) {
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		sameStream(t, data)
+	}
+}
+
+// sameDecoding fails t unless decodedStream gives exactly the bytes x/text's
+// decoder (what kubectl reads through) gives, whatever the reads' sizes.
+func sameDecoding(t *testing.T, data []byte) {
+	t.Helper()
+	want, err := io.ReadAll(transform.NewReader(bytes.NewReader(data), xunicode.BOMOverride(xunicode.UTF8.NewDecoder())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []func(io.Reader) io.Reader{
+		func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader,
+	} {
+		got, err := io.ReadAll(decodedStream(r(bytes.NewReader(data))))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("decoded %q as %q (%v), x/text %q", data, got, err, want)
+		}
+	}
+}
+
+// TestDecodedStream: the bytes a file is split from are x/text's.
+func TestDecodedStream(t *testing.T) {
+	for _, c := range []string{"", "a", "\xef\xbb\xbf", "\xef\xbb", "\xef\xbb\xbfa: 1\n", "caf\xe9", "\xe2\x82", "\xe2\x82\xac", "a\xf0\x9f\x98", "\xf0\xe2\x82",
+		"\xff\xfea\x00", "\xfe\xff\x00a", "\xed\xa0\x80", "\xc0\xaf", "x\U0001F600y\xff\xfe", strings.Repeat("\xe2\x82\xac", 20000) + "\xe2"} {
+		sameDecoding(t, []byte(c))
+	}
+	for _, c := range kubectlCases {
+		sameDecoding(t, []byte(c.data))
 	}
 }
