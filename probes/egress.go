@@ -122,6 +122,9 @@ func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 	for _, t := range e.MustFail.IPs {
 		mustFail(checkMustFail, t)
 	}
+	if proxy {
+		plan = append(plan, plainGETs(plan)...)
+	}
 	for _, addr := range e.Metadata.Addresses {
 		for _, port := range e.Metadata.Ports {
 			mustFail(checkMetadata, policy.Target{Target: addr, Port: port})
@@ -529,6 +532,28 @@ func hostPort(host string, port int) string {
 		return host
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// plainGETs asks the proxy for every must-fail host over plain HTTP too
+// (an absolute-URL GET to port 80), not only those declared on 80 or
+// 8080: a proxy that filters CONNECT but forwards plain HTTP is a known
+// way out of a sandbox. A host already asked for on 80 is not asked twice.
+func plainGETs(plan []Attempt) []Attempt {
+	asked := map[string]bool{}
+	for _, a := range plan {
+		if a.Check == checkMustFail && a.ViaProxy && a.Scheme == "http" {
+			asked[a.Host] = true
+		}
+	}
+	var out []Attempt
+	for _, a := range plan {
+		if a.Check != checkMustFail || !a.ViaProxy || asked[a.Host] {
+			continue
+		}
+		asked[a.Host] = true
+		out = append(out, Attempt{Check: checkMustFail, Subject: hostPort(a.Host, 80) + " via proxy", Host: a.Host, Port: 80, Scheme: "http", ViaProxy: true})
+	}
+	return out
 }
 
 // bypassScheme is what a direct attempt to an allowed host asks it, so an

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +50,9 @@ func TestPlanEgress(t *testing.T) {
 		"egress.must-fail blocked.example.com:443",
 		"egress.must-fail blocked.example.com:443 via proxy",
 		"egress.must-fail drop.example.com:80",
+		// Plain HTTP through the proxy for every must-fail host.
+		"egress.must-fail blocked.example.com:80 via proxy",
+		"egress.must-fail 10.0.0.1:80 via proxy",
 		"egress.must-fail 10.0.0.1:443",
 		"egress.metadata 169.254.169.254:80",
 		"egress.metadata 169.254.169.254:80 via proxy",
@@ -62,7 +67,13 @@ func TestPlanEgress(t *testing.T) {
 	if len(notes) != 1 || notes[0].Status != result.Skip || !strings.Contains(notes[0].Subject, "*.github.com") {
 		t.Errorf("a wildcard without probe name should be one skip note, got %+v", notes)
 	}
+	if n := strings.Count(strings.Join(slices.Collect(maps.Keys(got)), "|"), "drop.example.com:80 via proxy"); n != 1 {
+		t.Errorf("drop.example.com:80 through the proxy %d times, want once", n)
+	}
 	for _, a := range plan {
+		if strings.HasSuffix(a.Subject, ":80 via proxy") && a.Scheme != "http" {
+			t.Errorf("a plain-HTTP attempt through the proxy is not a GET: %+v", a)
+		}
 		if a.Subject == "drop.example.com:80" && (a.Expect != "timeout" || a.Scheme != "http") {
 			t.Errorf("pinned target lost its expect or scheme: %+v", a)
 		}
@@ -516,6 +527,50 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 			}
 			if got := strings.Contains(must[0].Actual, "not yet in force when this pod started"); got != tc.note {
 				t.Errorf("%s: %q: the start-up window named = %v, want %v", tc.name, must[0].Actual, got, tc.note)
+			}
+		})
+	}
+}
+
+// TestPlainHTTPThroughTheProxy: a proxy that filters CONNECT but forwards
+// plain HTTP is a known way out of a sandbox. Every must-fail host is also
+// asked for with a plain GET through the proxy: where the proxy lets it
+// through (5xx from a dead upstream, or the origin's answer), that fails,
+// though its CONNECT was refused; where it refuses both, both pass.
+func TestPlainHTTPThroughTheProxy(t *testing.T) {
+	dns := newDNSServer(t, zone(dnsmessage.RCodeNameError, nil))
+	for _, c := range []struct {
+		name     string
+		plainGET string // the proxy's answer to GET http://blocked.test/ ("" forwards)
+		want     result.Status
+	}{
+		{"the proxy refuses both", "403 Filtered", result.Pass},
+		{"the proxy forwards plain HTTP", "", result.Fail},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			proxy := testProxy(t, map[string]string{"blocked.test": "127.0.0.1"}, func(hp string) string {
+				if strings.HasSuffix(hp, ":80") {
+					return c.plainGET
+				}
+				return "403 Filtered"
+			})
+			fs := loopbackEgress(t, fmt.Sprintf(`
+  egress:
+    proxy: %s
+    mustFail: {hosts: [blocked.test]}
+    metadata: {address: 127.0.0.2, port: 9}
+    dns: {arbitraryNames: allow}
+    timeout: 2s
+`, proxy), dns)
+			if f := fs["egress.must-fail blocked.test:443 via proxy"]; f.Status != result.Pass {
+				t.Errorf("CONNECT: %s (%s), want pass", f.Status, f.Actual)
+			}
+			f, ok := fs["egress.must-fail blocked.test:80 via proxy"]
+			if !ok || f.Status != c.want {
+				t.Fatalf("plain GET: %s/%s (%s), want %s", f.Status, f.Class, f.Actual, c.want)
+			}
+			if c.want == result.Fail && (f.Fix == "" || !report.UnexpectedlyOpen(f)) {
+				t.Errorf("a proxy that forwards plain HTTP is not open egress: %+v", f)
 			}
 		})
 	}
