@@ -78,6 +78,12 @@ func checkClaims(e *Engine, col *Collector, sandboxes, warmPools, claims []*unst
 	}
 	for _, claim := range claims {
 		ref := claimRefOf(claim)
+		if ref.template == "" {
+			// A v1beta1 claim (or one read at v1beta1): it names only its
+			// pool and gets the pool's template, judged as a template.
+			// Nothing here to judge, and no pass to give.
+			continue
+		}
 		ns := claim.GetNamespace()
 		own := templates[ns+"/"+ref.template]
 		var podLabels map[string]string
