@@ -26,7 +26,7 @@ FUZZ_HOSTRULE ?= 60000x
 FUZZ_RENDERED ?= 2000x
 FUZZ_BLOCKYAML ?= 15000x
 FUZZ_DECODENODE ?= 10000x
-FUZZ_DOCSTREAM ?= 20000x
+FUZZ_DOCSTREAM ?= 15000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
