@@ -110,7 +110,7 @@ if [[ $tool == helm ]]; then
   done
   say "helm install ($image)"
   # shellcheck disable=SC2046 # set_image prints flags
-  "$helm" install sandprobe charts/sandprobe --namespace "$ns" --wait \
+  "$helm" install sandprobe charts/sandprobe --namespace "$ns" --create-namespace --wait \
     --set-file "policy=$policy" --set "sandboxNamespaces={$sandbox_ns}" --set output=junit --set suspend=true \
     $(set_image "$image") "${env_args[@]}" >"$out/install.log"
   green lifecycle-installed "$image"
