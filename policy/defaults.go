@@ -72,9 +72,6 @@ func (p *Policy) Default() {
 	if e.Timeout.Duration == 0 {
 		e.Timeout.Duration = DefaultEgressTimeout
 	}
-	if e.Concurrency == 0 {
-		e.Concurrency = 64
-	}
 	e.defaultProof()
 	if e.DNS.ArbitraryNames == "" {
 		e.DNS.ArbitraryNames = "deny"

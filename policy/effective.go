@@ -102,6 +102,9 @@ func (p *Policy) defaultNotes() map[string]string {
 	if s.Probe.Parallel == 0 {
 		notes["spec.probe"] = "default parallel: ceil(pods/16) in 16..128; runDeadline: ceil(pods/parallel) × (20s + deadline) + 1m, at least deadline + 1m (docs/fleet.md)"
 	}
+	if s.Egress.Concurrency == 0 {
+		notes["spec.egress.timeout"] = "default concurrency: every attempt at once, up to 512 and the open-file limit, so a healthy egress run takes one timeout"
+	}
 	if s.Docker.Network == "" {
 		notes["spec.docker"] = "default: no network is declared, so Docker drift does not judge the container's network"
 	}

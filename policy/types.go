@@ -286,7 +286,8 @@ type Egress struct {
 	Metadata MetadataTarget `json:"metadata"`
 	DNS      DNS            `json:"dns"`
 	Timeout  Duration       `json:"timeout,omitzero"`
-	// Concurrency bounds how many attempts run at once.
+	// Concurrency bounds how many attempts run at once; 0 (the default)
+	// runs every attempt at once, up to 512 and the open-file limit.
 	Concurrency int `json:"concurrency,omitempty" validate:"gte=0,lte=1024"`
 	// ProxyDenyStatus are the HTTP statuses by which the proxy refuses a
 	// destination (default 403 and 407). Through the proxy only these pass:

@@ -74,7 +74,8 @@ func (r Result) Took() time.Duration { return time.Duration(r.Evidence.Waited * 
 
 // RunOptions bound one run of attempts.
 type RunOptions struct {
-	// Concurrency is how many attempts run at once (at least 1).
+	// Concurrency is how many attempts run at once; 0 sizes the pool to
+	// the attempts (AutoConcurrency), so a healthy run takes one timeout.
 	Concurrency int
 	// Timeout is each attempt's own budget, counted from the moment it
 	// starts, not from the start of the run: an attempt queued behind
@@ -87,12 +88,47 @@ func OptionsFor(e policy.Egress) RunOptions {
 	return RunOptions{Concurrency: e.Concurrency, Timeout: e.Timeout.Duration}
 }
 
-func (o RunOptions) width() int { return max(1, o.Concurrency) }
+// MaxAutoConcurrency bounds the pool AutoConcurrency sizes: enough for
+// every attempt of the policies seen (a few dozen must-fail targets on
+// two ports, the metadata set, the allowances through the proxy) in one
+// wave, and a cap on the sockets a probe holds at once.
+const MaxAutoConcurrency = 512
+
+// fdsPerAttempt is what one attempt may hold open at once: its socket and
+// a resolver query's. fdReserve is left to the rest of the probe.
+const fdsPerAttempt, fdReserve = 2, 64
+
+// AutoConcurrency is the pool for n attempts when the policy sets no
+// spec.egress.concurrency: every attempt at once, so every attempt starts
+// with the run and a healthy run takes one timeout, not one per wave —
+// bounded by MaxAutoConcurrency and by the open-file limit (limit) the
+// sockets must fit in (0: unknown, not a bound).
+func AutoConcurrency(n int, limit uint64) int {
+	w := min(max(1, n), MaxAutoConcurrency)
+	if limit > 0 {
+		fit := 1
+		if limit > fdReserve+fdsPerAttempt {
+			fit = int(min(limit-fdReserve, uint64(MaxAutoConcurrency)*fdsPerAttempt) / fdsPerAttempt)
+		}
+		w = min(w, fit)
+	}
+	return w
+}
+
+// width is the pool for n attempts: the policy's concurrency, or sized to
+// the attempts and this process's open-file limit.
+func (o RunOptions) width(n int) int {
+	if o.Concurrency > 0 {
+		return o.Concurrency
+	}
+	return AutoConcurrency(n, openFileLimit())
+}
 
 // Bound is the longest n attempts can take when each uses its whole
-// timeout: ceil(n / concurrency) waves of Timeout.
+// timeout: ceil(n / width) waves of Timeout — one wave by default.
 func (o RunOptions) Bound(n int) time.Duration {
-	waves := (n + o.width() - 1) / o.width()
+	w := o.width(n)
+	waves := (n + w - 1) / w
 	return time.Duration(waves) * o.Timeout
 }
 
@@ -117,7 +153,7 @@ func (c *NetClient) RunAttempts(ctx context.Context, plan []Attempt, o RunOption
 	runCtx, cancel := context.WithTimeout(ctx, bound+boundGrace(bound, o.Timeout))
 	defer cancel()
 	start := time.Now()
-	p := pool.New().WithMaxGoroutines(o.width())
+	p := pool.New().WithMaxGoroutines(o.width(len(plan)))
 	for i, a := range plan {
 		p.Go(func() {
 			started := time.Since(start)
@@ -192,7 +228,7 @@ func EgressWarnings(p *policy.Policy) []string {
 	need := EgressBound(p.Spec.Egress)
 	if d := p.Spec.Probe.Deadline.Duration; d > 0 && need > d {
 		return []string{fmt.Sprintf("spec.probe.deadline: %s is shorter than the egress run can take (%d attempts, %d at a time, %s each: up to %s), so the probe would be killed before its verdicts: raise it, or spec.egress.concurrency",
-			d, len(plan), o.width(), o.Timeout, need)}
+			d, len(plan), o.width(len(plan)), o.Timeout, need)}
 	}
 	return nil
 }

@@ -170,10 +170,66 @@ func TestBound(t *testing.T) {
 		n, conc int
 		want    time.Duration
 	}{
-		{0, 4, 0}, {1, 4, time.Second}, {4, 4, time.Second}, {5, 4, 2 * time.Second}, {36, 4, 9 * time.Second}, {36, 64, time.Second}, {3, 0, 3 * time.Second},
+		{0, 4, 0}, {1, 4, time.Second}, {4, 4, time.Second}, {5, 4, 2 * time.Second}, {36, 4, 9 * time.Second}, {36, 64, time.Second}, {3, 0, time.Second}, {100, 0, time.Second},
 	} {
 		if got := (RunOptions{Concurrency: c.conc, Timeout: time.Second}).Bound(c.n); got != c.want {
 			t.Errorf("Bound(%d) at concurrency %d: %s, want %s", c.n, c.conc, got, c.want)
 		}
+	}
+}
+
+// TestAutoConcurrency: without spec.egress.concurrency the pool holds every
+// attempt, up to MaxAutoConcurrency and what the open-file limit leaves
+// (two descriptors an attempt, 64 kept for the rest of the probe).
+func TestAutoConcurrency(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		limit uint64
+		want  int
+	}{
+		{0, 0, 1}, {58, 0, 58}, {58, 1 << 20, 58}, {2000, 0, MaxAutoConcurrency}, {2000, 1 << 20, MaxAutoConcurrency},
+		{2000, 1024, 480}, {100, 164, 50}, {100, 50, 1},
+	} {
+		if got := AutoConcurrency(c.n, c.limit); got != c.want {
+			t.Errorf("AutoConcurrency(%d, limit %d) = %d, want %d", c.n, c.limit, got, c.want)
+		}
+	}
+}
+
+// TestDefaultRunTakesOneTimeout breaks item 13 of issue 23 as it was
+// measured: more dropped destinations than the old default pool of 64
+// took two timeouts (a healthy run at 2.4 × T). With the pool sized to the
+// attempts, all of them start with the run and it takes about one T, each
+// still waiting its whole timeout.
+func TestDefaultRunTakesOneTimeout(t *testing.T) {
+	const drops = 80
+	timeout := 400 * time.Millisecond
+	var plan []Attempt
+	for range drops {
+		port := blackHole(t)
+		plan = append(plan, Attempt{Check: checkMustFail, Subject: fmt.Sprintf("127.0.0.1:%d", port), Host: "127.0.0.1", Port: port, Scheme: "tcp", AllAddrs: true})
+	}
+	c, err := NewNetClient(policy.Egress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustPolicy(t, "") // no spec.egress.concurrency: the default
+	o := OptionsFor(p.Spec.Egress)
+	o.Timeout = timeout
+	if b := o.Bound(drops); b != timeout {
+		t.Fatalf("Bound(%d) at the default = %s, want one timeout (%s)", drops, b, timeout)
+	}
+	start := time.Now()
+	results := c.RunAttempts(context.Background(), plan, o)
+	wall := time.Since(start)
+	for i, r := range results {
+		if r.Class != policy.VerdictTimeout || !r.Evidence.Attempted || r.Evidence.Started > timeout.Seconds()/2 || r.Evidence.Waited < 0.9*timeout.Seconds() {
+			t.Errorf("%s: %s, started +%.3fs, waited %.3fs: every attempt starts with the run and waits its whole timeout", plan[i].Subject, r.Class, r.Evidence.Started, r.Evidence.Waited)
+			break
+		}
+	}
+	t.Logf("%d dropped attempts at the default pool: %s (T = %s, %.2f T)", drops, wall.Round(time.Millisecond), timeout, wall.Seconds()/timeout.Seconds())
+	if wall > timeout*13/10 {
+		t.Errorf("wall %s, want ≤ 1.3 T = %s", wall, timeout*13/10)
 	}
 }

@@ -85,3 +85,13 @@ func kernelLog() (string, error) {
 	}
 	return string(buf[:n]), nil
 }
+
+// openFileLimit is the process's soft RLIMIT_NOFILE (Go raises it to the
+// hard limit at start); 0 when it cannot be read.
+func openFileLimit() uint64 {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return 0
+	}
+	return r.Cur
+}

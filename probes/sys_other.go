@@ -27,3 +27,5 @@ func noNewPrivs() (int, error)            { return 0, errNotLinux }
 func seccompMode() (int, error)           { return 0, errNotLinux }
 func ptraceSyscall() error                { return errNotLinux }
 func kernelLog() (string, error)          { return "", errNotLinux }
+
+func openFileLimit() uint64 { return 0 }
