@@ -143,6 +143,7 @@ func statusOf(s report.Status) status {
 type row struct {
 	ID                             string // a stable anchor: the check, target and subject
 	Check, Target, Subject, Status string
+	Severity                       string // the check's: critical, high, medium, low
 	S                              status
 	Host, Port, Reason             string
 	Class, Latency, Path, When     string
@@ -250,12 +251,25 @@ func build(pg Page) view {
 		}
 		seen[keyOf(f)] = true
 	}
-	sort.SliceStable(v.Attention, func(i, j int) bool { return attentionOrder(v.Attention[i]) < attentionOrder(v.Attention[j]) })
+	sort.SliceStable(v.Attention, func(i, j int) bool { return attentionBefore(v.Attention[i], v.Attention[j]) })
 	v.Allowed = allowedRows(run, egress, reasons, hist)
 	v.Usage = usageOf(run.EgressUsage, v.Allowed)
 	v.Drift = driftGroups(run, reasons, hist)
 	v.Changes = hist.changes(run, func(f report.Finding) row { return mk(f) })
 	return v
+}
+
+// attentionBefore orders Needs attention: the failures before what could
+// not be checked or proven, the worst severity first among each, then by
+// attentionOrder (a reopened destination first).
+func attentionBefore(a, b row) bool {
+	if fa, fb := a.S.Class == "fail", b.S.Class == "fail"; fa != fb {
+		return fa
+	}
+	if ra, rb := report.Severity(a.Severity).Rank(), report.Severity(b.Severity).Rank(); ra != rb {
+		return ra < rb
+	}
+	return attentionOrder(a) < attentionOrder(b)
 }
 
 // attentionOrder puts what reopened first (a must-fail that answered), then
@@ -284,7 +298,7 @@ func isDrift(check string) bool {
 func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy string) row {
 	r := row{
 		ID:    anchor(f),
-		Check: f.Check, Target: f.Target, Subject: f.Subject, Status: string(f.Status), S: statusOf(f.Status),
+		Check: f.Check, Target: f.Target, Subject: f.Subject, Status: string(f.Status), Severity: string(f.Severity), S: statusOf(f.Status),
 		Class: f.Class, Expected: f.Expected, Actual: f.Actual, Fix: f.Fix,
 		Reason: reasons[f.Check+" "+f.Subject],
 	}

@@ -382,3 +382,32 @@ func TestPageClusterRun(t *testing.T) {
 		t.Errorf("the drifted pod's passing rule is not counted")
 	}
 }
+
+// TestAttentionWorstFirst: Needs attention lists the failures worst
+// severity first (a runtime socket before a missing seccomp filter before a
+// tool that does not start), each naming its severity, and what could not
+// be checked after every failure.
+func TestAttentionWorstFirst(t *testing.T) {
+	p := labPolicy(t)
+	run := runFor(p, t0)
+	const target = "local/sp-sandbox"
+	run.Findings = append(run.Findings,
+		report.Finding{Check: "tools.run", Target: target, Subject: "git", Status: report.Fail, Severity: report.Low, Actual: "exit 127"},
+		report.Finding{Check: "caps.seccomp", Target: target, Status: report.Fail, Severity: report.Medium, Actual: "mode 0"},
+		report.Finding{Check: "creds.scope", Target: target, Status: report.Error, Severity: report.High, Actual: "the API server refused the token"},
+		report.Finding{Check: "escape.runtime-socket", Target: target, Subject: "/var/run/docker.sock", Status: report.Fail, Severity: report.Critical, Actual: "connected"},
+	)
+	var order []string
+	for _, r := range rows(t, render(t, Page{Policy: p, Run: run, Now: t0})) {
+		if r["section"] == "attention" {
+			order = append(order, r["data-check"]+" "+r["data-severity"])
+			if !strings.Contains(r["text"], r["data-severity"]) {
+				t.Errorf("row %q does not name its severity", r["text"])
+			}
+		}
+	}
+	want := []string{"escape.runtime-socket critical", "caps.seccomp medium", "tools.run low", "creds.scope high"}
+	if strings.Join(order, "|") != strings.Join(want, "|") {
+		t.Errorf("needs attention %q, want %q", order, want)
+	}
+}
