@@ -451,10 +451,21 @@ func looksLikePod(raw []byte) bool {
 			continue
 		}
 		ended = true
+		if c := line[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			// Not a plain key: an anchor, a tag, a quoted key, a flow
+			// collection, a separator. Only a full decoding tells.
+			return false
+		}
 		if v, ok := bytes.CutPrefix(line, []byte("kind:")); ok {
+			if len(v) > 0 && v[0] != ' ' {
+				return false // "kind:Pod" is no key
+			}
 			kinds++
 			pod, ended = scalar(v) == "Pod", false
 		} else if v, ok := bytes.CutPrefix(line, []byte("apiVersion:")); ok {
+			if len(v) > 0 && v[0] != ' ' {
+				return false
+			}
 			versions++
 			v1, ended = scalar(v) == "v1", false
 		} else if itemsKey(line) {
@@ -464,12 +475,8 @@ func looksLikePod(raw []byte) bool {
 	return kinds == 1 && versions == 1 && pod && v1
 }
 
-// itemsKey reports whether a top-level line may be the items key (plain or
-// quoted, escapes and all: only a full decoding tells).
+// itemsKey reports whether a top-level plain-key line is the items key.
 func itemsKey(line []byte) bool {
-	if line[0] == '"' || line[0] == '\'' || line[0] == '?' || line[0] == '{' {
-		return true
-	}
 	rest, ok := bytes.CutPrefix(line, []byte("items"))
 	return ok && len(bytes.TrimLeft(rest, " ")) > 0 && bytes.TrimLeft(rest, " ")[0] == ':'
 }
