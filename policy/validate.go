@@ -171,6 +171,12 @@ func (s *Spec) validate(c *collector) {
 	for i, rc := range s.Runtime.ClassNames {
 		if !dns1123Subdomain(rc) {
 			c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("%q is not a valid RuntimeClass name", rc))
+			continue
+		}
+		if _, declared := s.Runtime.Isolation[rc]; !declared {
+			if _, ok := InferIsolation(rc); !ok {
+				c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("the isolation of runtime class %q cannot be inferred from its name: declare it, spec.runtime.isolation: {%s: gvisor, vm or none}", rc, rc))
+			}
 		}
 	}
 	for class, iso := range s.Runtime.Isolation {

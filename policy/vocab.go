@@ -49,14 +49,24 @@ func (r Runtime) IsolationFor(class string) string {
 	if v, ok := r.Isolation[class]; ok {
 		return v
 	}
+	v, _ := InferIsolation(class)
+	return v
+}
+
+// InferIsolation guesses a runtime class's isolation from well-known names
+// (gvisor and runsc; kata, firecracker, qemu, cloud-hypervisor); ok is
+// false for any other name (runc, a custom handler), whose isolation the
+// policy must declare: guessing "none" would hold a VM runtime with a
+// custom name to nothing.
+func InferIsolation(class string) (iso string, ok bool) {
 	c := strings.ToLower(class)
 	switch {
 	case strings.Contains(c, "gvisor"), strings.Contains(c, "runsc"):
-		return IsolationGVisor
+		return IsolationGVisor, true
 	case strings.Contains(c, "kata"), strings.Contains(c, "firecracker"), strings.Contains(c, "qemu"), strings.Contains(c, "cloud-hypervisor"):
-		return IsolationVM
+		return IsolationVM, true
 	}
-	return IsolationNone
+	return IsolationNone, false
 }
 
 // Capabilities lists Linux capability names by number (CAP_LAST_CAP = 40).

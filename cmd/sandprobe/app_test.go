@@ -240,8 +240,17 @@ func TestValidatePortZeroAndEffective(t *testing.T) {
 		}
 	}
 
-	code, out, _ = runApp(t, "", "validate", "-f", fx+"local-policy.yaml")
+	code, out, stderr = runApp(t, "", "validate", "-f", fx+"local-policy.yaml")
 	if code != 0 || !strings.Contains(out, "2 weakening(s) declared (spec.runtime.classNames: []; spec.image.requireDigest: false)") {
 		t.Errorf("summary: exit %d, %q; want the weakening named", code, out)
+	}
+	if strings.Contains(stderr, "spec.probe.image") {
+		t.Errorf("a policy without requireDigest is warned about its probe image: %s", stderr)
+	}
+	// requireDigest (the default) and no pinned probe image: said now, not
+	// when render refuses it.
+	code, _, stderr = runApp(t, "", "validate", "-f", fx+"policy.yaml")
+	if code != 0 || !strings.Contains(stderr, "warning: spec.probe.image: spec.image.requireDigest is set but the probe image ghcr.io/sandprobe/sandprobe:latest (the default) is not pinned by digest") {
+		t.Errorf("unpinned probe image: exit %d, stderr %s", code, stderr)
 	}
 }

@@ -62,8 +62,8 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 					fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
 				}
 			}
-			// What a valid policy still cannot prove.
-			for _, w := range append(p.Warnings(), probes.EgressWarnings(p)...) {
+			// What a valid policy still cannot prove, or where it will be refused.
+			for _, w := range append(append(p.Warnings(), probes.EgressWarnings(p)...), probeImageWarnings(p)...) {
 				fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
 			}
 			return report.ExitOK
@@ -98,6 +98,19 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 		}
 		return report.ExitOK
 	}
+}
+
+// probeImageWarnings says at validate time what render would refuse later:
+// a policy that requires digests (the default) names no pinned probe image.
+func probeImageWarnings(p *policy.Policy) []string {
+	if !p.Spec.Image.RequireDigest || strings.Contains(p.Spec.Probe.Image, "@sha256:") {
+		return nil
+	}
+	img := p.Spec.Probe.Image
+	if img == "" {
+		img = policy.DefaultProbeImage + " (the default)"
+	}
+	return []string{"spec.probe.image: spec.image.requireDigest is set but the probe image " + img + " is not pinned by digest: render refuses it unless --probe-image names one as REPO@sha256:DIGEST, and a probe pod from it breaks the policy's own drift.pod.image-digest; set spec.probe.image to REPO@sha256:DIGEST"}
 }
 
 // weakeningsText names the weakenings the policy declares (written in the
