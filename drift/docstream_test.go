@@ -259,7 +259,7 @@ func sameDecoding(t *testing.T, data []byte) {
 
 // TestDecodedStream: the bytes a file is split from are x/text's.
 func TestDecodedStream(t *testing.T) {
-	for _, c := range []string{"", "a", "\xef\xbb\xbf", "\xef\xbb", "\xef\xbb\xbfa: 1\n", "caf\xe9", "\xe2\x82", "\xe2\x82\xac", "a\xf0\x9f\x98", "\xf0\xe2\x82",
+	for _, c := range []string{"", "a", "\xef\xbb\xbf", "\xef\xbb", "\xef\xbb\xbfa: 1\n", "\ufeff\xe9", "caf\xe9", "\xe2\x82", "\xe2\x82\xac", "a\xf0\x9f\x98", "\xf0\xe2\x82",
 		"\xff\xfea\x00", "\xfe\xff\x00a", "\xed\xa0\x80", "\xc0\xaf", "x\U0001F600y\xff\xfe", strings.Repeat("\xe2\x82\xac", 20000) + "\xe2"} {
 		sameDecoding(t, []byte(c))
 	}

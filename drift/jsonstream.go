@@ -131,8 +131,8 @@ func (s *docStream) nextJSON() (d document, err error, ok bool) {
 
 // decodedStream is src as FileVisitor decodes it, the same bytes as
 // transform.NewReader(src, unicode.BOMOverride(unicode.UTF8.NewDecoder())):
-// UTF-16 (by its byte order mark) through that decoder itself, anything
-// else through utf8Reader, which passes valid UTF-8 on without the copy a
+// UTF-16 (by its byte order mark) through that decoder itself, what
+// follows a UTF-8 mark as it is, anything else through utf8Reader, which passes valid UTF-8 on without the copy a
 // byte at a time that x/text makes (a sixth of drift -f's reading).
 func decodedStream(src io.Reader) io.Reader {
 	br := bufio.NewReaderSize(src, 16)
@@ -141,7 +141,10 @@ func decodedStream(src io.Reader) io.Reader {
 	case bytes.HasPrefix(head, []byte{0xFE, 0xFF}), bytes.HasPrefix(head, []byte{0xFF, 0xFE}):
 		return transform.NewReader(br, xunicode.BOMOverride(xunicode.UTF8.NewDecoder()))
 	case bytes.HasPrefix(head, []byte{0xEF, 0xBB, 0xBF}):
+		// After a UTF-8 mark x/text passes the bytes on as they are
+		// (transform.Nop): no U+FFFD for a bad byte.
 		br.Discard(3)
+		return br
 	}
 	return &utf8Reader{r: br}
 }
