@@ -207,6 +207,9 @@ var kubectlCases = []struct {
 	{"pod with items", strings.TrimSuffix(kubectlPod("outer"), "}") + `,"items":[` + kubectlPod("inner") + `]}`, []string{"pod/sandboxes/inner"}},
 	{"pod with items null", strings.TrimSuffix(kubectlPod("outer"), "}") + `,"items":null}`, nil},
 	{"YAML pod with items", kubectlYAMLPod + "items:\n- {apiVersion: v1, kind: Pod, metadata: {name: i, namespace: sandboxes, labels: {sandbox: \"true\"}}, spec: {hostNetwork: true}}\n", []string{"pod/sandboxes/i"}},
+	// kubectl drops a last line without an ending that fills its 4096-byte
+	// line reader: what it holds is never sent.
+	{"last line of 4096 bytes", strings.TrimSuffix(kubectlYAMLPod, "\n") + "\nmetadata: {labels: {sandbox: \"false\"}} #" + strings.Repeat("x", 4096-len("metadata: {labels: {sandbox: \"false\"}} #")), []string{"pod/sandboxes/yam"}},
 	{"invalid UTF-8 in a comment", kubectlYAMLPod + "# caf\xe9\n", []string{"pod/sandboxes/yam"}},
 }
 

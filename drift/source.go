@@ -185,12 +185,22 @@ func (s *docStream) readLine() ([]byte, error) {
 	switch {
 	case err == nil:
 		return crlf(s.line), nil
+	case errors.Is(err, io.EOF) && len(s.line) > 0 && len(s.line)%yamlReaderBuffer == 0:
+		// kubectl's YAMLReader reads lines through a 4096-byte
+		// bufio.Reader: a last line without an ending that fills it
+		// exactly comes with EOF and is dropped. So is it here: a field
+		// kubectl never sends must not make a pass.
+		return nil, io.EOF
 	case errors.Is(err, io.EOF) && len(s.line) > 0:
 		// The last line has no ending: it is a line, and EOF comes next.
 		return append(s.line, '\n'), nil
 	}
 	return nil, err
 }
+
+// yamlReaderBuffer is the size of the bufio.Reader kubectl's YAMLReader
+// reads lines with (apimachinery's NewYAMLToJSONDecoder).
+const yamlReaderBuffer = 4096
 
 // crlf turns a line's "\r\n" ending into "\n".
 func crlf(l []byte) []byte {
