@@ -512,3 +512,53 @@ func TestDockerNothingFound(t *testing.T) {
 		t.Errorf("drift --docker with nothing to find: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestDockerSharedWorkspaceIsNoMissingTmpfs: a phase's container whose
+// declared writable paths include the phases' workspace gets it as the
+// shared volume, by design — no drift.docker.tmpfs for it (a false alarm on
+// every healthy phased container before). The same path with neither a
+// tmpfs nor the volume still fails.
+func TestDockerSharedWorkspaceIsNoMissingTmpfs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "fixtures", "drift", "docker", "home-off-workspace.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	phasedWritable := func(p *policy.Policy) {
+		phasedDocker(p)
+		p.Spec.Filesystem.Writable = []string{"/tmp", "/workspace"}
+	}
+	unmounted := strings.NewReplacer(`"/workspace"`, `"/elsewhere"`, `:/workspace"`, `:/elsewhere"`).Replace(string(data))
+	for _, tc := range []struct {
+		name   string
+		data   string
+		policy func(*policy.Policy)
+		want   bool
+	}{
+		{"the workspace volume at /workspace", string(data), phasedWritable, false},
+		{"nothing at /workspace", unmounted, phasedWritable, true},
+		{"no phases: the volume is no tmpfs", string(data), func(p *policy.Policy) {
+			phasedWritable(p)
+			p.Spec.Phases.Workspace = ""
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := drift.NewEngine(dockerPolicy(t, tc.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := drift.NewCollector()
+			if err := drift.CheckInspectFile(e, []byte(tc.data), "c.json", col); err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for _, f := range col.Findings {
+				if f.Check == drift.DockerTmpfs && f.Status == report.Fail {
+					got = true
+				}
+			}
+			if got != tc.want {
+				t.Errorf("drift.docker.tmpfs failed = %v, want %v: %+v", got, tc.want, col.Findings)
+			}
+		})
+	}
+}

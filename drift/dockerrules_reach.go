@@ -144,8 +144,21 @@ func checkDockerTmpfs(d *dockerCheck, c *DockerContainer) {
 		v, _ := policy.ParseQuantity(fsys.SizeLimit)
 		limit = int64(v)
 	}
+	// The phases' shared workspace is a volume by design (spec.phases):
+	// mounted there, it is not a missing tmpfs.
+	shared := ""
+	if ws := d.e.p.Spec.Phases.Workspace; ws != "" {
+		for _, m := range d.mounts() {
+			if m.typ != "tmpfs" && path.Clean(m.dest) == path.Clean(ws) {
+				shared = path.Clean(ws)
+			}
+		}
+	}
 	var missing, fixes []string
 	for _, w := range fsys.Writable {
+		if path.Clean(w) == shared {
+			continue
+		}
 		size, ok := have[path.Clean(w)]
 		flag := "--tmpfs " + w
 		if limit > 0 {
