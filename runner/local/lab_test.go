@@ -549,6 +549,9 @@ spec:
 // dialled, classed timeout and passed. Now it is dialled with its whole
 // timeout and fails; every drop waited its whole timeout.
 func TestLabQueuedAttemptsAreMade(t *testing.T) {
+	// The pool holds one slot per attempt by default (a run takes one
+	// timeout): a declared concurrency of 64 makes the queue this test is
+	// about.
 	script := testenv.Lab(t)
 	var ips []string
 	for port := 2000; port < 2064; port++ {
@@ -567,6 +570,7 @@ spec:
     metadata: {address: 10.99.169.254, port: 80}
     dns: {arbitraryNames: allow}
     timeout: 1s
+    concurrency: 64
 `, strings.Join(ips, ", ")))
 	labCmd(t, script, "break", "metadata-open")
 	labCmd(t, script, "break", "flush-rule", "deny-direct-allowed") // the allowed address, reached directly
