@@ -188,12 +188,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		default:
 			f = judge(a, results[i], e)
 			if r, ok := settled[i]; ok && f.Status == result.Fail {
-				if g := judge(a, r, e); g.Status == result.Pass {
-					g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was refused %s later: "+
-						"the network policy was not yet in force when this pod started (an engine that isolates new pods late "+
-						"leaves every new sandbox open that long; docs/egress.md)", results[i].Evidence.Started, env.SettleDelay)
-					f = g
-				}
+				f = judgeSettled(a, f, results[i], r, e, env.SettleDelay)
 			}
 		}
 		// A resolver's own answer proves what it does whatever the network.
@@ -579,6 +574,20 @@ func randomLabel() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// judgeSettled judges a deny that answered (f, from first) by its second
+// dial (again, delay later): refused then, the steady state's pass, saying
+// the door was open when the pod started; otherwise f stands.
+func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egress, delay time.Duration) result.Finding {
+	g := judge(a, again, e)
+	if g.Status != result.Pass {
+		return f
+	}
+	g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was refused %s later: "+
+		"the network policy was not yet in force when this pod started (an engine that isolates new pods late "+
+		"leaves every new sandbox open that long; docs/egress.md)", first.Evidence.Started, delay)
+	return g
 }
 
 // DefaultSettleDelay is how long a probe in a new Kubernetes pod waits

@@ -140,15 +140,7 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 				f.Control, f.Deny = seen.Class, report.DenyProven
 				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
 				continue
-			case f.Check == checkMetadata && (f.Status == report.Pass || f.Status == report.Inconclusive) && c.aliveBy(controlKey(f.Check, f.Subject)) != "":
-				// The default set names every cloud's places; on any one
-				// cloud at most one or two answer. Where the control gets
-				// nothing either, no metadata service answers: nothing to
-				// protect. Only a control proven alive on this run says so.
-				f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
-				f.Actual = fmt.Sprintf("not applicable: no metadata service answers here: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", c.Vantage, seen.Class, c.aliveBy(controlKey(f.Check, f.Subject)))
-				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): %s (%s)", c.Vantage, seen.Class, seen.Evidence))
-				f.Fix = ""
+			case metadataNotApplicable(f, c, seen):
 				continue
 			default:
 				f.Control = seen.Class
@@ -158,6 +150,26 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 		unproven(f, why)
 	}
 	applyDNSControl(res, c)
+}
+
+// metadataNotApplicable marks a metadata place the control got nothing
+// from either as not applicable, and says whether it did. The default set
+// names every cloud's places; on any one cloud at most one or two answer.
+// Where the control gets nothing either, no metadata service answers:
+// nothing to protect. Only a control proven alive on this run says so.
+func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
+	if f.Check != checkMetadata || (f.Status != report.Pass && f.Status != report.Inconclusive) {
+		return false
+	}
+	alive := c.aliveBy(controlKey(f.Check, f.Subject))
+	if alive == "" {
+		return false
+	}
+	f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
+	f.Actual = fmt.Sprintf("not applicable: no metadata service answers here: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", c.Vantage, seen.Class, alive)
+	f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): %s (%s)", c.Vantage, seen.Class, seen.Evidence))
+	f.Fix = ""
+	return true
 }
 
 // applyDNSControl judges egress.dns-exfil's NXDOMAIN evidence against the
