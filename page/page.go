@@ -239,14 +239,19 @@ func build(pg Page) view {
 			v.DNS = append(v.DNS, r)
 		default:
 			if isDrift(f.Check) {
-				continue // grouped by object below
+				// Grouped by object below, and listed above when it fails
+				// (the header's verdict counts it).
+				if needsAttention(f) {
+					v.Attention = append(v.Attention, r)
+				}
+				continue
 			}
 			if f.Status == report.Pass {
 				v.OtherPassed++
 			}
 			v.Other = append(v.Other, r)
 		}
-		if f.Status == report.Fail || f.Status == report.Error || f.Status == report.Inconclusive {
+		if needsAttention(f) {
 			v.Attention = append(v.Attention, r)
 		}
 		seen[keyOf(f)] = true
@@ -257,6 +262,11 @@ func build(pg Page) view {
 	v.Drift = driftGroups(run, reasons, hist)
 	v.Changes = hist.changes(run, func(f report.Finding) row { return mk(f) })
 	return v
+}
+
+// needsAttention: a failure, an error, or what could not be proven.
+func needsAttention(f report.Finding) bool {
+	return f.Status == report.Fail || f.Status == report.Error || f.Status == report.Inconclusive
 }
 
 // attentionBefore orders Needs attention: the failures before what could

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -409,5 +410,53 @@ func TestAttentionWorstFirst(t *testing.T) {
 	want := []string{"escape.runtime-socket critical", "caps.seccomp medium", "tools.run low", "creds.scope high"}
 	if strings.Join(order, "|") != strings.Join(want, "|") {
 		t.Errorf("needs attention %q, want %q", order, want)
+	}
+}
+
+// TestAttentionListsDrift: a run whose only failures are drift (a
+// privileged pod, an allow-all NetworkPolicy) is NOT CONFORMANT, and Needs
+// attention lists both, worst first; the all-clear line is not there. A
+// drift rule that passes is not listed.
+func TestAttentionListsDrift(t *testing.T) {
+	p := labPolicy(t)
+	run := runFor(p, t0)
+	run.Findings = append(run.Findings,
+		report.Finding{Check: "drift.netpol.world", Target: "networkpolicy/sandboxes/allow-all", Namespace: "sandboxes", Subject: "networkpolicy/allow-all spec.egress[0].to[0]",
+			Status: report.Fail, Severity: report.High, Expected: "no 0.0.0.0/0", Actual: "0.0.0.0/0", Fix: "remove the ipBlock"},
+		report.Finding{Check: "drift.pod.privileged", Target: "pod/sandboxes/agent-1", Namespace: "sandboxes", Subject: "spec.containers[0].securityContext.privileged",
+			Status: report.Fail, Severity: report.Critical, Expected: "false", Actual: "true", Fix: "set privileged: false"},
+		report.Finding{Check: "drift.pod.runtime-class", Target: "summary", Status: report.Pass, Severity: report.Critical},
+	)
+	doc := render(t, Page{Policy: p, Run: run, Now: t0})
+	if !bytes.Contains(doc, []byte("NOT CONFORMANT")) || bytes.Contains(doc, []byte(`id="all-clear"`)) {
+		t.Fatalf("header and all-clear disagree:\n%s", doc)
+	}
+	var order []string
+	for _, r := range rows(t, doc) {
+		if r["section"] == "attention" {
+			order = append(order, r["data-check"])
+		}
+	}
+	if want := []string{"drift.pod.privileged", "drift.netpol.world"}; !slices.Equal(order, want) {
+		t.Errorf("needs attention %q, want %q", order, want)
+	}
+}
+
+// TestAttentionAgreesWithHeader: over every status a lone drift or probe
+// finding can have, the page says nothing needs attention exactly when the
+// header says CONFORMANT.
+func TestAttentionAgreesWithHeader(t *testing.T) {
+	p := labPolicy(t)
+	for _, check := range []string{"drift.pod.privileged", "admission.would-refuse", "identity.uid"} {
+		for _, st := range []report.Status{report.Pass, report.Fail, report.Skip, report.Inconclusive, report.Error} {
+			run := runFor(p, t0)
+			run.Findings = append(run.Findings, report.Finding{Check: check, Target: "pod/sandboxes/agent-1", Namespace: "sandboxes", Status: st, Actual: "x"})
+			doc := render(t, Page{Policy: p, Run: run, Now: t0})
+			clear := bytes.Contains(doc, []byte(`id="all-clear"`))
+			conformant := bytes.Contains(doc, []byte(">CONFORMANT<"))
+			if clear != conformant || clear != (run.ExitCode() == report.ExitOK) {
+				t.Errorf("%s %s: all-clear %v, CONFORMANT %v, exit %d", check, st, clear, conformant, run.ExitCode())
+			}
+		}
 	}
 }
