@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -81,6 +82,8 @@ func (p *Policy) filled() *Policy {
 	if q.Spec.Probe.Image == "" {
 		q.Spec.Probe.Image = DefaultProbeImage
 	}
+	q.Spec.Probe.Requests = maps.Clone(DefaultProbeRequests)
+	maps.Copy(q.Spec.Probe.Requests, p.Spec.Probe.Requests)
 	if len(q.Spec.Runtime.ClassNames) > 0 {
 		iso := make(map[string]string, len(q.Spec.Runtime.ClassNames))
 		for _, c := range q.Spec.Runtime.ClassNames {

@@ -492,7 +492,18 @@ type ProbeSettings struct {
 	// nodes not probed by then are could-not-run findings naming them (0:
 	// scaled with the count, docs/fleet.md).
 	RunDeadline Duration `json:"runDeadline,omitzero"`
+	// Requests are what the probe pod asks the scheduler for (cpu, memory,
+	// ephemeral-storage). The probe pod copies the sandbox's limits, so it
+	// is held to them, but not spec.resources.requests: a probe on every
+	// node of a busy pool must not reserve a sandbox's worth on each
+	// (what it leaves out is DefaultProbeRequests'; each is capped at its
+	// limit).
+	Requests map[string]string `json:"requests,omitempty"`
 }
+
+// DefaultProbeRequests are the probe pod's requests when
+// spec.probe.requests does not set them: what the probe needs to run.
+var DefaultProbeRequests = map[string]string{"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "64Mi"}
 
 // Duration is a time.Duration written as "3s" in YAML.
 type Duration struct{ time.Duration }

@@ -168,26 +168,7 @@ func (s *Spec) validate(c *collector) {
 		}
 		seen[ns] = true
 	}
-	for i, rc := range s.Runtime.ClassNames {
-		if !dns1123Subdomain(rc) {
-			c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("%q is not a valid RuntimeClass name", rc))
-			continue
-		}
-		if _, declared := s.Runtime.Isolation[rc]; !declared {
-			if _, ok := InferIsolation(rc); !ok {
-				c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("the isolation of runtime class %q cannot be inferred from its name: declare it, spec.runtime.isolation: {%s: gvisor, vm or none}", rc, rc))
-			}
-		}
-	}
-	for class, iso := range s.Runtime.Isolation {
-		pth := "spec.runtime.isolation." + class
-		if !slices.Contains(s.Runtime.ClassNames, class) {
-			c.add(pth, fmt.Sprintf("%q is not one of spec.runtime.classNames", class))
-		}
-		if iso != IsolationGVisor && iso != IsolationVM && iso != IsolationNone {
-			c.add(pth, fmt.Sprintf("must be one of gvisor, vm, none, got %q", iso))
-		}
-	}
+	s.Runtime.validate(c)
 	s.Identity.validate(c)
 	for i, capName := range s.Capabilities {
 		if CapabilityNumber(capName) < 0 {
@@ -218,24 +199,7 @@ func (s *Spec) validate(c *collector) {
 	if s.Image.RequireDigest && s.Image.Ref != "" && !strings.Contains(s.Image.Ref, "@sha256:") {
 		c.add("spec.image.ref", "requireDigest is set but the reference has no @sha256: digest")
 	}
-	for _, kind := range []string{"limits", "requests"} {
-		m := s.Resources.Limits
-		if kind == "requests" {
-			m = s.Resources.Requests
-		}
-		for _, name := range sortedKeys(m) {
-			pth := "spec.resources." + kind + "." + name
-			switch name {
-			case "cpu", "memory", "ephemeral-storage":
-			default:
-				c.add(pth, "unknown resource: use cpu, memory or ephemeral-storage")
-				continue
-			}
-			if _, err := ParseQuantity(m[name]); err != nil {
-				c.add(pth, err.Error())
-			}
-		}
-	}
+	s.validateResources(c)
 	for i, pat := range s.Secrets.EnvNamePatterns {
 		pth := fmt.Sprintf("spec.secrets.envNamePatterns[%d]", i)
 		if pat == "" {
@@ -267,6 +231,57 @@ func (s *Spec) validate(c *collector) {
 		}
 	}
 	s.Egress.validate(c)
+}
+
+// validate checks the runtime classes and the isolation declared for them:
+// a class whose isolation cannot be inferred from its name is declared.
+func (r *Runtime) validate(c *collector) {
+	for i, rc := range r.ClassNames {
+		if !dns1123Subdomain(rc) {
+			c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("%q is not a valid RuntimeClass name", rc))
+			continue
+		}
+		if _, declared := r.Isolation[rc]; !declared {
+			if _, ok := InferIsolation(rc); !ok {
+				c.add(fmt.Sprintf("spec.runtime.classNames[%d]", i), fmt.Sprintf("the isolation of runtime class %q cannot be inferred from its name: declare it, spec.runtime.isolation: {%s: gvisor, vm or none}", rc, rc))
+			}
+		}
+	}
+	for class, iso := range r.Isolation {
+		pth := "spec.runtime.isolation." + class
+		if !slices.Contains(r.ClassNames, class) {
+			c.add(pth, fmt.Sprintf("%q is not one of spec.runtime.classNames", class))
+		}
+		if iso != IsolationGVisor && iso != IsolationVM && iso != IsolationNone {
+			c.add(pth, fmt.Sprintf("must be one of gvisor, vm, none, got %q", iso))
+		}
+	}
+}
+
+// validateResources checks the sandbox's limits and requests and the probe
+// pod's requests: known resources, valid quantities.
+func (s *Spec) validateResources(c *collector) {
+	for _, kind := range []string{"resources.limits", "resources.requests", "probe.requests"} {
+		m := s.Resources.Limits
+		switch kind {
+		case "resources.requests":
+			m = s.Resources.Requests
+		case "probe.requests":
+			m = s.Probe.Requests
+		}
+		for _, name := range sortedKeys(m) {
+			pth := "spec." + kind + "." + name
+			switch name {
+			case "cpu", "memory", "ephemeral-storage":
+			default:
+				c.add(pth, "unknown resource: use cpu, memory or ephemeral-storage")
+				continue
+			}
+			if _, err := ParseQuantity(m[name]); err != nil {
+				c.add(pth, err.Error())
+			}
+		}
+	}
 }
 
 func (e *Egress) validate(c *collector) {

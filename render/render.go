@@ -12,6 +12,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"sort"
@@ -341,6 +342,12 @@ func containerSecurityContext(p *policy.Policy) *corev1.SecurityContext {
 	return sc
 }
 
+// resources are the probe pod's: the sandbox's limits, so the probe is held
+// to what the sandbox is, and small requests (spec.probe.requests, else
+// policy.DefaultProbeRequests), each capped at its limit: a probe on every
+// node of a busy pool must not reserve a sandbox's worth on each. A limit
+// without a request would make the API server copy the limit into the
+// request, so every limited resource gets one.
 func resources(p *policy.Policy) corev1.ResourceRequirements {
 	var r corev1.ResourceRequirements
 	for name, v := range p.Spec.Resources.Limits {
@@ -351,13 +358,20 @@ func resources(p *policy.Policy) corev1.ResourceRequirements {
 			r.Limits[corev1.ResourceName(name)] = q
 		}
 	}
-	for name, v := range p.Spec.Resources.Requests {
-		if q, err := resource.ParseQuantity(v); err == nil {
-			if r.Requests == nil {
-				r.Requests = corev1.ResourceList{}
-			}
-			r.Requests[corev1.ResourceName(name)] = q
+	want := maps.Clone(policy.DefaultProbeRequests)
+	maps.Copy(want, p.Spec.Probe.Requests)
+	for name, v := range want {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			continue
 		}
+		if limit, ok := r.Limits[corev1.ResourceName(name)]; ok && q.Cmp(limit) > 0 {
+			q = limit
+		}
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		r.Requests[corev1.ResourceName(name)] = q
 	}
 	return r
 }

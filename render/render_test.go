@@ -158,3 +158,49 @@ func TestWriteYAML(t *testing.T) {
 		t.Fatalf("output:\n%s", s)
 	}
 }
+
+// TestProbePodResources: the probe pod carries the sandbox's limits but
+// small requests, so a probe on each node of a busy pool does not reserve a
+// sandbox's worth there: the defaults, or spec.probe.requests, each capped
+// at its limit, and a request for every limited resource (the API server
+// would copy the limit into a missing one). The sandbox's own requests are
+// not copied.
+func TestProbePodResources(t *testing.T) {
+	cases := []struct {
+		name                    string
+		limits, requests, probe map[string]string
+		want                    map[corev1.ResourceName]string
+	}{
+		{"a large sandbox", map[string]string{"cpu": "4", "memory": "6Gi", "ephemeral-storage": "10Gi"}, map[string]string{"cpu": "2", "memory": "6Gi"}, nil,
+			map[corev1.ResourceName]string{"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "64Mi"}},
+		{"limits below the defaults", map[string]string{"cpu": "20m", "memory": "32Mi"}, nil, nil,
+			map[corev1.ResourceName]string{"cpu": "20m", "memory": "32Mi", "ephemeral-storage": "64Mi"}},
+		{"the knob", map[string]string{"memory": "6Gi"}, nil, map[string]string{"memory": "256Mi", "cpu": "100m"},
+			map[corev1.ResourceName]string{"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"}},
+		{"the knob above a limit", map[string]string{"memory": "1Gi"}, nil, map[string]string{"memory": "8Gi"},
+			map[corev1.ResourceName]string{"cpu": "50m", "memory": "1Gi", "ephemeral-storage": "64Mi"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := load(t, "direct-policy.yaml")
+			p.Spec.Resources.Limits, p.Spec.Resources.Requests, p.Spec.Probe.Requests = c.limits, c.requests, c.probe
+			pod := render.ProbePod(p, render.ProbePodOptions{})
+			for _, ct := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				r := ct.Resources
+				for name, v := range c.limits {
+					if got := r.Limits[corev1.ResourceName(name)]; got.String() != v {
+						t.Errorf("%s: limit %s %s, want the sandbox's %s", ct.Name, name, got.String(), v)
+					}
+				}
+				if len(r.Requests) != len(c.want) {
+					t.Errorf("%s: requests %v, want %v", ct.Name, r.Requests, c.want)
+				}
+				for name, v := range c.want {
+					if got := r.Requests[name]; got.String() != v {
+						t.Errorf("%s: request %s %s, want %s", ct.Name, name, got.String(), v)
+					}
+				}
+			}
+		})
+	}
+}
