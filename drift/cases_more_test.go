@@ -3,6 +3,7 @@ package drift_test
 import (
 	"maps"
 	"strings"
+	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/render"
+	"github.com/sandprobe/sandprobe/report"
 )
 
 // Workloads, admin network policies and the Cilium cases Cilium reads
@@ -458,3 +460,52 @@ func ciliumReadObjects(p *policy.Policy, prefix string) []any {
 
 // uidOf is how the live tests resolve owner references written by name.
 type uidOf map[string]types.UID
+
+// TestUnlabelledPodIsToldToAddTheLabel: a pod in a sandbox namespace
+// without the sandbox label, where the rendered egress NetworkPolicy
+// selecting the label exists, is told to add the label (naming the
+// policy), not to apply a policy that is already there; the same pod with
+// the label in a namespace without any egress policy is told to apply one.
+func TestUnlabelledPodIsToldToAddTheLabel(t *testing.T) {
+	p := loadPolicy(t, "policy.yaml")
+	ns := p.Spec.Namespaces[0]
+	unlabelled := hardenedPod(p, ns, "unlabelled")
+	delete(unlabelled.Labels, "sandbox")
+	fixOf := func(objs []any, target, check string) string {
+		t.Helper()
+		_, col := checkYAML(t, p, toYAML(t, objs))
+		for _, f := range col.Findings {
+			if f.Target == target && f.Check == check && f.Status == report.Fail {
+				return f.Fix
+			}
+		}
+		t.Fatalf("no %s on %s", check, target)
+		return ""
+	}
+	objs := append(egressBase(p, false), unlabelled)
+	fix := fixOf(objs, "pod/"+ns+"/unlabelled", drift.NetpolEgressUnrestricted)
+	np := render.NetworkPolicy(p, ns)
+	for _, want := range []string{"add labels sandbox=true to metadata.labels", "networkpolicy/" + ns + "/" + np.Name, "sandbox missing"} {
+		if !strings.Contains(fix, want) {
+			t.Errorf("fix %q lacks %q", fix, want)
+		}
+	}
+	if strings.Contains(fix, "render") {
+		t.Errorf("fix %q asks for a policy that exists", fix)
+	}
+	if sel := fixOf(objs, "pod/"+ns+"/unlabelled", drift.PodSelectorLabels); !strings.Contains(sel, "add labels sandbox=true") {
+		t.Errorf("selector-labels fix %q", sel)
+	}
+
+	// No egress policy in the namespace (one elsewhere, so the files say
+	// what governs egress): the label alone would not help.
+	elsewhere := render.NetworkPolicy(p, "elsewhere")
+	labelledNoPolicy := hardenedPod(p, ns, "labelled")
+	noPolicy := fixOf([]any{elsewhere, labelledNoPolicy}, "pod/"+ns+"/labelled", drift.NetpolEgressUnrestricted)
+	unlabelledNoPolicy := fixOf([]any{elsewhere, unlabelled}, "pod/"+ns+"/unlabelled", drift.NetpolEgressUnrestricted)
+	for _, fix := range []string{noPolicy, unlabelledNoPolicy} {
+		if !strings.Contains(fix, "apply the NetworkPolicy from `sandprobe render --format egress") {
+			t.Errorf("without a policy: fix %q", fix)
+		}
+	}
+}

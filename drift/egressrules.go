@@ -29,7 +29,7 @@ const (
 
 var egressRules = []row{
 	{Rule{NetpolEgressUnrestricted, "at least one NetworkPolicy (or Cilium policy) restricts the sandbox's egress", high,
-		"apply the NetworkPolicy from `sandprobe render --format egress` (policyTypes: [Egress]) in the pod's namespace"}, nil},
+		"apply the NetworkPolicy from `sandprobe render --format egress` (policyTypes: [Egress]) in the pod's namespace; where one is there already, add the selector's labels the pod lacks"}, nil},
 	{Rule{NetpolAnyDestination, "no egress rule selecting a sandbox has an empty `to` (every destination)", high,
 		"list the destinations in `to`"}, nil},
 	{Rule{NetpolWorld, "no egress rule selecting a sandbox opens 0.0.0.0/0 or ::/0", high,

@@ -2,6 +2,7 @@ package drift
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -234,12 +235,31 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 		}
 		c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy, or an admin network policy denying everything else) selecting the pod",
 			"no egress policy selects the pod: every destination is reachable",
-			fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --format egress --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(e.p.Spec.Selector.MatchLabels)),
-			fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
+			e.unrestrictedFix(c, pod), fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
 	}
 	if !und.empty() {
 		e.judgeUndetermined(c, pod.Namespace, und, first, tiers)
 	}
+}
+
+// unrestrictedFix is the fix for a pod no egress policy selects. When a
+// policy in its namespace would select it if it carried the sandbox
+// selector's labels, the labels are what is missing, not a policy: applying
+// another one would change nothing for this pod.
+func (e *Engine) unrestrictedFix(c *podCheck, pod *corev1.Pod) string {
+	want := e.p.Spec.Selector.MatchLabels
+	if missing := missingLabels(want, pod.Labels); missing != "" {
+		labelled := maps.Clone(pod.Labels)
+		if labelled == nil {
+			labelled = map[string]string{}
+		}
+		maps.Copy(labelled, want)
+		if pols := e.EgressPolicies(pod.Namespace, labelled, pod.Spec.ServiceAccountName); len(pols) > 0 {
+			return fmt.Sprintf("add labels %s to %s.labels: %s in namespace %s already restricts the egress of pods that carry them (this pod: %s)",
+				selectorText(want), c.view.meta, strings.Join(pols, ", "), pod.Namespace, missing)
+		}
+	}
+	return fmt.Sprintf("apply the NetworkPolicy from `sandprobe render --format egress --policy …` in namespace %s (podSelector %s, policyTypes [Egress])", pod.Namespace, selectorText(want))
 }
 
 func labelsText(m map[string]string) string {
