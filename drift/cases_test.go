@@ -469,6 +469,7 @@ func fixtureSets() []fixtureSet {
 		{"phases.yaml", "phases-policy.yaml", phaseObjects},
 		{"anp.yaml", "policy.yaml", anpObjects},
 		{"cilium-read.yaml", "direct-policy.yaml", ciliumReadObjects},
+		{"factory.yaml", "factory-policy.yaml", factoryObjects},
 		{"cilium.yaml", "direct-policy.yaml", func(p *policy.Policy, prefix string) []any {
 			out := egressBase(p, true)
 			for _, c := range ciliumCases() {

@@ -79,10 +79,7 @@ type ciliumEgress struct {
 		MatchPattern string `json:"matchPattern,omitempty"`
 	} `json:"toFQDNs,omitempty"`
 	ToServices []struct {
-		K8sService *struct {
-			ServiceName string `json:"serviceName,omitempty"`
-			Namespace   string `json:"namespace,omitempty"`
-		} `json:"k8sService,omitempty"`
+		K8sService         *k8sServiceRef `json:"k8sService,omitempty"`
 		K8sServiceSelector map[string]any `json:"k8sServiceSelector,omitempty"`
 	} `json:"toServices,omitempty"`
 	ToGroups []map[string]any `json:"toGroups,omitempty"`
@@ -93,6 +90,12 @@ type ciliumEgress struct {
 			Protocol string `json:"protocol,omitempty"`
 		} `json:"ports,omitempty"`
 	} `json:"toPorts,omitempty"`
+}
+
+// k8sServiceRef is a toServices entry's Service, by name and namespace.
+type k8sServiceRef struct {
+	ServiceName string `json:"serviceName,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
 }
 
 type ciliumIndex struct {
@@ -244,7 +247,7 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		cr := &compiledCiliumRule{id: id, selector: sel, egress: r.defaultDenyEgress(),
 			noDefaultDeny: !r.defaultDenyEgress() && len(r.Egress)+len(r.EgressDeny) > 0}
 		cr.sansNSLabels, cr.nsLabelDep = splitNamespaceLabels(sel)
-		e.egress.ciliumFindings(cr, field, r.Egress)
+		e.egress.ciliumFindings(cr, cp.Metadata.Namespace, field, r.Egress)
 		ev := fmt.Sprintf("%s %s selects the pod (endpointSelector %s); Cilium policies add up with each other and with NetworkPolicies",
 			id, field, labelSelectorText(normalizeCiliumSelector(r.EndpointSelector), "every endpoint"))
 		for j := range cr.findings {
@@ -316,7 +319,8 @@ func stripSource(k string) string {
 }
 
 // ciliumFindings judges every egress rule of one Cilium rule.
-func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, field string, egress []ciliumEgress) {
+// ns is a namespaced policy's namespace ("" for a clusterwide one).
+func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, ns, field string, egress []ciliumEgress) {
 	where := cr.id
 	for i, r := range egress {
 		ports := ciliumPorts(r)
@@ -354,43 +358,7 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, field string, egres
 				}
 			}
 		}
-		cidrs := make([]struct{ cidr, sub, extra string }, 0, len(r.ToCIDR)+len(r.ToCIDRSet))
-		for j, c := range r.ToCIDR {
-			cidrs = append(cidrs, struct{ cidr, sub, extra string }{c, fmt.Sprintf("%s.toCIDR[%d]", rf, j), ""})
-		}
-		for j, c := range r.ToCIDRSet {
-			sub := fmt.Sprintf("%s.toCIDRSet[%d]", rf, j)
-			if c.CIDRGroupRef != "" {
-				add(CiliumCIDR, sub, "only declared addresses: "+m.ipsText(), "cidrGroupRef "+c.CIDRGroupRef+" (its addresses cannot be checked here)",
-					fmt.Sprintf("replace %s of %s with the declared addresses", sub, where))
-				continue
-			}
-			extra := ""
-			if len(c.Except) > 0 {
-				extra = " except " + strings.Join(c.Except, ", ")
-			}
-			cidrs = append(cidrs, struct{ cidr, sub, extra string }{c.CIDR, sub, extra})
-		}
-		for _, c := range cidrs {
-			pfx, err := parsePrefix(c.cidr)
-			actual := c.cidr + c.extra + " on " + portsText(ports)
-			switch {
-			case err != nil:
-				add(CiliumCIDR, c.sub, "a declared address", "unparsable CIDR "+c.cidr, fmt.Sprintf("remove %s from %s", c.sub, where))
-			case pfx.Bits() == 0:
-				cr.world = true
-				add(CiliumWorld, c.sub, "only declared destinations", actual+" — the whole internet",
-					fmt.Sprintf("remove %s from %s; policies add up, so this reopens egress whatever else denies", c.sub, where))
-			default:
-				if reason, known := m.explainPrefix(pfx, ports); reason == "" {
-					exp := "only declared addresses: " + m.ipsText()
-					if known {
-						exp = m.declaredPorts(pfx)
-					}
-					add(CiliumCIDR, c.sub, exp, actual, fmt.Sprintf("remove %s from %s, or declare the address in spec.egress.allow with a reason", c.sub, where))
-				}
-			}
-		}
+		m.ciliumCIDRFindings(cr, rf, r, ports)
 		for j, f := range r.ToFQDNs {
 			sub := fmt.Sprintf("%s.toFQDNs[%d]", rf, j)
 			text := "matchName " + f.MatchName
@@ -405,34 +373,147 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, field string, egres
 			add(CiliumFQDNExtra, sub, "only declared names: "+m.hostsText(), text+" on "+portsText(ports),
 				fmt.Sprintf("remove %s from %s, or declare it in spec.egress.allow with a reason", sub, where))
 		}
-		peers := make([]string, 0)
-		for j, s := range r.ToEndpoints {
-			if m.endpointPeerExplained(&s, ports) {
-				continue
+		m.ciliumPeerFindings(cr, ns, rf, r, ports)
+	}
+}
+
+// ciliumCIDRFindings judges the addresses of one egress rule rf: toCIDR
+// and toCIDRSet.
+func (m *egressModel) ciliumCIDRFindings(cr *compiledCiliumRule, rf string, r ciliumEgress, ports []portSpec) {
+	where := cr.id
+	add := func(check, sub, expected, actual, fix string) {
+		cr.findings = append(cr.findings, ruleFinding{check: check, subject: where + " " + sub, expected: expected, actual: actual, fix: fix})
+	}
+	cidrs := make([]struct{ cidr, sub, extra string }, 0, len(r.ToCIDR)+len(r.ToCIDRSet))
+	for j, c := range r.ToCIDR {
+		cidrs = append(cidrs, struct{ cidr, sub, extra string }{c, fmt.Sprintf("%s.toCIDR[%d]", rf, j), ""})
+	}
+	for j, c := range r.ToCIDRSet {
+		sub := fmt.Sprintf("%s.toCIDRSet[%d]", rf, j)
+		if c.CIDRGroupRef != "" {
+			add(CiliumCIDR, sub, "only declared addresses: "+m.ipsText(), "cidrGroupRef "+c.CIDRGroupRef+" (its addresses cannot be checked here)",
+				fmt.Sprintf("replace %s of %s with the declared addresses", sub, where))
+			continue
+		}
+		extra := ""
+		if len(c.Except) > 0 {
+			extra = " except " + strings.Join(c.Except, ", ")
+		}
+		cidrs = append(cidrs, struct{ cidr, sub, extra string }{c.CIDR, sub, extra})
+	}
+	for _, c := range cidrs {
+		pfx, err := parsePrefix(c.cidr)
+		actual := c.cidr + c.extra + " on " + portsText(ports)
+		switch {
+		case err != nil:
+			add(CiliumCIDR, c.sub, "a declared address", "unparsable CIDR "+c.cidr, fmt.Sprintf("remove %s from %s", c.sub, where))
+		case pfx.Bits() == 0:
+			cr.world = true
+			add(CiliumWorld, c.sub, "only declared destinations", actual+" — the whole internet",
+				fmt.Sprintf("remove %s from %s; policies add up, so this reopens egress whatever else denies", c.sub, where))
+		default:
+			if reason, known := m.explainPrefix(pfx, ports); reason == "" {
+				exp := "only declared addresses: " + m.ipsText()
+				if known {
+					exp = m.declaredPorts(pfx)
+				}
+				add(CiliumCIDR, c.sub, exp, actual, fmt.Sprintf("remove %s from %s, or declare the address in spec.egress.allow with a reason", c.sub, where))
 			}
-			peers = append(peers, fmt.Sprintf("%s.toEndpoints[%d]", rf, j)+"\x00toEndpoints "+labelSelectorText(normalizeCiliumSelector(&s), "every endpoint"))
-		}
-		for j, s := range r.ToServices {
-			if dnsOnly(ports) || (s.K8sService != nil && m.proxy != nil && m.proxy.ns != "" && s.K8sService.Namespace == m.proxy.ns &&
-				strings.HasPrefix(m.proxy.host, s.K8sService.ServiceName+".") && onlyPort(ports, m.proxy.port)) {
-				continue
-			}
-			peers = append(peers, fmt.Sprintf("%s.toServices[%d]", rf, j)+"\x00toServices")
-		}
-		for j := range r.ToNodes {
-			if !dnsOnly(ports) {
-				peers = append(peers, fmt.Sprintf("%s.toNodes[%d]", rf, j)+"\x00toNodes (the nodes themselves)")
-			}
-		}
-		for j := range r.ToGroups {
-			peers = append(peers, fmt.Sprintf("%s.toGroups[%d]", rf, j)+"\x00toGroups (cloud provider groups cannot be checked here)")
-		}
-		for _, p := range peers {
-			sub, desc, _ := strings.Cut(p, "\x00")
-			add(CiliumPeer, sub, m.peerExpected(), desc+" on "+portsText(ports),
-				fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53) or the proxy", sub, where))
 		}
 	}
+}
+
+// ciliumPeerFindings judges the in-cluster peers of one egress rule rf:
+// toEndpoints, toServices, toNodes and toGroups.
+func (m *egressModel) ciliumPeerFindings(cr *compiledCiliumRule, ns, rf string, r ciliumEgress, ports []portSpec) {
+	where := cr.id
+	add := func(check, sub, expected, actual, fix string) {
+		cr.findings = append(cr.findings, ruleFinding{check: check, subject: where + " " + sub, expected: expected, actual: actual, fix: fix})
+	}
+	peers := make([]string, 0)
+	for j, s := range r.ToEndpoints {
+		if m.endpointPeerExplained(&s, ports) {
+			continue
+		}
+		sub := fmt.Sprintf("%s.toEndpoints[%d]", rf, j)
+		live := "toEndpoints " + labelSelectorText(normalizeCiliumSelector(&s), "every endpoint")
+		switch v := m.judgeEndpointPeer(&s, ns, ports); {
+		case v.explained:
+			continue
+		case v.widened != nil:
+			wf := widenedFinding(CiliumPeer, where+" "+sub, live+" on "+portsText(ports), where, sub, v.widened)
+			cr.findings = append(cr.findings, wf)
+			continue
+		}
+		peers = append(peers, sub+"\x00"+live)
+	}
+	for j, s := range r.ToServices {
+		sub := fmt.Sprintf("%s.toServices[%d]", rf, j)
+		if dnsOnly(ports) || (s.K8sService != nil && m.proxy != nil && m.proxy.ns != "" && s.K8sService.Namespace == m.proxy.ns &&
+			strings.HasPrefix(m.proxy.host, s.K8sService.ServiceName+".") && onlyPort(ports, m.proxy.port)) {
+			continue
+		}
+		if p := m.servicePeer(s.K8sService, ns); p != nil {
+			if len(r.ToPorts) == 0 {
+				continue
+			}
+			add(CiliumPeer, sub, "toServices for "+p.String()+" without toPorts (its endpoints' ports are the Service's)",
+				"toServices combined with toPorts "+portsText(ports)+": Cilium then allows those ports to the world (cilium#20067)",
+				fmt.Sprintf("drop toPorts from %s of %s, or allow the pods by toEndpoints with their labels", rf, where))
+			continue
+		}
+		peers = append(peers, sub+"\x00toServices")
+	}
+	for j := range r.ToNodes {
+		if !dnsOnly(ports) {
+			peers = append(peers, fmt.Sprintf("%s.toNodes[%d]", rf, j)+"\x00toNodes (the nodes themselves)")
+		}
+	}
+	for j := range r.ToGroups {
+		peers = append(peers, fmt.Sprintf("%s.toGroups[%d]", rf, j)+"\x00toGroups (cloud provider groups cannot be checked here)")
+	}
+	for _, p := range peers {
+		sub, desc, _ := strings.Cut(p, "\x00")
+		add(CiliumPeer, sub, m.peerExpected(), desc+" on "+portsText(ports),
+			fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53), the proxy or a declared in-cluster peer", sub, where))
+	}
+}
+
+// judgeEndpointPeer compares a toEndpoints selector with the declared
+// in-cluster peers: without a namespace label it selects the policy's own
+// namespace (any namespace for a clusterwide policy: never explained).
+func (m *egressModel) judgeEndpointPeer(s *metav1.LabelSelector, ns string, ports []portSpec) peerVerdict {
+	norm := normalizeCiliumSelector(s)
+	labels := make(map[string]string, len(norm.MatchLabels))
+	for k, v := range norm.MatchLabels {
+		labels[k] = v
+	}
+	peerNS, known := labels[ciliumNamespaceLabel]
+	delete(labels, ciliumNamespaceLabel)
+	if !known && ns != "" {
+		peerNS, known = ns, true
+	}
+	return m.judgePeer(peerNS, known, labels, ports)
+}
+
+// servicePeer is the declared in-cluster peer a toServices k8sService
+// names: its location's service, or the Service its host names.
+func (m *egressModel) servicePeer(svc *k8sServiceRef, ns string) *allowPeer {
+	if svc == nil {
+		return nil
+	}
+	svcNS := orDefault(svc.Namespace, ns)
+	for i := range m.peers {
+		p := &m.peers[i]
+		name := p.service
+		if name == "" && policy.ServiceNamespace(p.host) == p.ns {
+			name, _, _ = strings.Cut(p.host, ".")
+		}
+		if p.ns == svcNS && name != "" && name == svc.ServiceName {
+			return p
+		}
+	}
+	return nil
 }
 
 // endpointPeerExplained: cluster DNS on port 53, or the proxy's namespace

@@ -18,6 +18,7 @@ import (
 type egressModel struct {
 	hosts []allowHost
 	ips   []allowIP
+	peers []allowPeer
 	proxy *proxyTarget
 	// resolver holds the declared resolver's CIDRs (spec.egress.dns.resolverLocation):
 	// an address block on port 53 is explained when it is one of them.
@@ -50,6 +51,10 @@ type proxyTarget struct {
 func newEgressModel(p *policy.Policy) (*egressModel, error) {
 	m := &egressModel{}
 	for i, a := range p.Spec.Egress.Allow {
+		if a.InCluster() {
+			m.peers = append(m.peers, newAllowPeer(a))
+			continue
+		}
 		r, err := policy.ParseHostRule(a.Host)
 		if err != nil {
 			return nil, fmt.Errorf("policy %s: spec.egress.allow[%d].host: %w", p.Metadata.Name, i, err)
@@ -248,6 +253,9 @@ func (m *egressModel) explainHost(live policy.HostRule, ports []portSpec) (strin
 	}
 	if m.proxy != nil && m.proxy.host == live.Host && onlyPort(ports, m.proxy.port) {
 		return "the declared proxy", true
+	}
+	if m.explainPeerHost(live, ports) {
+		return "a declared in-cluster peer", true
 	}
 	return "", false
 }

@@ -38,8 +38,8 @@ var egressRules = []row{
 		"remove the ipBlock or declare the address in spec.egress.allow"}, nil},
 	{Rule{NetpolPort, "every allowed destination is limited to its declared port", medium,
 		"list only the declared port in the rule's ports"}, nil},
-	{Rule{NetpolPeer, "in-cluster peers are limited to cluster DNS and the declared proxy", medium,
-		"remove the peer or narrow it to DNS (port 53) or the proxy"}, nil},
+	{Rule{NetpolPeer, "in-cluster peers are limited to cluster DNS, the declared proxy and the declared in-cluster peers (their pods, on their ports)", medium,
+		"remove the peer or narrow it to DNS (port 53), the proxy or a declared peer's pods"}, nil},
 
 	{Rule{CiliumFQDNExtra, "every toFQDNs name or pattern is covered by a declared allowance on its port", medium,
 		"remove the name or declare it in spec.egress.allow"}, nil},
@@ -51,8 +51,8 @@ var egressRules = []row{
 		"remove the CIDR or declare the address in spec.egress.allow"}, nil},
 	{Rule{CiliumAnyDestination, "no Cilium egress rule allows ports to every destination (toPorts without a peer)", high,
 		"add toFQDNs/toEndpoints/toCIDR to the rule"}, nil},
-	{Rule{CiliumPeer, "in-cluster Cilium peers are limited to cluster DNS and the declared proxy", medium,
-		"remove the peer or narrow it to DNS (port 53) or the proxy"}, nil},
+	{Rule{CiliumPeer, "in-cluster Cilium peers are limited to cluster DNS, the declared proxy and the declared in-cluster peers (their pods, on their ports)", medium,
+		"remove the peer or narrow it to DNS (port 53), the proxy or a declared peer's pods"}, nil},
 
 	{Rule{ANPWorld, "no admin or baseline admin network policy Allow opens 0.0.0.0/0 or ::/0 to a sandbox (an admin Allow overrides every NetworkPolicy)", high,
 		"remove the network from the Allow rule"}, nil},

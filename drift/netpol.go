@@ -295,11 +295,23 @@ func (m *egressModel) netpolFindings(np *networkingv1.NetworkPolicy) []ruleFindi
 			if m.selectorPeerExplained(peer.NamespaceSelector, ports) {
 				continue
 			}
+			ns, known := netpolPeerNamespace(peer.NamespaceSelector, np.Namespace)
+			var podLabels map[string]string
+			if peer.PodSelector != nil {
+				podLabels = peer.PodSelector.MatchLabels
+			}
+			switch v := m.judgePeer(ns, known, podLabels, ports); {
+			case v.explained:
+				continue
+			case v.widened != nil:
+				out = append(out, widenedFinding(NetpolPeer, obj+" "+pfield, peerText(peer)+" on "+portsText(ports), where, pfield, v.widened))
+				continue
+			}
 			out = append(out, ruleFinding{
 				check: NetpolPeer, subject: obj + " " + pfield,
 				expected: m.peerExpected(),
 				actual:   peerText(peer) + " on " + portsText(ports),
-				fix:      fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53) or the proxy", pfield, where),
+				fix:      fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53), the proxy or a declared in-cluster peer", pfield, where),
 			})
 		}
 	}
@@ -361,9 +373,9 @@ func (m *egressModel) selectorPeerExplained(nsSel *metav1.LabelSelector, ports [
 
 func (m *egressModel) peerExpected() string {
 	if m.proxy != nil && m.proxy.ns != "" {
-		return fmt.Sprintf("in-cluster peers only for DNS (port 53) or the proxy (namespace %s, port %d)", m.proxy.ns, m.proxy.port)
+		return fmt.Sprintf("in-cluster peers only for DNS (port 53) or the proxy (namespace %s, port %d)", m.proxy.ns, m.proxy.port) + m.peersText()
 	}
-	return "in-cluster peers only for DNS (port 53)"
+	return "in-cluster peers only for DNS (port 53)" + m.peersText()
 }
 
 // selectsOnlyNamespace reports whether a namespaceSelector pins exactly one

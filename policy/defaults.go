@@ -89,6 +89,12 @@ func (p *Policy) Default() {
 		}
 		if a.Scheme == "" {
 			a.Scheme = defaultScheme(a.Port)
+			if a.Location != nil && a.Scheme == "tcp" {
+				// An in-cluster peer (a broker) must answer as an
+				// application: a bare TCP accept could be anything in
+				// the path. A peer that is no HTTP server says tcp.
+				a.Scheme = "http"
+			}
 		}
 		a.Probe = NormalizeHost(a.Probe)
 	}

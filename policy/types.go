@@ -327,6 +327,26 @@ type Allowance struct {
 	// resolver does not answer the name (only the proxy resolves it): the
 	// proxy-bypass check dials them directly.
 	Addresses []string `json:"addresses,omitempty"`
+	// Location says where an in-cluster peer runs (a broker reached by its
+	// Service name): render allows those pods (NetworkPolicy peers, Cilium
+	// toEndpoints or toServices) rather than the name, which FQDN rules do
+	// not match for ClusterIP traffic, and the probe dials the name
+	// directly, never through the proxy.
+	Location *Location `json:"location,omitempty"`
+}
+
+// InCluster reports whether the allowance is an in-cluster peer with a
+// declared location: dialled directly, allowed by where it runs.
+func (a Allowance) InCluster() bool { return a.Location != nil }
+
+// PeerPorts are the ports the allowance's peer listens on: the location's
+// (a Service's targetPorts, which a NetworkPolicy matches after the
+// Service's translation), else the allowance's own.
+func (a Allowance) PeerPorts() []int {
+	if a.Location != nil && len(a.Location.Ports) > 0 {
+		return a.Location.Ports
+	}
+	return []int{a.Port}
 }
 
 // MustFail lists destinations that must not be reachable.
@@ -417,6 +437,15 @@ type Location struct {
 	Namespace   string    `json:"namespace,omitempty"`
 	PodSelector *Selector `json:"podSelector,omitempty"`
 	CIDRs       []string  `json:"cidrs,omitempty"`
+	// Service is the name of the Service in Namespace that fronts the
+	// pods (an allowance's location only): Cilium may allow it by
+	// toServices; a NetworkPolicy still needs podSelector.
+	Service string `json:"service,omitempty"`
+	// Ports are the ports the pods listen on when they differ from the
+	// allowance's port (a Service's targetPorts): a NetworkPolicy matches
+	// the pod's port, after the Service's translation (an allowance's
+	// location only).
+	Ports []int `json:"ports,omitempty"`
 }
 
 // Prefixes parses the location's CIDRs (a bare address is its own /32 or

@@ -301,38 +301,7 @@ func (e *Egress) validate(c *collector) {
 	if e.Timeout.Duration > 60e9 {
 		c.add("spec.egress.timeout", fmt.Sprintf("must be at most 60s, got %s", e.Timeout.Duration))
 	}
-	rules := make([]HostRule, len(e.Allow))
-	for i, a := range e.Allow {
-		pth := fmt.Sprintf("spec.egress.allow[%d]", i)
-		if a.Host == "" {
-			continue // reported by validator
-		}
-		r, err := ParseHostRule(a.Host)
-		if err != nil {
-			c.add(pth+".host", err.Error())
-			continue
-		}
-		if r.Port != 0 && a.Port != r.Port {
-			c.add(pth+".port", fmt.Sprintf("%d contradicts the port in host %q", a.Port, a.Host))
-		}
-		r.Port = a.Port
-		rules[i] = r
-		if a.Reason != "" && strings.TrimSpace(a.Reason) == "" {
-			c.add(pth+".reason", "blank — every allowance needs a reason")
-		}
-		if a.Probe != "" {
-			if !r.Matches(a.Probe, a.Port) {
-				c.add(pth+".probe", fmt.Sprintf("%q is not matched by %s, so probing it proves nothing about this allowance", a.Probe, r))
-			} else if strings.Contains(a.Probe, "*") {
-				c.add(pth+".probe", "must be a concrete name, not a pattern")
-			}
-		}
-		for j := 0; j < i; j++ {
-			if rules[j] == r {
-				c.add(pth, fmt.Sprintf("duplicates spec.egress.allow[%d] (%s)", j, r))
-			}
-		}
-	}
+	rules := e.validateAllow(c)
 	checkTargets := func(field string, ts []Target, wantIP bool) {
 		for i, t := range ts {
 			pth := fmt.Sprintf("spec.egress.mustFail.%s[%d]", field, i)
@@ -373,6 +342,58 @@ func (e *Egress) validate(c *collector) {
 			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())
 		}
 	}
+	e.validateLocations(c)
+	if f := e.Fronting; f != nil {
+		switch {
+		case strings.TrimSpace(f.Accepted) == "":
+			c.add("spec.egress.fronting.accepted", "empty: say why domain fronting through the proxy is accepted, or remove spec.egress.fronting")
+		case e.Proxy == "":
+			c.add("spec.egress.fronting", "set without spec.egress.proxy: there is no proxy to front through")
+		}
+	}
+}
+
+// validateAllow checks every allowance and returns their host rules (the
+// zero rule for one that does not parse).
+func (e *Egress) validateAllow(c *collector) []HostRule {
+	rules := make([]HostRule, len(e.Allow))
+	for i, a := range e.Allow {
+		pth := fmt.Sprintf("spec.egress.allow[%d]", i)
+		if a.Host == "" {
+			continue // reported by validator
+		}
+		r, err := ParseHostRule(a.Host)
+		if err != nil {
+			c.add(pth+".host", err.Error())
+			continue
+		}
+		if r.Port != 0 && a.Port != r.Port {
+			c.add(pth+".port", fmt.Sprintf("%d contradicts the port in host %q", a.Port, a.Host))
+		}
+		r.Port = a.Port
+		rules[i] = r
+		if a.Reason != "" && strings.TrimSpace(a.Reason) == "" {
+			c.add(pth+".reason", "blank — every allowance needs a reason")
+		}
+		if a.Probe != "" {
+			if !r.Matches(a.Probe, a.Port) {
+				c.add(pth+".probe", fmt.Sprintf("%q is not matched by %s, so probing it proves nothing about this allowance", a.Probe, r))
+			} else if strings.Contains(a.Probe, "*") {
+				c.add(pth+".probe", "must be a concrete name, not a pattern")
+			}
+		}
+		for j := 0; j < i; j++ {
+			if rules[j] == r {
+				c.add(pth, fmt.Sprintf("duplicates spec.egress.allow[%d] (%s)", j, r))
+			}
+		}
+	}
+	return rules
+}
+
+// validateLocations checks where the proxy, the resolver and the
+// in-cluster peers run.
+func (e *Egress) validateLocations(c *collector) {
 	if e.ProxyLocation != nil {
 		checkLocation(c, "spec.egress.proxyLocation", e.ProxyLocation)
 		switch ip, err := e.ProxyAddr(); {
@@ -384,15 +405,59 @@ func (e *Egress) validate(c *collector) {
 	}
 	if e.DNS.ResolverLocation != nil {
 		checkLocation(c, "spec.egress.dns.resolverLocation", e.DNS.ResolverLocation)
+		onlyAllowLocation(c, "spec.egress.dns.resolverLocation", e.DNS.ResolverLocation)
 	}
-	if f := e.Fronting; f != nil {
-		switch {
-		case strings.TrimSpace(f.Accepted) == "":
-			c.add("spec.egress.fronting.accepted", "empty: say why domain fronting through the proxy is accepted, or remove spec.egress.fronting")
-		case e.Proxy == "":
-			c.add("spec.egress.fronting", "set without spec.egress.proxy: there is no proxy to front through")
+	if e.ProxyLocation != nil {
+		onlyAllowLocation(c, "spec.egress.proxyLocation", e.ProxyLocation)
+	}
+	for i, a := range e.Allow {
+		if a.Location != nil {
+			checkAllowLocation(c, fmt.Sprintf("spec.egress.allow[%d]", i), a)
 		}
 	}
+}
+
+// onlyAllowLocation refuses the fields only an allowance's location has.
+func onlyAllowLocation(c *collector, pth string, l *Location) {
+	if l.Service != "" {
+		c.add(pth+".service", "only an allowance's location (spec.egress.allow[].location) names a Service")
+	}
+	if len(l.Ports) > 0 {
+		c.add(pth+".ports", "only an allowance's location (spec.egress.allow[].location) has ports")
+	}
+}
+
+// checkAllowLocation: an in-cluster peer is one service, named by one
+// host that the sandbox resolves, in the namespace the location gives.
+func checkAllowLocation(c *collector, pth string, a Allowance) {
+	l := a.Location
+	lp := pth + ".location"
+	checkLocation(c, lp, l)
+	if strings.Contains(a.Host, "*") {
+		c.add(lp, fmt.Sprintf("set on the pattern %q: a location is where one service runs; allow it by its Service name", a.Host))
+	}
+	if l.Service != "" && !dns1123Label(l.Service) {
+		c.add(lp+".service", fmt.Sprintf("%q is not a valid Service name", l.Service))
+	}
+	if ns := ServiceNamespace(NormalizeHost(a.Host)); ns != "" && l.Namespace != "" && ns != l.Namespace {
+		c.add(lp+".namespace", fmt.Sprintf("%q, but the host %s names a Service in namespace %q", l.Namespace, a.Host, ns))
+	}
+	for j, p := range l.Ports {
+		if p < 1 || p > 65535 {
+			c.add(fmt.Sprintf("%s.ports[%d]", lp, j), fmt.Sprintf("must be 1-65535, got %d", p))
+		}
+	}
+}
+
+// ServiceNamespace reads the namespace out of a Kubernetes Service name:
+// "svc.ns.svc" or "svc.ns.svc.<cluster domain>" ("" for any other name;
+// "svc.ns" is too like an outside name to tell).
+func ServiceNamespace(host string) string {
+	labels := strings.Split(host, ".")
+	if len(labels) >= 3 && labels[2] == "svc" {
+		return labels[1]
+	}
+	return ""
 }
 
 // ProxyAddr is the proxy's address when spec.egress.proxy names one by
@@ -419,7 +484,7 @@ func anyContains(ps []netip.Prefix, a netip.Addr) bool {
 // labels, and CIDRs that are canonical and narrower than the whole internet
 // (a location is where one service runs, and the rendered rule opens it).
 func checkLocation(c *collector, pth string, l *Location) {
-	pods := l.Namespace != "" || l.PodSelector != nil
+	pods := l.Namespace != "" || l.PodSelector != nil || l.Service != ""
 	switch {
 	case pods && len(l.CIDRs) > 0:
 		c.add(pth, "give either namespace (and podSelector) or cidrs, not both: a location is pods or addresses")
@@ -429,7 +494,7 @@ func checkLocation(c *collector, pth string, l *Location) {
 	if pods {
 		switch {
 		case l.Namespace == "":
-			c.add(pth+".namespace", "required with podSelector: a pod selector alone would mean the sandbox's own namespace")
+			c.add(pth+".namespace", "required with podSelector or service: a pod selector alone would mean the sandbox's own namespace")
 		case !dns1123Label(l.Namespace):
 			c.add(pth+".namespace", fmt.Sprintf("%q is not a valid namespace name", l.Namespace))
 		}

@@ -91,6 +91,13 @@ func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 				Fix:    "add probe: <a real name under the pattern> to this allowance"})
 			continue
 		}
+		if a.InCluster() {
+			// An in-cluster peer (a broker) is reached directly by its
+			// Service name, proxy or not, and must answer as an
+			// application (its scheme defaults to http, not tcp).
+			plan = append(plan, Attempt{Check: checkAllowed, Subject: hostPort(name, a.Port) + " in-cluster", Host: name, Port: a.Port, Scheme: a.Scheme})
+			continue
+		}
 		concrete = append(concrete, policy.Allowance{Host: name, Port: a.Port, Scheme: a.Scheme, Addresses: a.Addresses})
 		sub := hostPort(name, a.Port)
 		if proxy {

@@ -90,6 +90,10 @@ func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPoli
 		}
 	}
 	for _, a := range p.Spec.Egress.Allow {
+		if a.InCluster() {
+			add(networkingv1.NetworkPolicyEgressRule{To: locationPeers(a.Location), Ports: tcpPorts(a.PeerPorts())}, a.Reason)
+			continue
+		}
 		if ip, err := netip.ParseAddr(a.Host); err == nil {
 			add(ipRule(ip, a.Port), a.Reason)
 			continue
@@ -157,6 +161,11 @@ func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
 	e := &p.Spec.Egress
 	var problems []error
 	need := func(path, what string) { problems = append(problems, &policy.FieldError{Path: path, Msg: what}) }
+	for i, a := range e.Allow {
+		if l := a.Location; l != nil && l.Service != "" && l.PodSelector == nil {
+			need(fmt.Sprintf("spec.egress.allow[%d].location.podSelector", i), fmt.Sprintf("required: render allows the pods behind the Service %s/%s by their labels (a NetworkPolicy cannot select a Service, and Cilium's toServices matches only Services without a selector); give the Service's selector", l.Namespace, l.Service))
+		}
+	}
 	for _, kind := range kinds {
 		if kind != KindNetworkPolicy {
 			continue
@@ -168,7 +177,7 @@ func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
 		}
 		if e.Proxy == "" {
 			for i, a := range e.Allow {
-				if _, err := netip.ParseAddr(a.Host); err != nil {
+				if _, err := netip.ParseAddr(a.Host); err != nil && !a.InCluster() {
 					need(fmt.Sprintf("spec.egress.allow[%d].host", i), fmt.Sprintf("%s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, allow its address, or render only the CiliumNetworkPolicy (--egress cilium)", a.Host))
 				}
 			}
@@ -185,15 +194,13 @@ func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
 // namesToResolve are the names the sandbox itself must resolve: the
 // proxy's, or — without a proxy — every allowed name.
 func namesToResolve(p *policy.Policy) []string {
-	if host, _, _, ok := proxyTarget(p); ok {
-		if _, err := netip.ParseAddr(host); err != nil {
-			return []string{host}
-		}
-		return nil
-	}
 	var out []string
+	host, _, _, proxied := proxyTarget(p)
+	if _, err := netip.ParseAddr(host); proxied && err != nil {
+		out = append(out, host)
+	}
 	for _, a := range p.Spec.Egress.Allow {
-		if _, err := netip.ParseAddr(a.Host); err != nil {
+		if _, err := netip.ParseAddr(a.Host); err != nil && (!proxied || a.InCluster()) {
 			out = append(out, a.Host)
 		}
 	}
@@ -206,6 +213,16 @@ func ipRule(ip netip.Addr, port int) networkingv1.NetworkPolicyEgressRule {
 		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}}},
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptrPort(port)}},
 	}
+}
+
+// tcpPorts are the NetworkPolicy ports of a peer's TCP ports.
+func tcpPorts(ports []int) []networkingv1.NetworkPolicyPort {
+	tcp := corev1.ProtocolTCP
+	out := make([]networkingv1.NetworkPolicyPort, len(ports))
+	for i, n := range ports {
+		out[i] = networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptrPort(n)}
+	}
+	return out
 }
 
 func ptrPort(n int) *intstr.IntOrString {
@@ -229,24 +246,8 @@ func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
 		return []any{map[string]any{"ports": []any{map[string]any{"port": strconv.Itoa(port), "protocol": proto}}}}
 	}
 
-	var dnsNames []any
 	host, port, ns, hasProxy := proxyTarget(p)
-	if p.Spec.Egress.DNS.ArbitraryNames == "allow" {
-		dnsNames = append(dnsNames, map[string]any{"matchPattern": "*"})
-	} else {
-		if hasProxy {
-			if _, err := netip.ParseAddr(host); err != nil {
-				// The resolver tries the search domains first: "host.*".
-				dnsNames = append(dnsNames, map[string]any{"matchName": host}, map[string]any{"matchPattern": host + ".*"})
-			}
-		}
-		for _, a := range p.Spec.Egress.Allow {
-			if _, err := netip.ParseAddr(a.Host); err == nil || hasProxy {
-				continue // with a proxy, only the proxy resolves the allowed names
-			}
-			dnsNames = append(dnsNames, fqdnSelector(a.Host))
-		}
-	}
+	dnsNames := ciliumDNSNames(p)
 	if loc := p.Spec.Egress.DNS.ResolverLocation; loc != nil {
 		dnsRule := ciliumLocation(loc)
 		dnsRule["toPorts"] = []any{map[string]any{
@@ -276,6 +277,10 @@ func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
 		}
 	}
 	for _, a := range p.Spec.Egress.Allow {
+		if a.InCluster() {
+			add(ciliumPeer(a), a.Reason)
+			continue
+		}
 		if ip, err := netip.ParseAddr(a.Host); err == nil {
 			add(map[string]any{"toCIDR": []any{netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}, "toPorts": toPorts(a.Port, "TCP")}, a.Reason)
 			continue
@@ -302,6 +307,47 @@ func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
 			"egress":           egress,
 		},
 	}
+}
+
+// ciliumPeer is an in-cluster allowance's Cilium rule: toEndpoints for
+// its pods on the ports they listen on. A toFQDNs rule would not do:
+// Cilium matches FQDN rules on the addresses a name resolved to, and a
+// Service name resolves to its ClusterIP, which the datapath has
+// translated to a pod address before policy sees it. Nor toServices: it
+// matches only Services without a selector, and must not be combined
+// with toPorts (cilium#20067: the ports then open to the world).
+func ciliumPeer(a policy.Allowance) map[string]any {
+	rule := ciliumLocation(a.Location)
+	var ports []any
+	for _, n := range a.PeerPorts() {
+		ports = append(ports, map[string]any{"port": strconv.Itoa(n), "protocol": "TCP"})
+	}
+	rule["toPorts"] = []any{map[string]any{"ports": ports}}
+	return rule
+}
+
+// ciliumDNSNames are the names the sandbox may ask the resolver for: the
+// proxy's, and the allowed names it resolves itself.
+func ciliumDNSNames(p *policy.Policy) []any {
+	var dnsNames []any
+	host, _, _, hasProxy := proxyTarget(p)
+	if p.Spec.Egress.DNS.ArbitraryNames == "allow" {
+		dnsNames = append(dnsNames, map[string]any{"matchPattern": "*"})
+	} else {
+		if hasProxy {
+			if _, err := netip.ParseAddr(host); err != nil {
+				// The resolver tries the search domains first: "host.*".
+				dnsNames = append(dnsNames, map[string]any{"matchName": host}, map[string]any{"matchPattern": host + ".*"})
+			}
+		}
+		for _, a := range p.Spec.Egress.Allow {
+			if _, err := netip.ParseAddr(a.Host); err == nil || (hasProxy && !a.InCluster()) {
+				continue // with a proxy, only the proxy resolves the allowed names
+			}
+			dnsNames = append(dnsNames, fqdnSelector(a.Host))
+		}
+	}
+	return dnsNames
 }
 
 func fqdnSelector(host string) map[string]any {

@@ -1,0 +1,82 @@
+package render_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/render"
+)
+
+// TestInClusterPeers: the factory's brokers are allowed where they run —
+// a NetworkPolicy peer (namespace and pods) and a Cilium toEndpoints rule
+// on the port the pods listen on — never by a toFQDNs rule for their
+// Service name, which Cilium cannot match on ClusterIP traffic.
+func TestInClusterPeers(t *testing.T) {
+	p := load(t, "factory-policy.yaml")
+	if err := render.CheckEgress(p, render.KindCilium); err != nil {
+		t.Fatalf("the factory policy does not render for Cilium: %v", err)
+	}
+	// The package hosts are names: a NetworkPolicy cannot hold them, the brokers it can.
+	err := render.CheckEgress(p, render.KindNetworkPolicy)
+	if err == nil || strings.Contains(err.Error(), "broker") || !strings.Contains(err.Error(), "registry.npmjs.org") {
+		t.Errorf("CheckEgress(networkpolicy) = %v, want only the package hosts named", err)
+	}
+	np := render.NetworkPolicy(p, "factory-sandboxes")
+	found := 0
+	for _, r := range np.Spec.Egress {
+		for _, peer := range r.To {
+			if peer.NamespaceSelector == nil || peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "factory" {
+				continue
+			}
+			if peer.PodSelector == nil || !strings.HasSuffix(peer.PodSelector.MatchLabels["app"], "-broker") {
+				t.Errorf("a broker peer that is every pod of its namespace: %+v", peer)
+			}
+			if len(r.Ports) != 1 || r.Ports[0].Port.IntValue() != 8080 {
+				t.Errorf("broker rule on %v, want the pods' port 8080 only", r.Ports)
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d broker peers in the NetworkPolicy, want 2", found)
+	}
+	var b bytes.Buffer
+	if err := render.WriteYAML(&b, render.CiliumNetworkPolicy(p, "factory-sandboxes")); err != nil {
+		t.Fatal(err)
+	}
+	y := b.String()
+	for _, want := range []string{"k8s:app: model-broker", "k8s:app: git-broker", "port: \"8080\"", "matchName: model-broker.factory.svc.cluster.local"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("CiliumNetworkPolicy lacks %q:\n%s", want, y)
+		}
+	}
+	if strings.Contains(y, "toServices") || strings.Count(y, "toFQDNs") != 3 {
+		t.Errorf("a broker allowed by name or by toServices:\n%s", y)
+	}
+}
+
+// TestServiceLocationNeedsPods: a Service alone cannot be rendered (a
+// NetworkPolicy selects pods; Cilium's toServices matches only Services
+// without a selector): render refuses, naming the field.
+func TestServiceLocationNeedsPods(t *testing.T) {
+	p, err := policy.Load([]byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: t}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  egress:
+    allow: [{host: model-broker.factory.svc, port: 80, reason: r, location: {namespace: factory, service: model-broker}}]
+    dns: {resolverLocation: {namespace: kube-system, podSelector: {matchLabels: {k8s-app: kube-dns}}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []render.EgressKind{render.KindNetworkPolicy, render.KindCilium} {
+		err := render.CheckEgress(p, kind)
+		if err == nil || !strings.Contains(err.Error(), "spec.egress.allow[0].location.podSelector") {
+			t.Errorf("%s: %v, want the missing podSelector named", kind, err)
+		}
+	}
+}
