@@ -5,7 +5,7 @@
 #   cluster up (hack/cluster) → kube-router's NetworkPolicy controller
 #   (hack/cluster/netpol.sh) → lab up, pod network attached in engine mode
 #   (the lab only routes; nothing but the NetworkPolicy keeps sandboxes in) →
-#   import the sandprobe image → kubectl apply -k (manifests/ through the e2e
+#   build and import the sandprobe image → kubectl apply -k (manifests/ through the e2e
 #   overlay) → the NetworkPolicy `sandprobe render` writes, applied in the
 #   sandbox namespace, and a live sandbox → a Job from the CronJob probes like
 #   a sandbox: green, each verdict attributed to what enforced it → the
@@ -18,7 +18,12 @@
 #        changed (only the probe can see it),
 #     4. a sandbox pod started without the sandbox label
 #   → the admission policy refuses a sandbox pod without its runtime class →
-#   cluster down (engine, chains and ipsets gone), lab down.
+#   the install lifecycle as a user lives it (kubectl delete -k leaves
+#   nothing; then with Helm and with kustomize: install → a Job green →
+#   upgrade to another image digest → a Job green → uninstall → nothing
+#   left; hack/e2e/lifecycle.sh) → cluster down (engine, chains and ipsets
+#   gone), lab down. The image is built as make image builds it (hack/image)
+#   with the lab's CA in one more layer; the functions live in hack/e2e/lib.sh.
 #
 #   hack/e2e.sh                     # root; needs bin/sandprobe (make e2e builds it)
 #   SANDPROBE_E2E_KEEP=1 hack/e2e.sh   # leave cluster, engine and lab up afterwards
@@ -40,6 +45,9 @@ probe_bin=bin/sandprobe-probe
 overlay=hack/e2e/overlay
 ns=sandprobe-system
 image=sandprobe.local/sandprobe:e2e
+# The image the install lifecycle upgrades to (hack/e2e/lifecycle.sh).
+image2=sandprobe.local/sandprobe:e2e-upgrade
+go=${GO:-go}
 # The Pushgateway listens on the node address: the one host address the
 # cluster's firewall lets pods reach (hack/cluster/README.md). Must match
 # SANDPROBE_PUSHGATEWAY in $overlay/cronjob.yaml.
@@ -58,44 +66,7 @@ witness="inet sandprobe_e2e_witness"
 kubeconfig=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/admin.kubeconfig
 kubectl_bin="$(hack/k8s/build.sh --print-bin-dir)/kubectl"
 kc() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
-
-bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
-[[ -t 1 && -z ${NO_COLOR:-} ]] || bold='' dim='' red='' green='' reset=''
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-t_all=$(now)
-timings=()
-step_name='' t_step='' step_no=0
-# step NAME [DETAIL]: a numbered chapter of the story, timed under NAME.
-step() {
-  end_step
-  step_no=$((step_no + 1)) step_name=$1 t_step=$(now)
-  printf '\n%s▶ %d. %s%s%s\n' "$bold" "$step_no" "$1" "${2:+: $2}" "$reset"
-}
-end_step() {
-  if [[ -n $step_name ]]; then timings+=("$(printf '%6ss  %d. %s' "$(secs "$t_step")" "$step_no" "$step_name")"); fi
-  step_name=''
-}
-say() { printf '  %s\n' "$*"; }
-quote() { sed "s/^/  $dim/; s/\$/$reset/"; }
-ok() { printf '  %s✔%s %s\n' "$green" "$reset" "$*"; }
-fail_msg=''
-fail() {
-  fail_msg="step $step_no ($step_name): $*"
-  printf '  %s✘ %s%s\n' "$red" "$*" "$reset" >&2
-  exit 1
-}
-
-# until_kr WHAT CMD...: wait (≤ 30 s) until kube-router's rules say CMD: a
-# change is in force only once the engine has programmed it.
-until_kr() {
-  local what=$1 t; shift
-  t=$(now)
-  for _ in $(seq 150); do "$@" && break; sleep 0.2; done
-  "$@" || fail "kube-router never got there: $what"
-  say "in force $(secs "$t") s later: $what"
-}
-not() { ! "$@"; }
+source hack/e2e/lib.sh
 
 # ---- locks and cleanup ----------------------------------------------------------
 # Long-lived children (cluster components, lab daemons, the Pushgateway)
@@ -116,54 +87,14 @@ fi
 timings+=("$(printf '%6ss  %s' "$(secs "$t_lock")" "waiting for the cluster and lab locks")")
 pg_pid=''
 observer_pid=''
-cleanup() {
-  local code=$?
-  trap - EXIT INT TERM
-  end_step
-  [[ -n $observer_pid ]] && kill "$observer_pid" 2>/dev/null
-  if ((code != 0)) && [[ -s $kubeconfig ]]; then
-    {
-      echo "== jobs, pods, events in $ns"
-      kc -n "$ns" get jobs,pods -o wide 2>&1
-      kc -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -n 30
-      for j in $(kc -n "$ns" get jobs -o name 2>/dev/null); do
-        echo "== logs of $j"
-        kc -n "$ns" logs "$j" --tail=80 2>&1
-      done
-    } > "$out/failure.txt" 2>&1 || true
-    # The cluster's logs (kube-router, apiserver, kubelet) go down with it.
-    rm -rf "$out/cluster-logs"
-    cp -r "${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs" "$out/cluster-logs" 2>/dev/null || true
-    printf '\n%se2e failed (exit %d): state in %s/failure.txt, cluster logs in %s/cluster-logs%s\n' \
-      "$red" "$code" "$out" "$out" "$reset" >&2
-    tail -n 40 "$out/failure.txt" >&2 || true
-  fi
-  nft delete table $witness 2>/dev/null || true
-  if [[ $keep == 1 ]]; then
-    printf '\n%sSANDPROBE_E2E_KEEP=1: the cluster, the lab and the Pushgateway (pid %s) stay up; the locks are released%s\n' "$dim" "${pg_pid:-none}" "$reset"
-  else
-    local t; t=$(now)
-    [[ -n $pg_pid ]] && { kill "$pg_pid" 2>/dev/null; wait "$pg_pid" 2>/dev/null; }
-    hack/cluster/down.sh >/dev/null 2>&1 || { echo "e2e: hack/cluster/down.sh failed" >&2; code=1; }
-    # Nothing of the engine may outlive the cluster: no chain, jump rule or ipset.
-    if left=$("$netpol" leftovers 2>&1); [[ -n $left ]]; then
-      echo "e2e: kube-router left behind after down: $left" >&2; code=1
-    fi
-    "$lab" down >/dev/null 2>&1 || { echo "e2e: lab down failed" >&2; code=1; }
-    timings+=("$(printf '%6ss  %s' "$(secs "$t")" "cluster down, lab down")")
-  fi
-  printf '\n%stimings%s\n' "$bold" "$reset"
-  printf '  %s\n' "${timings[@]}"
-  printf '  %6ss  total\n' "$(secs "$t_all")"
-  # Last, so that a log's tail (CI keeps only the end) says what failed.
-  [[ -n $fail_msg ]] && printf '\n%se2e failed at %s%s\n' "$red" "$fail_msg" "$reset" >&2
-  exit "$code"
-}
 trap cleanup EXIT
 trap 'echo; echo "e2e: interrupted, tearing down"; exit 130' INT TERM
 
 mkdir -p "$out"
 rm -rf "$out"/*
+# The document work of the story (hack/e2e/e2etool), built once.
+e2etool=$out/e2etool
+"$go" build -o "$e2etool" ./hack/e2e/e2etool || fail "could not build hack/e2e/e2etool"
 [[ -x $bin ]] || fail "$bin is missing: run make build (or make e2e)"
 [[ -x $probe_bin ]] || fail "$probe_bin is missing: run make build (or make e2e)"
 # The image holds nothing but the binary: it must be static.
@@ -187,40 +118,21 @@ step "lab up, pod network attached" "the network lab is the internet; it only ro
 # The host's safety net stays: pods reach the lab and nothing else, engine or not.
 hack/cluster/check-isolation.sh >"$out/isolation.log" 2>&1 || { tail -n 20 "$out/isolation.log" >&2; fail "hack/cluster/check-isolation.sh failed with the engine on"; }
 ok "$(tail -n 1 "$out/isolation.log")"
-# The witness, in the forward hook around the node's filters.
-nft -f - <<NFT || fail "could not install the witness table"
-table $witness {
-  set pre { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
-  set mid { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
-  set post { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
-  chain pre {
-    type filter hook forward priority -30; policy accept;
-    ip saddr 10.244.0.0/24 ip daddr 10.99.0.0/16 meta l4proto { tcp, udp } ct state new add @pre { ip saddr . ip daddr . meta l4proto . th dport }
-  }
-  chain mid {
-    type filter hook forward priority -5; policy accept;
-    ip saddr 10.244.0.0/24 ip daddr 10.99.0.0/16 meta l4proto { tcp, udp } ct state new add @mid { ip saddr . ip daddr . meta l4proto . th dport }
-  }
-  chain post {
-    type filter hook forward priority 10; policy accept;
-    ip saddr 10.244.0.0/24 ip daddr 10.99.0.0/16 meta l4proto { tcp, udp } ct state new add @post { ip saddr . ip daddr . meta l4proto . th dport }
-  }
-}
-NFT
+install_witness
 
-step "image import" "$image from $bin (there is no registry)"
-rootfs=$(mktemp -d)
-install -m 0755 "$bin" "$rootfs/sandprobe"
-# The small probe every probe pod runs (and the init container copies).
-install -m 0755 "$probe_bin" "$rootfs/sandprobe-probe"
-# The lab's CA (new on every lab up), where the e2e policy's caFile says: a
-# real sandbox image carries its organisation's CA the same way.
-install -D -m 0644 "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/ca.pem" "$rootfs/etc/sandprobe-lab/ca.pem"
-mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/tmp"
-touch "$rootfs/etc/hosts" "$rootfs/etc/resolv.conf" "$rootfs/etc/hostname"
-chmod 1777 "$rootfs/tmp"
-hack/cluster/import-image.sh "$image" "$rootfs" /sandprobe 2>&1 | quote
-rm -rf "$rootfs"
+step "images" "$image as make image builds it (hack/image), the lab's CA baked in; $image2, one layer more, for the upgrade"
+# The lab's CA (new on every lab up), where the e2e policy's caFile says: an
+# organisation bakes its own CA into an image derived from the release's.
+"$go" run ./hack/image build --out "$out/image" --name "$image" --created "$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+  --platform "linux/$("$go" env GOARCH)=$(dirname "$bin")" --add "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/ca.pem:/etc/sandprobe-lab/ca.pem" \
+  >"$out/image.log" 2>&1 || { cat "$out/image.log" >&2; fail "could not build $image"; }
+# The upgrade a user makes: the next release's image, another digest.
+date +%s.%N >"$out/release-marker"
+"$go" run ./hack/image derive --from "$out/image/oci" --out "$out/image2" --name "$image2" --add "$out/release-marker:/etc/sandprobe-e2e-release" \
+  >>"$out/image.log" 2>&1 || { cat "$out/image.log" >&2; fail "could not derive $image2"; }
+for a in "$out/image/image.tar" "$out/image2/image.tar"; do
+  hack/cluster/import-image.sh --archive "$a" 2>&1 | quote
+done
 
 step "Pushgateway" "on the node address $pushgateway, where the CronJob pushes its metrics"
 command -v prometheus-pushgateway >/dev/null || fail "prometheus-pushgateway is missing (make deps)"
@@ -262,27 +174,9 @@ step "the sandbox namespace" "the NetworkPolicy sandprobe render writes, applied
 # drift-free by construction; the pod runs the cluster's built-in image
 # (/probe pause: waits for SIGTERM) instead of the probe, so it stays Running
 # like an agent would. No CiliumNetworkPolicy: the cluster has no Cilium.
-"$bin" render --policy "$overlay/policy.yaml" --namespace "$sandbox_ns" --name agent-1 --egress networkpolicy | python3 -c '
-import re, sys
-docs = [d for d in sys.stdin.read().split("---\n") if d.strip()]
-out = []
-for d in docs:
-    if "\nkind: Pod\n" in d:
-        d = re.sub(r"(?m)^(\s+image: ).*$", r"\1sandprobe.local/probe:1", d)
-        d, n = re.subn(r"  - args:\n(    - .*\n)+    command:\n    - /sandprobe(?:-probe)?\n", "  - args:\n    - pause\n    command:\n    - /probe\n", d)
-        assert n == 1, "the rendered pod changed shape: " + d
-        # A probe pod ends at the probe deadline; an agent runs until it is
-        # done (the live sandbox must outlive every run of this test).
-        d, n = re.subn(r"(?m)^  activeDeadlineSeconds: \d+\n", "", d)
-        assert n == 1, "the rendered pod has no activeDeadlineSeconds: " + d
-    out.append(d)
-print("---\n" + "---\n".join(out), end="")
-' > "$out/sandbox.yaml"
+"$bin" render --policy "$overlay/policy.yaml" --namespace "$sandbox_ns" --name agent-1 --egress networkpolicy | "$e2etool" sandbox >"$out/sandbox.yaml"
 # render_netpol NS: the rendered NetworkPolicy alone, for namespace NS.
-render_netpol() {
-  "$bin" render --policy "$overlay/policy.yaml" --namespace "$1" --egress networkpolicy |
-    python3 -c 'import sys; print("---\n" + "---\n".join(d for d in sys.stdin.read().split("---\n") if "\nkind: NetworkPolicy\n" in d), end="")'
-}
+render_netpol() { "$bin" render --policy "$overlay/policy.yaml" --namespace "$1" --format egress --egress networkpolicy; }
 kc apply -f "$out/sandbox.yaml" | quote
 for n in "${probe_namespaces[@]}"; do
   [[ $n == "$sandbox_ns" ]] && continue
@@ -296,162 +190,6 @@ until_kr "$egress_np restricts the live sandbox agent-1" "$netpol" enforced "$sa
 # namespace has one.)
 until_kr "$egress_np in $sandbox_ns" "$netpol" has-policy "$sandbox_ns" "$egress_np"
 ok "kube-router applies $("$netpol" policies "$sandbox_ns" agent-1 | paste -sd,) to the live sandbox's egress ($("$netpol" status | tail -n 1))"
-
-# ---- the runs -----------------------------------------------------------------------------
-# run_job NAME: a Job from the CronJob, as the schedule would start it; waits
-# for it to end and leaves $out/NAME.{log,xml,prom,pods,exit}.
-run_job() {
-  local job=$1 state='' code
-  for set in pre mid post; do nft flush set $witness $set; done
-  kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
-  # Watch for the probe pod the runner starts, in the sandbox namespace (it
-  # deletes it when done).
-  (
-    while :; do
-      kc get pods -A -l app.kubernetes.io/name=sandprobe-probe,sandprobe.dev/run -o \
-        jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  uid={.spec.securityContext.runAsUser}  ip={.status.podIP}  phase={.status.phase}{"\n"}{end}' 2>/dev/null
-      sleep 0.3
-    done
-  ) > "$out/$job.pods.raw" &
-  observer_pid=$!
-  for _ in $(seq 600); do
-    state=$(kc -n "$ns" get job "$job" -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}')
-    [[ $state == *Complete* || $state == *Failed* ]] && break
-    sleep 0.5
-  done
-  kill "$observer_pid" 2>/dev/null; wait "$observer_pid" 2>/dev/null || true
-  observer_pid=''
-  awk '!seen[$0]++' "$out/$job.pods.raw" > "$out/$job.pods"
-  nft -j list table $witness > "$out/$job.witness.json"
-  [[ $state == *Complete* || $state == *Failed* ]] || fail "job $job did not finish in 300 s"
-  code=$(kc -n "$ns" get pods -l "batch.kubernetes.io/job-name=$job" \
-    -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.exitCode}')
-  echo "$code" > "$out/$job.exit"
-  kc -n "$ns" logs "job/$job" > "$out/$job.log" 2>&1 || true
-  # stdout is the JUnit report (SANDPROBE_OUTPUT=junit); stderr's log lines
-  # share the stream.
-  sed -n '/^<?xml/,/^<\/testsuites>/p' "$out/$job.log" > "$out/$job.xml"
-  curl -fsS "http://$pushgateway/metrics" | grep -E '^sandprobe_' | grep 'cluster="e2e"' > "$out/$job.prom" || true
-}
-
-# junit_attr ATTR FILE: an attribute of <testsuites>.
-junit_attr() { sed -n "s/.*<testsuites [^>]*$1=\"\\([0-9]*\\)\".*/\\1/p" "$2" | head -n 1; }
-# junit_failures FILE: "suite / testcase: message" for each failure.
-junit_failures() {
-  python3 - "$1" <<'PY'
-import sys, xml.etree.ElementTree as ET
-for suite in ET.parse(sys.argv[1]).getroot().iter("testsuite"):
-    for case in suite.iter("testcase"):
-        for f in case.findall("failure"):
-            print(f"{suite.get('name')} / {case.get('name')}: {f.get('message')}")
-PY
-}
-# metric NAME FILE: the sum of a metric's samples.
-metric() { awk -v m="$1" 'index($0, m"{") == 1 || index($0, m" ") == 1 { s += $NF; n++ } END { if (n) print s + 0; else print "absent" }' "$2"; }
-
-show_run() {
-  local job=$1
-  say "probe pod seen while the runner waited:"
-  if [[ -s $out/$job.pods ]]; then quote < "$out/$job.pods"; else say "  (none seen)"; fi
-  say "runner exit code: $(cat "$out/$job.exit")"
-  say "JUnit: tests=$(junit_attr tests "$out/$job.xml") failures=$(junit_attr failures "$out/$job.xml") errors=$(junit_attr errors "$out/$job.xml") skipped=$(junit_attr skipped "$out/$job.xml")"
-  say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
-}
-
-# The probe pod must have run like a sandbox: in the sandbox namespace, with
-# the selector's label and the policy's runtime class.
-check_probe_pod() {
-  local job=$1
-  grep -q '^sandboxes/.*  labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
-    || fail "no probe pod in namespace sandboxes with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
-}
-
-# probe_ips JOB: the addresses the probe pods of a run had.
-probe_ips() { sed -n 's/.*  ip=\([0-9.][0-9.]*\)  .*/\1/p' "$out/$1.pods" | sort -u; }
-
-# enforcers JOB [--expect healthy]: which component enforced each egress
-# verdict of the run (hack/e2e/enforcers.py), printed and kept in JOB.enforcers.
-enforcers() {
-  local job=$1; shift
-  local args=() ip
-  for ip in $(probe_ips "$job"); do args+=(--probe-ip "$ip"); done
-  ((${#args[@]})) || fail "no probe pod address was seen for $job (see $out/$job.pods)"
-  python3 hack/e2e/enforcers.py --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
-    --lab-json "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/lab.json" "${args[@]}" "$@" > "$out/$job.enforcers" 2>&1
-}
-
-# expect_green JOB: the run is conformant, every deny enforced by what this
-# cluster promises (kube-router's NetworkPolicy, the proxy's deny, the resolver).
-expect_green() {
-  local job=$1
-  run_job "$job"
-  show_run "$job"
-  check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 0 ]] || { junit_failures "$out/$job.xml" | quote; fail "$job exited $(cat "$out/$job.exit"), want 0 (see $out/$job.log); failures: $(junit_failures "$out/$job.xml" | head -n 6 | paste -sd '|')"; }
-  [[ $(junit_attr failures "$out/$job.xml") == 0 && $(junit_attr errors "$out/$job.xml") == 0 ]] \
-    || fail "$job's JUnit has failures or errors ($out/$job.xml)"
-  [[ $(metric sandprobe_up "$out/$job.prom") == 1 && $(metric sandprobe_egress_unexpected_open "$out/$job.prom") == 0 ]] \
-    || fail "$job's metrics are not sandprobe_up 1, egress_unexpected_open 0 ($out/$job.prom)"
-  [[ $(metric sandprobe_sandboxes_scanned "$out/$job.prom") -ge 1 ]] \
-    || fail "drift scanned no sandbox (sandprobe_sandboxes_scanned in $out/$job.prom)"
-  if ! enforcers "$job" --expect healthy; then cat "$out/$job.enforcers" | quote; fail "$job: a verdict was not enforced by what the e2e cluster promises: $(grep '^  ' "$out/$job.enforcers" | head -n 6 | paste -sd '|')"; fi
-  say "who enforced each verdict:"
-  quote < "$out/$job.enforcers"
-  if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
-    say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were refused on the second dial"
-  fi
-  ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
-}
-
-# expect_caught JOB DEST [DRIFT_OBJECT]: the run is not conformant, its JUnit
-# names DEST as a destination that answered, sandprobe_egress_unexpected_open
-# is > 0 with its node and namespace labels, and, when given, drift names
-# DRIFT_OBJECT; with "-" for DRIFT_OBJECT, drift must find nothing (no spec
-# changed: only the probe can see it). DEST "-": no egress verdict changes
-# (only drift can see it).
-expect_caught() {
-  local job=$1 dest=$2 obj=${3:-} open samples
-  run_job "$job"
-  show_run "$job"
-  check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 1 ]] || fail "$job exited $(cat "$out/$job.exit"), want 1 (not conformant; see $out/$job.log)"
-  [[ $(junit_attr failures "$out/$job.xml") -gt 0 ]] || fail "$job's JUnit has no failure"
-  if [[ $dest != - ]]; then
-  open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom")
-  [[ $open != absent && $open -gt 0 ]] || fail "sandprobe_egress_unexpected_open is $open in $job, want > 0"
-  samples=$(grep -E '^sandprobe_egress_unexpected_open\{' "$out/$job.prom" | awk '$NF > 0')
-  [[ $samples == *'node="'* && $samples == *"namespace=\"$sandbox_ns\""* ]] \
-    || fail "sandprobe_egress_unexpected_open > 0 does not carry node and namespace=\"$sandbox_ns\" labels: $samples"
-  say "what answered (JUnit failures):"
-  junit_failures "$out/$job.xml" | quote
-  junit_failures "$out/$job.xml" | grep "egress.* $dest" >/dev/null || fail "$job's JUnit does not name $dest as a destination that answered"
-  say "the page (Pushgateway):"
-  quote <<<"$samples"
-  else
-    say "JUnit failures:"
-    junit_failures "$out/$job.xml" | quote
-  fi
-  case $obj in
-    "") ;;
-    -)
-      local drift; drift=$(metric sandprobe_drift_findings "$out/$job.prom")
-      [[ $drift == absent || $drift == 0 ]] || fail "$job: drift found $drift differences, but no spec changed"
-      ok "drift: nothing changed in any spec — only the probe saw it" ;;
-    *)
-      grep -q "$obj" "$out/$job.xml" || fail "$job's drift does not name $obj"
-      say "drift names it:"
-      junit_failures "$out/$job.xml" | grep -F "$obj" | head -n 3 | quote ;;
-  esac
-  enforcers "$job" || true
-  say "who enforced each verdict (or nobody):"
-  grep -E 'FAIL|enforced by' "$out/$job.enforcers" | quote
-  if [[ $dest == - ]]; then
-    ok "${red}not conformant${reset}: exit 1, and drift names $obj (the probe pod carries the label, so its own egress is unchanged)"
-  else
-    ok "${red}not conformant${reset}: exit 1, and the reports say which destination answered"
-  fi
-}
-
 
 step "healthy run" "a Job from the CronJob (kubectl create job --from=cronjob/sandprobe) probes like a sandbox"
 expect_green sandprobe-healthy
@@ -505,8 +243,8 @@ expect_green sandprobe-cni-upgrade-undone
 
 # ---- 4. a sandbox without its label ---------------------------------------------------------
 step "regression 4: a sandbox without its label" "agent-2 starts in $sandbox_ns without sandbox=true: no NetworkPolicy selects it"
-sed -e 's/^  name: agent-1$/  name: agent-2/' -e '/^    sandbox: "true"$/d' "$out/sandbox.yaml" |
-  python3 -c 'import sys; print("---\n" + "---\n".join(d for d in sys.stdin.read().split("---\n") if "\nkind: Pod\n" in d), end="")' > "$out/unlabelled.yaml"
+"$bin" render --policy "$overlay/policy.yaml" --namespace "$sandbox_ns" --name agent-2 --egress networkpolicy |
+  "$e2etool" sandbox --only-pod --unlabel sandbox >"$out/unlabelled.yaml"
 grep -q 'sandbox: "true"' "$out/unlabelled.yaml" && fail "the unlabelled sandbox still carries the label ($out/unlabelled.yaml)"
 kc apply -f "$out/unlabelled.yaml" | quote
 kc -n "$sandbox_ns" wait --for=condition=Ready pod/agent-2 --timeout=120s >/dev/null || fail "agent-2 did not become Ready"
@@ -533,23 +271,24 @@ if [[ -f $kr_log ]]; then
 fi
 
 step "admission" "the admission policy refuses a sandbox pod without its runtime class"
-# try NAME WANT [kubectl run flags...]: WANT is refused or admitted.
-try() {
-  local name=$1 want=$2 msg; shift 2
-  if msg=$(kc -n "$sandbox_ns" run "$name" --image="$image" --image-pull-policy=Never --restart=Never "$@" 2>&1); then
-    [[ $want == admitted ]] || fail "$name was admitted: $msg"
-    ok "$name: admitted"
-  else
-    [[ $want == refused ]] || fail "$name was refused: $msg"
-    [[ $msg == *"allows only gvisor"* ]] || fail "$name was refused, but not by the admission policy: $msg"
-    ok "$name: refused"
-    printf '%s\n' "$msg" | fold -s -w 110 | quote
-  fi
-}
 try agent-no-runtime-class refused --labels=sandbox=true
 try agent-under-runc refused --labels=sandbox=true --overrides='{"apiVersion":"v1","spec":{"runtimeClassName":"runc"}}'
 try agent-under-gvisor admitted --labels=sandbox=true --overrides='{"apiVersion":"v1","spec":{"runtimeClassName":"gvisor"}}' --dry-run=server
 try not-a-sandbox admitted --dry-run=server
+
+# ---- the install lifecycle ------------------------------------------------------------------------
+step "uninstall" "kubectl delete -k $overlay: nothing of sandprobe is left (the user's namespace and NetworkPolicies stay)"
+kc delete -k "$overlay" --wait=true >"$out/uninstall.txt" 2>&1 || { quote <"$out/uninstall.txt"; fail "kubectl delete -k failed"; }
+lifecycle_leftovers() { KUBECONFIG=$kubeconfig KUBECTL=$kubectl_bin SANDBOX_NS=$sandbox_ns hack/e2e/lifecycle.sh leftovers; }
+for _ in $(seq 120); do left=$(lifecycle_leftovers); [[ -z $left ]] && break; sleep 1; done
+[[ -z $left ]] || fail "left behind after kubectl delete -k: $(paste -sd ' ' <<<"$left")"
+ok "nothing of sandprobe left"
+for tool in helm kustomize; do
+  step "install lifecycle: $tool" "install $image -> a Job green -> upgrade to $image2 -> a Job green -> uninstall -> nothing left"
+  KUBECONFIG=$kubeconfig KUBECTL=$kubectl_bin IMAGE=$image IMAGE2=$image2 POLICY=$overlay/policy.yaml SANDBOX_NS=$sandbox_ns OUT=$out/lifecycle \
+    hack/e2e/lifecycle.sh "$tool" 2>&1 | quote
+  ((PIPESTATUS[0] == 0)) || fail "the $tool install lifecycle failed (logs in $out/lifecycle/$tool)"
+done
 
 end_step
 printf '\n%se2e: passed%s — reports, logs and metrics in %s\n' "$green" "$reset" "$out"

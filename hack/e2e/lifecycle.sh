@@ -6,6 +6,7 @@
 # Standalone, for hack/e2e.sh to call between its own steps:
 #
 #   hack/e2e/lifecycle.sh helm|kustomize
+#   hack/e2e/lifecycle.sh leftovers    # prints what of sandprobe is installed, if anything
 #
 # Environment (defaults are hack/e2e.sh's):
 #   KUBECONFIG    the cluster's admin kubeconfig (/run/sandprobe-cluster/admin.kubeconfig)
@@ -26,17 +27,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 tool=${1:-}
-[[ $tool == helm || $tool == kustomize ]] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $tool == helm || $tool == kustomize || $tool == leftovers ]] || { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 export KUBECONFIG=${KUBECONFIG:-/run/sandprobe-cluster/admin.kubeconfig}
 kubectl=${KUBECTL:-$(hack/k8s/build.sh --print-bin-dir)/kubectl}
 image=${IMAGE:-sandprobe.local/sandprobe:e2e}
-image2=${IMAGE2:?IMAGE2: the image to upgrade to (imported beside IMAGE)}
 policy=${POLICY:-hack/e2e/overlay/policy.yaml}
 sandbox_ns=${SANDBOX_NS:-sandboxes}
 extra_env=${LIFECYCLE_ENV:-KUBERNETES_SERVICE_HOST=10.250.0.1;KUBERNETES_SERVICE_PORT=6443;SANDPROBE_PUSHGATEWAY=http://10.250.0.1:19091;SANDPROBE_CLUSTER=e2e}
-out=${OUT:-out/e2e/lifecycle}/$tool
 ns=sandprobe-system
-mkdir -p "$out"
 
 kc() { "$kubectl" "$@"; }
 say() { printf '  [%s %(%H:%M:%S)T] %s\n' "$tool" -1 "$*"; }
@@ -49,6 +47,11 @@ leftovers() {
   kc -n "$sandbox_ns" get roles,rolebindings -o name 2>/dev/null | grep sandprobe || true
   kc get pods -A -l sandprobe.dev/run -o name 2>/dev/null || true
 }
+if [[ $tool == leftovers ]]; then leftovers; exit 0; fi
+image2=${IMAGE2:?IMAGE2: the image to upgrade to (imported beside IMAGE)}
+out=${OUT:-out/e2e/lifecycle}/$tool
+mkdir -p "$out"
+
 # nothing_left waits (<= 120 s: namespace deletion) until no object is left.
 nothing_left() {
   local left
@@ -120,11 +123,17 @@ if [[ $tool == helm ]]; then
   green lifecycle-upgraded "$image2"
   say "helm uninstall"
   "$helm" uninstall sandprobe --namespace "$ns" --wait >"$out/uninstall.log"
+  # The release namespace stays, as every --create-namespace one does
+  # (Helm's record lived there): it must be empty, then the user deletes it.
+  left=$(kc -n "$ns" get all,configmaps,secrets,roles,rolebindings,serviceaccounts -o name 2>&1 | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
+  [[ -z $left ]] || fail "left in $ns after helm uninstall: $(echo "$left" | paste -sd ' ')"
+  say "helm uninstall: $ns is empty; kubectl delete namespace $ns"
+  kc delete namespace "$ns" --wait=true >>"$out/uninstall.log"
   nothing_left "helm uninstall"
 else
   # The e2e overlay as installed, then one more overlay over it that moves
   # the image: the user's upgrade is a changed images: entry.
-  rel() { python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
+  rel() { realpath -m --relative-to="$2" "$1"; }
   mkdir -p "$work/installed" "$work/upgraded"
   printf 'resources: [%s]\nimages:\n  - {name: sandprobe.local/sandprobe, newName: %s, newTag: %s}\n' \
     "$(rel hack/e2e/overlay "$work/installed")" "${image%:*}" "${image##*:}" >"$work/installed/kustomization.yaml"
