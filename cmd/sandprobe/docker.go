@@ -19,6 +19,9 @@ type dockerFlags struct {
 	image, runtime, runtimeClass, host, binary string
 	env                                        stringList
 	entrypointTimeout                          time.Duration
+	// join and controlNetwork are run's alone: verify-image checks an
+	// image, never a live sandbox.
+	join, controlNetwork string
 }
 
 func (d *dockerFlags) register(fs *pflag.FlagSet) {
@@ -31,14 +34,20 @@ func (d *dockerFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&d.entrypointTimeout, "entrypoint-timeout", probes.DefaultImageCommandTimeout, "docker: how long the image's own entrypoint runs under the constraints (check image.entrypoint); 0 leaves it out")
 }
 
+// registerJoin adds the flags that probe a live sandbox where it stands.
+func (d *dockerFlags) registerJoin(fs *pflag.FlagSet) {
+	fs.StringVar(&d.join, "join", "", "docker: probe a running sandbox container where it stands: in its network namespace (--network container:NAME), with its image, runtime, user, environment and mounts (the policy's emptyAtStart paths fresh); any box you can docker exec into")
+	fs.StringVar(&d.controlNetwork, "control-network", "", "docker: the network the control container dials every deny from, one no sandbox rule governs (default: the proxy container's other network, its egress side)")
+}
+
 // backend builds the Docker backend; progress goes to stderr on a terminal.
 func (d *dockerFlags) backend(a *app, p *policy.Policy, network string, logger *slog.Logger) (*docker.Backend, func(), error) {
 	image := d.image
-	if image == "" {
+	if image == "" && d.join == "" {
 		image = p.Spec.Image.Ref
 	}
-	if image == "" {
-		return nil, nil, fmt.Errorf("--image is required (or set spec.image.ref)")
+	if image == "" && d.join == "" {
+		return nil, nil, fmt.Errorf("--image is required (or set spec.image.ref, or --join a running sandbox)")
 	}
 	for _, kv := range d.env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -52,7 +61,7 @@ func (d *dockerFlags) backend(a *app, p *policy.Policy, network string, logger *
 	pr := newProgress(a.stderr, isTerminal(a.stderr), logger)
 	be := &docker.Backend{
 		Client: cli, Image: image, Runtime: d.runtime, RuntimeClass: d.runtimeClass, Binary: d.binary,
-		Env: d.env, Network: network, EntrypointTimeout: d.entrypointTimeout, Logger: logger, Progress: pr.show,
+		Env: d.env, Network: network, Join: d.join, ControlNetwork: d.controlNetwork, EntrypointTimeout: d.entrypointTimeout, Logger: logger, Progress: pr.show,
 	}
 	return be, func() { pr.done(); cli.Close() }, nil
 }

@@ -81,7 +81,7 @@ func (cf *cycleFlags) register(fs *pflag.FlagSet) {
 		fs.StringVar(&cf.sabotage, "sabotage", "", "local backend: break the sandbox on purpose to see the checks fail ("+strings.Join(local.SabotageNames(), ", ")+")")
 		fs.Var(&cf.volumes, "volume", "local backend: bind a host directory or file into the sandbox, SRC:DST[:ro|rw] (default rw), as docker -v: the workspace the phases share, a package cache (:ro), a baseline (:ro); repeatable")
 	})
-	group(fs, groupDocker, func() { cf.docker.register(fs) })
+	group(fs, groupDocker, func() { cf.docker.register(fs); cf.docker.registerJoin(fs) })
 	group(fs, groupKube, func() { cf.kube.register(fs) })
 }
 

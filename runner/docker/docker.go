@@ -28,6 +28,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/sourcegraph/conc"
 
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
@@ -58,6 +59,7 @@ type Client interface {
 	ContainerLogs(ctx context.Context, id string, opts client.ContainerLogsOptions) (client.ContainerLogsResult, error)
 	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerList(ctx context.Context, opts client.ContainerListOptions) (client.ContainerListResult, error)
+	NetworkInspect(ctx context.Context, id string, opts client.NetworkInspectOptions) (client.NetworkInspectResult, error)
 }
 
 // NewClient connects to the engine that host names (a DOCKER_HOST-style URL;
@@ -94,6 +96,16 @@ type Backend struct {
 	// Network is the container's network; "" is "none". Checks that send
 	// traffic need a network the policy's egress rules govern.
 	Network string
+	// Join names a running container, the live sandbox: the probe runs in
+	// its network namespace (--network container:NAME) with its image
+	// (unless Image is set), runtime, user, environment, privileges and
+	// mounts, so it sees the network where the sandbox stands. Network is
+	// then not used.
+	Join string
+	// ControlNetwork is where the control container dials every deny from:
+	// a network no sandbox rule governs. "" is the proxy container's other
+	// network (its egress side), found on the sandbox's network.
+	ControlNetwork string
 	// EntrypointTimeout, when positive, hands the image's own entrypoint and
 	// command to the probe (check image.entrypoint) with this grace period.
 	EntrypointTimeout time.Duration
@@ -113,8 +125,13 @@ type Backend struct {
 	Now        func() time.Time
 }
 
-// Target names the image in reports.
-func (b *Backend) Target() string { return "image/" + b.Image }
+// Target names the image, or the joined sandbox container, in reports.
+func (b *Backend) Target() string {
+	if b.Join != "" {
+		return "container/" + b.Join
+	}
+	return "image/" + b.Image
+}
 
 const (
 	maxStdout = 4 << 20
@@ -142,6 +159,7 @@ type attempt struct {
 	runCtx   context.Context // ctx bounded by the deadline
 	deadline time.Duration
 	gvisor   bool // the runtime is gVisor's runsc
+	nonce    string
 }
 
 func (a *attempt) cannot(reason, format string, args ...any) error {
@@ -168,8 +186,10 @@ type engineFacts struct {
 	gvisor     bool     // that runtime is gVisor's runsc (by its name or its binary)
 }
 
-// Run inspects the image, runs the probe in a constrained container, collects
-// its result from the logs and removes the container.
+// Run inspects the image, runs the probe in a constrained container (and,
+// on a network, a control container beside it), collects its result from
+// the logs, judges its denies against the control and removes the
+// containers.
 func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.ProbeResult, error) {
 	deadline := spec.Deadline
 	if deadline <= 0 {
@@ -178,7 +198,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	runCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	defer b.progress("") // done waiting: the caller may clear its progress line
-	a := &attempt{target: b.Target(), ctx: ctx, runCtx: runCtx, deadline: deadline}
+	a := &attempt{target: b.Target(), ctx: ctx, runCtx: runCtx, deadline: deadline, nonce: spec.Nonce}
 
 	// What killed runners left behind goes first; a failure to list shows
 	// again, as a real error, when the container is created.
@@ -187,94 +207,152 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	} else if n > 0 {
 		b.log().Info("swept leftover probe containers", "removed", n)
 	}
-
-	facts, err := b.inspect(a)
-	if err != nil {
-		return nil, err
-	}
-	class := b.RuntimeClass
-	if class == "" {
-		class = facts.runtime
-	}
-	a.gvisor = facts.gvisor || spec.Policy.Spec.Runtime.IsolationFor(class) == policy.IsolationGVisor
-	bin, err := b.binary()
-	if err != nil {
-		return nil, a.cannot(runner.ReasonLaunch, "%v", err)
-	}
-	policyDir, err := os.MkdirTemp("", "sandprobe-verify-")
-	if err != nil {
-		return nil, fmt.Errorf("create policy directory: %w", err)
-	}
-	defer os.RemoveAll(policyDir)
-	policyFile := filepath.Join(policyDir, "policy.yaml")
-	if err := os.WriteFile(policyFile, spec.PolicyBytes, 0o644); err != nil {
-		return nil, fmt.Errorf("write policy %s: %w", policyFile, err)
-	}
-
-	argv := b.Command
-	if len(argv) == 0 {
-		argv = ProbeCommand(spec, class, facts.imageCmd, b.EntrypointTimeout)
-	}
-	cfg, hostCfg := ContainerConfig(spec.Policy, b.Image, facts.runtime, b.Network, b.Env)
-	cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
-	cfg.Labels = map[string]string{LabelProbe: "verify-image", LabelNonce: spec.Nonce, LabelDeadline: deadline.String()}
-	hostCfg.Binds = []string{bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
-	if b.Adjust != nil {
-		b.Adjust(cfg, hostCfg)
-	}
-
-	b.progress("creating the container (runtime %s)", facts.runtime)
-	created, err := b.Client.ContainerCreate(runCtx, client.ContainerCreateOptions{Config: cfg, HostConfig: hostCfg, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})
-	if err != nil {
-		if e := a.stopped("create container"); e != nil {
-			return nil, e
+	var sb *joined
+	if b.Join != "" {
+		var err error
+		if sb, err = b.joinSandbox(a); err != nil {
+			return nil, err
 		}
-		return nil, a.cannot(runner.ReasonLaunch, "create container from %s: %v", b.Image, err)
 	}
-	id := created.ID
-	// Removal must happen even when ctx is cancelled (ctrl-C) or the
-	// deadline passed, so it gets a fresh context of its own.
-	defer b.remove(context.WithoutCancel(ctx), id)
-	b.log().Debug("container created", "container", shortID(id), "image", b.Image, "runtime", facts.runtime, "argv", argv, "warnings", created.Warnings)
-
-	// The image's own modes of the writable paths, before any tmpfs covers
-	// them: under runc a tmpfs takes the mode of the directory it covers.
-	imageModes := b.writableModes(runCtx, id, spec.Policy.Spec.Filesystem.Writable)
-
-	if err := b.startAndWait(a, id, facts.runtime); err != nil {
-		return nil, err
-	}
-	res, err := b.collect(a, id, spec.Nonce)
+	l, err := b.prepare(a, spec, sb)
 	if err != nil {
 		return nil, err
 	}
-	runner.CrossCheckKernel(spec.Policy, class, facts.hostKernel, nil, &res)
-	explainWritable(res.Findings, imageModes)
+	defer os.RemoveAll(l.policyDir)
+	var place controlPlace
 	if !spec.NoNetwork {
-		// No control vantage on a Docker network yet: a deny there is
-		// unproven. With no network at all, nothing outside can answer.
-		var c *runner.Control
-		if b.Network == "" || b.Network == "none" {
-			c = &runner.Control{Vantage: "docker", Isolated: "the container has no network (--network none): loopback only"}
+		if place, err = b.placeControl(a, spec.Policy, sb); err != nil {
+			return nil, err
 		}
-		runner.ApplyControl(&res, c)
+	}
+	var (
+		res, ctl report.ProbeResult
+		ctlErr   error
+		wg       conc.WaitGroup
+	)
+	if place.network != "" && len(b.Command) == 0 {
+		wg.Go(func() { ctl, ctlErr = b.runControl(a, spec, l, place.network) })
+	}
+	res, err = b.runProbe(a, spec, l)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if !spec.NoNetwork {
+		runner.ApplyControl(&res, control(place, ctl, ctlErr))
 	}
 	return []report.ProbeResult{res}, nil
 }
 
-// inspect reads the image's config and the engine's runtimes and kernel.
-func (b *Backend) inspect(a *attempt) (engineFacts, error) {
-	var facts engineFacts
-	b.progress("inspecting image %s", b.Image)
-	img, err := b.Client.ImageInspect(a.runCtx, b.Image)
+// launch is what the probe and the control container share.
+type launch struct {
+	image, class, bin, policyDir string
+	facts                        engineFacts
+	cfg                          *container.Config
+	host                         *container.HostConfig
+}
+
+// prepare learns the image and the engine and builds the probe's container
+// configuration: the policy's, or the joined sandbox's twin.
+func (b *Backend) prepare(a *attempt, spec runner.ProbeSpec, sb *joined) (*launch, error) {
+	l := &launch{image: b.Image}
+	if l.image == "" && sb != nil {
+		l.image = sb.c.Config.Image
+	}
+	runtime := b.Runtime
+	if runtime == "" && sb != nil {
+		runtime = sb.c.HostConfig.Runtime
+	}
+	var err error
+	if l.facts, err = b.inspect(a, l.image, runtime); err != nil {
+		return nil, err
+	}
+	l.class = b.RuntimeClass
+	if l.class == "" {
+		l.class = l.facts.runtime
+	}
+	a.gvisor = l.facts.gvisor || spec.Policy.Spec.Runtime.IsolationFor(l.class) == policy.IsolationGVisor
+	if l.bin, err = b.binary(); err != nil {
+		return nil, a.cannot(runner.ReasonLaunch, "%v", err)
+	}
+	if l.policyDir, err = os.MkdirTemp("", "sandprobe-verify-"); err != nil {
+		return nil, fmt.Errorf("create policy directory: %w", err)
+	}
+	policyFile := filepath.Join(l.policyDir, "policy.yaml")
+	if err := os.WriteFile(policyFile, spec.PolicyBytes, 0o644); err != nil {
+		os.RemoveAll(l.policyDir)
+		return nil, fmt.Errorf("write policy %s: %w", policyFile, err)
+	}
+	argv := b.Command
+	if len(argv) == 0 {
+		argv = ProbeCommand(spec, l.class, l.facts.imageCmd, b.EntrypointTimeout)
+	}
+	l.cfg, l.host = ContainerConfig(spec.Policy, l.image, l.facts.runtime, b.Network, b.Env)
+	if sb != nil {
+		joinConfig(sb, spec.Policy, l.cfg, l.host)
+		l.host.Runtime = l.facts.runtime
+		if b.Image != "" {
+			l.cfg.Image = b.Image
+		}
+	}
+	l.cfg.Entrypoint, l.cfg.Cmd = argv[:1], argv[1:]
+	l.cfg.Labels = b.labels(a, "verify-image")
+	l.host.Binds = []string{l.bin + ":" + ProbePath + ":ro", policyFile + ":" + PolicyPath + ":ro"}
+	if b.Adjust != nil {
+		b.Adjust(l.cfg, l.host)
+	}
+	return l, nil
+}
+
+func (b *Backend) labels(a *attempt, role string) map[string]string {
+	return map[string]string{LabelProbe: role, LabelNonce: a.nonce, LabelDeadline: a.deadline.String()}
+}
+
+// runProbe runs the probe's container to its end and collects its result.
+func (b *Backend) runProbe(a *attempt, spec runner.ProbeSpec, l *launch) (report.ProbeResult, error) {
+	var res report.ProbeResult
+	b.progress("creating the container (runtime %s)", l.facts.runtime)
+	created, err := b.Client.ContainerCreate(a.runCtx, client.ContainerCreateOptions{Config: l.cfg, HostConfig: l.host, Name: "sandprobe-verify-" + shortNonce(spec.Nonce)})
 	if err != nil {
-		if e := a.stopped("inspect image " + b.Image); e != nil {
+		if e := a.stopped("create container"); e != nil {
+			return res, e
+		}
+		return res, a.cannot(runner.ReasonLaunch, "create container from %s: %v", l.cfg.Image, err)
+	}
+	id := created.ID
+	// Removal must happen even when ctx is cancelled (ctrl-C) or the
+	// deadline passed, so it gets a fresh context of its own.
+	defer b.remove(context.WithoutCancel(a.ctx), id)
+	b.log().Debug("container created", "container", shortID(id), "image", l.cfg.Image, "runtime", l.facts.runtime, "argv", l.cfg.Cmd, "warnings", created.Warnings)
+
+	// The image's own modes of the writable paths, before any tmpfs covers
+	// them: under runc a tmpfs takes the mode of the directory it covers.
+	imageModes := b.writableModes(a.runCtx, id, spec.Policy.Spec.Filesystem.Writable)
+
+	if err := b.startAndWait(a, id, l.facts.runtime); err != nil {
+		return res, err
+	}
+	if res, err = b.collect(a, id, spec.Nonce); err != nil {
+		return res, err
+	}
+	runner.CrossCheckKernel(spec.Policy, l.class, l.facts.hostKernel, nil, &res)
+	explainWritable(res.Findings, imageModes)
+	return res, nil
+}
+
+// inspect reads the image's config and the engine's runtimes and kernel.
+func (b *Backend) inspect(a *attempt, image, runtime string) (engineFacts, error) {
+	var facts engineFacts
+	b.progress("inspecting image %s", image)
+	img, err := b.Client.ImageInspect(a.runCtx, image)
+	if err != nil {
+		if e := a.stopped("inspect image " + image); e != nil {
 			return facts, e
 		}
 		if cerrdefs.IsNotFound(err) {
-			return facts, a.cannot(runner.ReasonImageMissing, "image %s is not on the Docker engine (verify-image never pulls): %v", b.Image, err)
+			return facts, a.cannot(runner.ReasonImageMissing, "image %s is not on the Docker engine (verify-image never pulls): %v", image, err)
 		}
-		return facts, a.cannot(runner.ReasonLaunch, "inspect image %s: %v", b.Image, err)
+		return facts, a.cannot(runner.ReasonLaunch, "inspect image %s: %v", image, err)
 	}
 	if b.EntrypointTimeout > 0 && img.Config != nil {
 		facts.imageCmd = append(append(facts.imageCmd, img.Config.Entrypoint...), img.Config.Cmd...)
@@ -287,7 +365,7 @@ func (b *Backend) inspect(a *attempt) (engineFacts, error) {
 		return facts, a.cannot(runner.ReasonLaunch, "docker info: %v", err)
 	}
 	facts.hostKernel = info.Info.KernelVersion
-	facts.runtime = b.Runtime
+	facts.runtime = runtime
 	if facts.runtime == "" {
 		facts.runtime = info.Info.DefaultRuntime
 	}

@@ -368,6 +368,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		runSweepChild()
 	}
+	if os.Getenv(labServerEnv) != "" {
+		runLabServer()
+	}
 	os.Exit(m.Run())
 }
 
