@@ -316,13 +316,13 @@ func TestModesOnAPIServer(t *testing.T) {
 	}{
 		{mode: "deny", refused: true, ready: func() error {
 			if _, err := create(t, probe, true); !apierrors.IsForbidden(err) {
-				return fmt.Errorf("dry run: %v, want Forbidden", err)
+				return fmt.Errorf("dry run: %w, want Forbidden", err)
 			}
 			return nil
 		}},
 		{mode: "warn", warn: true, ready: func() error {
 			if ws, err := create(t, probe, true); err != nil || !warnedBy(ws) {
-				return fmt.Errorf("dry run: %v, warnings %q", err, ws)
+				return fmt.Errorf("dry run: %w, warnings %q", err, ws)
 			}
 			return nil
 		}},
@@ -341,7 +341,7 @@ func TestModesOnAPIServer(t *testing.T) {
 		}},
 		{mode: "audit", audited: true, ready: func() error {
 			if ws, err := create(t, probe, true); err != nil || len(ws) > 0 {
-				return fmt.Errorf("dry run: %v, warnings %q", err, ws)
+				return fmt.Errorf("dry run: %w, warnings %q", err, ws)
 			}
 			return nil
 		}},
@@ -427,7 +427,7 @@ func TestWouldRefuseIsWhatDenyRefuses(t *testing.T) {
 	probe := newPod("sandboxes", "wr-probe", map[string]string{"sandbox": "true"}, "runc")
 	applyRendered(t, refPolicy, "audit", func() error {
 		if ws, err := create(t, probe, true); err != nil || len(ws) > 0 {
-			return fmt.Errorf("dry run: %v, warnings %q", err, ws)
+			return fmt.Errorf("dry run: %w, warnings %q", err, ws)
 		}
 		return nil
 	})
@@ -486,7 +486,7 @@ func TestWouldRefuseIsWhatDenyRefuses(t *testing.T) {
 	// What Deny refuses, on the same pods.
 	applyRendered(t, refPolicy, "deny", func() error {
 		if _, err := create(t, probe, true); !apierrors.IsForbidden(err) {
-			return fmt.Errorf("dry run: %v, want Forbidden", err)
+			return fmt.Errorf("dry run: %w, want Forbidden", err)
 		}
 		return nil
 	})

@@ -146,8 +146,8 @@ func hashEntry(p, rel string, d fs.DirEntry) (entry, error) {
 		return e, err
 	}
 	e.mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-	switch t := fi.Mode().Type(); {
-	case t == 0:
+	switch fi.Mode().Type() {
+	case 0:
 		e.typ = 'f'
 		h := sha256.New()
 		n, err := hashFile(p, h)
@@ -155,9 +155,9 @@ func hashEntry(p, rel string, d fs.DirEntry) (entry, error) {
 			return e, err
 		}
 		e.size, e.digest = n, hex.EncodeToString(h.Sum(nil))
-	case t == fs.ModeDir:
+	case fs.ModeDir:
 		e.typ = 'd'
-	case t == fs.ModeSymlink:
+	case fs.ModeSymlink:
 		e.typ = 'l'
 		target, err := os.Readlink(p)
 		if err != nil {

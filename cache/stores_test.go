@@ -8,10 +8,10 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -193,7 +193,7 @@ func TestPipWheels(t *testing.T) {
 // in an extracted file, an added file, a removed file and a changed zip
 // are each named.
 func TestGoModuleCache(t *testing.T) {
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "env", "GOMODCACHE").Output()
+	out, err := exec.Command(filepath.Join(build.Default.GOROOT, "bin", "go"), "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package drift_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -255,7 +256,8 @@ func TestBenchDriftLive(t *testing.T) {
 		cmd.Path = maxrss
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1) {
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 			t.Fatalf("%s: %v\n%s", name, err, errb.String())
 		}
 		r := result{name: name, out: out.String()}

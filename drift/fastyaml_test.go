@@ -88,6 +88,17 @@ var blockCases = []string{
 	"a: b\na: c\n", "a: multi\n  line\n", "a:\n  - x\n   - y\n", "<<: {a: 1}\n", "a: 'unterminated\n", "a: \"esc\\n\"\n",
 	"- top\n- level\n", "  indented: 1\n", "a:\tb\n", "a: b: c\n", "a: x\r\n", "? complex\n: key\n", "a: 'x' y\n", "a: \"x\" # c\n",
 	"a:b\n", "a : b\n", "-a: 1\n", "a: -\n", "a: - b\n", "a: - y_\n", "a: -  _0\n", "a: @x\n", "a: `x`\n", "a: %x\n", "a: x #\n", "a: 12345678901234567890\n",
+	"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
+	"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n",
+	// What encoding/json escapes, and keys out of order.
+	"z: <a> & \"b\"\nb: x\u2028y\u2029\na:\n  y: 1\n  x: '<&>'\n",
+	// A comment ends at NEL, LS and PS as at '\n' (YAML 1.1): what
+	// follows one is a key the API server stores.
+	"a: b # c\u2028d: e\n",
+	"a: b # c\u0085d: e\n",
+	"a: b # c\u2029d: e\n",
+	"spec:\n  containers:\n  - name: a # x\u2028    securityContext: {privileged: true}\n",
+	"# only a comment\u2028hostNetwork: true\n",
 }
 
 // TestBlockYAMLMatchesSigsYAML: on every fixture document, the generated
@@ -139,21 +150,6 @@ func FuzzBlockYAML(f *testing.F) {
 		sameAsSigsYAML(t, []byte(doc))
 		sameJudged(t, []byte(doc))
 	})
-}
-
-func init() {
-	blockCases = append(blockCases,
-		"a: 8Gi\nb: 500m\nc: 100Mi\nd: 10.0.0.1\ne: 0.0.0.0/0\nf: 1.2\ng: 0x1f\nh: 1_000\ni: 2001-12-14t21:59:43.10-05:00\nj: 1e5\nk: 0o17\nl: 0b101\nm: 12:30\nn: 1.2.3a\n",
-		"a: 1.2.3\nb: 10.0.0\nc: 255.255.255.255\nd: 3Ki\ne: 2h\nf: 9z\n",
-		// What encoding/json escapes, and keys out of order.
-		"z: <a> & \"b\"\nb: x\u2028y\u2029\na:\n  y: 1\n  x: '<&>'\n",
-		// A comment ends at NEL, LS and PS as at '\n' (YAML 1.1): what
-		// follows one is a key the API server stores.
-		"a: b # c\u2028d: e\n",
-		"a: b # c\u0085d: e\n",
-		"a: b # c\u2029d: e\n",
-		"spec:\n  containers:\n  - name: a # x\u2028    securityContext: {privileged: true}\n",
-		"# only a comment\u2028hostNetwork: true\n")
 }
 
 // TestWalkLinesMatchesWalk: for every path into every document the

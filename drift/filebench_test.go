@@ -1,6 +1,7 @@
 package drift_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,7 +85,8 @@ func TestBenchDriftFiles(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = out, &errb
 		err = cmd.Run()
 		// Both tools exit 1 on these pods: there is drift.
-		if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1) {
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 			t.Fatalf("%s: %v\n%.2000s", name, err, errb.String())
 		} else if err == nil {
 			t.Fatalf("%s: exit 0 on drifted pods\n%.2000s", name, errb.String())

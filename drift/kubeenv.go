@@ -70,11 +70,11 @@ func (e *kubeEnv) expand(in string) envValue {
 			b.WriteByte(in[i])
 			continue
 		}
-		switch next := in[i+1]; {
-		case next == '$':
+		switch next := in[i+1]; next {
+		case '$':
 			b.WriteByte('$')
 			i++
-		case next == '(':
+		case '(':
 			end := strings.IndexByte(in[i+2:], ')')
 			if end < 0 {
 				b.WriteString("$(")

@@ -127,12 +127,12 @@ func checkClaims(e *Engine, col *Collector, sandboxes, warmPools, claims []*unst
 	}
 }
 
-// SandboxClaimGVR and SandboxWarmPoolGVR are the resources for one served
-// version of the claim and warm pool APIs.
+// SandboxClaimGVR is the claim API's resource for one served version.
 func SandboxClaimGVR(version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: SandboxTemplateGroup, Version: version, Resource: "sandboxclaims"}
 }
 
+// SandboxWarmPoolGVR is the warm pool API's resource for one served version.
 func SandboxWarmPoolGVR(version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: SandboxTemplateGroup, Version: version, Resource: "sandboxwarmpools"}
 }

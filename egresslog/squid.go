@@ -211,10 +211,10 @@ func parseCommon(line []byte, r *Record, _ *parseState) (bool, string) {
 		r.Decision = squidDecision(tagHier[:c], status, tagHier[c+1:])
 		squidExtras(rest, r)
 	} else {
-		switch {
-		case status == 403 || status == 407:
+		switch status {
+		case 403, 407:
 			r.Decision = Denied
-		case status == 0:
+		case 0:
 			r.Decision = Unknown
 		default:
 			r.Decision = Allowed

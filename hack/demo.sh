@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 out=${DEMO_OUT:-out/demo}
 policy=fixtures/lab-policy.yaml
 lab=hack/lab/lab
-bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
-[[ -t 1 && -z ${NO_COLOR:-} ]] || bold= dim= red= green= reset=
+bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' reset=$'\e[0m'
+[[ -t 1 && -z ${NO_COLOR:-} ]] || bold='' dim='' red='' reset=''
 step() { printf '\n%s▶ %s%s\n' "$bold" "$*" "$reset"; }
 
 # SANDPROBE_KEEP=lab (or all) leaves the lab up for a look afterwards.
@@ -67,7 +67,7 @@ for f in healthy regressed; do
   printf '  %-10s sandprobe_egress_unexpected_open = %s, sandprobe_egress_denies_unproven = %s\n' "$f" "$v" "$u"
 done
 printf '  JUnit failures: %s\n' "$(grep -o 'failures="[0-9]*"' "$out/regressed.xml" | head -1)"
-printf '  files: %s\n' "$(ls "$out" | tr '\n' ' ')"
+printf '  files: %s\n' "$(cd "$out" && printf '%s ' *)"
 
 if [[ $keep_lab == 1 ]]; then
   step "6. the lab stays up (SANDPROBE_KEEP=lab): hack/lab/lab status, make down when done"

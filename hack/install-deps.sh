@@ -28,6 +28,7 @@ declare -A want=(
   [ipset]=/usr/sbin/ipset
   [squid-openssl]=/usr/sbin/squid
   [bash-completion]=/usr/share/bash-completion/bash_completion
+  [shellcheck]=/usr/bin/shellcheck
 )
 missing=()
 for pkg in "${!want[@]}"; do

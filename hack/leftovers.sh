@@ -29,7 +29,7 @@
 # Read-only: it stops nothing (make down does). It reads /proc, /run/netns,
 # `ip link` and `nft`, so it needs root for the kernel state.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 LAB_DIR=${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}
 CLUSTER_DIR=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}
@@ -123,7 +123,7 @@ pidfiles() {
   for f in "$2"/*.pid; do
     [[ -f $f ]] || continue
     read -r pid <"$f" 2>/dev/null || continue
-    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || continue
+    if ! [[ $pid =~ ^[0-9]+$ ]] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
     [[ -n ${reported[$pid]:-} ]] && continue
     reported[$pid]=1
     found "$comp" "$(basename "$f" .pid) (pid $pid, $f)"

@@ -4,6 +4,7 @@
 package hack
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -56,7 +57,8 @@ func TestLeftovers(t *testing.T) {
 			cmd := exec.Command("unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c", script)
 			out, err := cmd.CombinedOutput()
 			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				code = ee.ExitCode()
 			} else if err != nil {
 				t.Fatal(err)

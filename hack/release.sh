@@ -92,6 +92,7 @@ if [[ -z ${NO_CHART:-} && -f $out/image-digest.txt ]]; then
   rm -rf "$chart"
 fi
 
+# shellcheck disable=SC2094 # find skips sha256sums.txt, the file it writes
 (cd "$out" && find . -maxdepth 1 -type f ! -name sha256sums.txt -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >sha256sums.txt)
 log "release $version (commit $commit) in $out"
 if ! git rev-parse -q --verify "refs/tags/$version" >/dev/null; then

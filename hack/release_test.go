@@ -2,6 +2,7 @@ package hack
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,7 +158,8 @@ func TestReleaseDarwinBuilds(t *testing.T) {
 }
 
 func exitCode(err error) int {
-	if e, ok := err.(*exec.ExitError); ok {
+	var e *exec.ExitError
+	if errors.As(err, &e) {
 		return e.ExitCode()
 	}
 	if err != nil {

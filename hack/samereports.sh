@@ -92,6 +92,6 @@ for f in "$cache/out"/*; do
 	diff <(mask "$f") <(mask "$g") | head -10 || true
 	fail=1
 done
-[[ $(ls "$cache/out" | wc -l) == $(ls "$work/out" | wc -l) ]] || { echo "samereports: the output sets differ"; fail=1; }
+[[ $(find "$cache/out" -mindepth 1 -maxdepth 1 -name "[!.]*" | wc -l) == $(find "$work/out" -mindepth 1 -maxdepth 1 -name "[!.]*" | wc -l) ]] || { echo "samereports: the output sets differ"; fail=1; }
 echo "samereports: $same outputs of $rev and the work tree compared: $([[ $fail == 0 ]] && echo identical || echo DIFFERENT)"
 exit $fail

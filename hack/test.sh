@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# make test's body: the whole suite against real parts, then the fuzzers,
-# then the end-to-end story on a real cluster (make e2e); whatever the
-# outcome, make down and the leftovers check last, so nothing the run
+# make test's body: make lint and make verify (cheap: golangci-lint is
+# built once, its analysis cached), the whole suite against real parts,
+# then the fuzzers, then the end-to-end story on a real cluster (make e2e);
+# whatever the outcome, make down and the leftovers check last, so nothing the run
 # started outlives it (SANDPROBE_KEEP aside). A script rather than a make
 # recipe: a recipe line that runs $(MAKE) is executed even by `make -n`.
 #
 # SANDPROBE_REQUIRE_ENV=1 turns a test that would skip for a missing
 # environment (root, lab, Docker, apiserver) into a failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 go=${GO:-go}
 status=0
+# Every step runs; a lint or verify failure still lets the suite report.
+GO="$go" hack/lint.sh || status=$?
+GO="$go" hack/verify.sh || status=$?
 SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN="$PWD/${BIN:-bin/sandprobe}" KUBEBUILDER_ASSETS=$(hack/k8s/build.sh --print-assets) \
   "$go" test -count=1 -timeout 30m ./... || status=$?
 if ((status == 0)); then make fuzz || status=$?; fi

@@ -41,7 +41,7 @@ func waitForRuntimeAdmission(t *testing.T, client kubernetes.Interface, ns strin
 			return fmt.Errorf("the admission policy does not refuse sandbox pods yet")
 		}
 		if !apierrors.IsForbidden(err) {
-			return fmt.Errorf("create: %v", err)
+			return fmt.Errorf("create: %w", err)
 		}
 		return nil
 	})
@@ -232,11 +232,11 @@ func waitForRunnerGuard(t *testing.T, runner kubernetes.Interface) {
 		_, err := runner.CoreV1().Pods(sandboxNamespace).Create(ctx, runnerPod(t, sandboxNamespace, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil.invalid/x:1" }),
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil || !strings.Contains(err.Error(), "sandprobe-runner-scope") {
-			return fmt.Errorf("the runner guard does not refuse yet: %v", err)
+			return fmt.Errorf("the runner guard does not refuse yet: %w", err)
 		}
 		_, err = runner.CoreV1().Pods(sandboxNamespace).Create(ctx, runnerPod(t, sandboxNamespace, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return fmt.Errorf("the runner guard does not admit a probe pod yet: %v", err)
+			return fmt.Errorf("the runner guard does not admit a probe pod yet: %w", err)
 		}
 		return nil
 	})

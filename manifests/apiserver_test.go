@@ -153,7 +153,7 @@ func startAndApply(dir string) error {
 	out, err := kubectlRun("apply", "-k", ".")
 	cluster.vanilla = out
 	if err != nil {
-		return fmt.Errorf("kubectl apply -k manifests/ on a vanilla API server: %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply -k manifests/ on a vanilla API server: %w\n%s", err, out)
 	}
 	// Then as a cluster with sandboxes has it: RuntimeClass objects before
 	// pods naming them are admitted, the sandbox namespace before the
@@ -162,16 +162,16 @@ func startAndApply(dir string) error {
 	// stands in) before the PrometheusRule, then the base with those
 	// components.
 	if out, err := kubectlRun("apply", "-f", "testdata/runtimeclasses.yaml"); err != nil {
-		return fmt.Errorf("apply runtime classes: %v\n%s", err, out)
+		return fmt.Errorf("apply runtime classes: %w\n%s", err, out)
 	}
 	if out, err := kubectlRun("create", "namespace", sandboxNamespace); err != nil {
-		return fmt.Errorf("create namespace %s: %v\n%s", sandboxNamespace, err, out)
+		return fmt.Errorf("create namespace %s: %w\n%s", sandboxNamespace, err, out)
 	}
 	if out, err := kubectlRun("apply", "-f", "../hack/e2e/crds"); err != nil {
-		return fmt.Errorf("apply the PrometheusRule CRD: %v\n%s", err, out)
+		return fmt.Errorf("apply the PrometheusRule CRD: %w\n%s", err, out)
 	}
 	if out, err := kubectlRun("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=30s"); err != nil {
-		return fmt.Errorf("wait for the PrometheusRule CRD: %v\n%s", err, out)
+		return fmt.Errorf("wait for the PrometheusRule CRD: %w\n%s", err, out)
 	}
 	full, err := overlayDir(tmp, "sandbox-namespaces", "prometheus-rule")
 	if err != nil {
@@ -181,7 +181,7 @@ func startAndApply(dir string) error {
 	out, err = kubectlRun("apply", "-k", full)
 	cluster.applied = out
 	if err != nil {
-		return fmt.Errorf("kubectl apply -k (the base, components sandbox-namespaces and prometheus-rule): %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply -k (the base, components sandbox-namespaces and prometheus-rule): %w\n%s", err, out)
 	}
 	return nil
 }

@@ -49,7 +49,9 @@ func Problems(err error) []*FieldError {
 			return
 		}
 		var fe *FieldError
-		if errors.As(e, &fe) && fe == e {
+		// Identity, not errors.Is: only a FieldError itself is one problem;
+		// an error that wraps one is reported as it reads.
+		if errors.As(e, &fe) && fe == e { //nolint:errorlint // identity, see above
 			out = append(out, fe)
 			return
 		}

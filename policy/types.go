@@ -106,7 +106,7 @@ type Spec struct {
 	Phases Phases `json:"phases,omitzero"`
 }
 
-// Phases: the phases of one attempt run in fresh sandboxes but share a
+// Phases says what the phases of one attempt share. The phases of one attempt run in fresh sandboxes but share a
 // workspace volume, and every node keeps package caches that outlive the
 // runs. What one phase leaves there runs in the next.
 type Phases struct {
@@ -304,7 +304,7 @@ type Egress struct {
 	Fronting *Fronting `json:"fronting,omitempty"`
 }
 
-// Fronting: a proxy that filters on the CONNECT host alone cannot stop a
+// Fronting declares a proxy that cannot stop domain fronting. A proxy that filters on the CONNECT host alone cannot stop a
 // ClientHello for another name in a tunnel it opened. A policy whose proxy
 // is known to be such can say so, with why; the check then does not run
 // (and says in `sandprobe checks` that it will not), rather than failing

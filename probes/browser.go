@@ -299,7 +299,7 @@ func verifyScreenshot(file string) (string, error) {
 	}
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
-		return "", fmt.Errorf("the screenshot is not a PNG: %v", err)
+		return "", fmt.Errorf("the screenshot is not a PNG: %w", err)
 	}
 	size := img.Bounds().Size()
 	if size.X != shotWidth || size.Y != shotHeight {

@@ -84,7 +84,7 @@ func TestTokenLifetimeOnAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tr.Status.ExpirationTimestamp.Sub(time.Now()).Round(time.Hour); got != d {
+		if got := time.Until(tr.Status.ExpirationTimestamp.Time).Round(time.Hour); got != d {
 			t.Fatalf("the API server issued a token for %s, asked %s", got, d)
 		}
 		return tr.Status.Token

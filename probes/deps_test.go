@@ -1,9 +1,9 @@
 package probes
 
 import (
+	"go/build"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -96,4 +96,5 @@ func importGraph(t *testing.T, entry string) map[string][]string {
 	return by
 }
 
-func goBin() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
+// goBin is the go command of the Go that built the test.
+func goBin() string { return filepath.Join(build.Default.GOROOT, "bin", "go") }

@@ -153,10 +153,10 @@ type errDNS struct {
 }
 
 func (e *errDNS) Error() string {
-	switch {
-	case e.rcode == "":
+	switch e.rcode {
+	case "":
 		return fmt.Sprintf("no DNS answer for %s: %v", e.name, e.err)
-	case e.rcode == "NOERROR":
+	case "NOERROR":
 		return fmt.Sprintf("%s from %s for %s: no address", e.rcode, e.server, e.name)
 	}
 	return fmt.Sprintf("%s from %s for %s", e.rcode, e.server, e.name)

@@ -191,8 +191,7 @@ func TestDNSBypass(t *testing.T) {
 // TestResolvConf: the probe's resolver reads resolv.conf the way the C
 // library does (a pod's search list and ndots:5 included).
 func TestResolvConf(t *testing.T) {
-	var c dnsConfig
-	c = defaultDNSConfig()
+	c := defaultDNSConfig()
 	c.parseResolvConf(strings.NewReader("# pod\nsearch sbx.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver not-an-ip\noptions ndots:5 timeout:1 attempts:3\n"))
 	if got := strings.Join(c.servers, " "); got != "10.96.0.10:53 [fd00::a]:53" {
 		t.Errorf("servers %q", got)

@@ -8,14 +8,22 @@ import "github.com/sandprobe/sandprobe/result"
 // model type is added in result.
 
 type (
-	Status          = result.Status
-	Finding         = result.Finding
+	// Status is result.Status.
+	Status = result.Status
+	// Finding is result.Finding.
+	Finding = result.Finding
+	// RuntimeEvidence is result.RuntimeEvidence.
 	RuntimeEvidence = result.RuntimeEvidence
-	ProbeResult     = result.ProbeResult
-	Counts          = result.Counts
-	Attempt         = result.Attempt
-	AddressAttempt  = result.AddressAttempt
-	Severity        = result.Severity
+	// ProbeResult is result.ProbeResult.
+	ProbeResult = result.ProbeResult
+	// Counts is result.Counts.
+	Counts = result.Counts
+	// Attempt is result.Attempt.
+	Attempt = result.Attempt
+	// AddressAttempt is result.AddressAttempt.
+	AddressAttempt = result.AddressAttempt
+	// Severity is result.Severity.
+	Severity = result.Severity
 )
 
 // Severities, worst first.
@@ -61,7 +69,7 @@ const (
 	StoppedByUpstream = result.StoppedByUpstream
 )
 
-// SignalClosedAtHello: see result.SignalClosedAtHello.
+// SignalClosedAtHello is result.SignalClosedAtHello.
 const SignalClosedAtHello = result.SignalClosedAtHello
 
 // Count tallies a set of findings.

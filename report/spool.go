@@ -360,9 +360,16 @@ func (s *Spool) Close() error {
 	return err
 }
 
-func (s *Spool) Len() int        { return s.n }
-func (s *Spool) NameWidth() int  { return s.width }
-func (s *Spool) Counts() Counts  { return s.counts }
+// Len is the number of findings spooled.
+func (s *Spool) Len() int { return s.n }
+
+// NameWidth is the longest Name of a finding, in bytes (the text report's column).
+func (s *Spool) NameWidth() int { return s.width }
+
+// Counts tallies them by status.
+func (s *Spool) Counts() Counts { return s.counts }
+
+// Groups is one Group per target, in the order first added.
 func (s *Spool) Groups() []Group { return s.groups }
 
 func (s *Spool) reader() (io.ReaderAt, error) {
@@ -387,12 +394,14 @@ func (s *Spool) Slice() ([]Finding, error) {
 	return out, err
 }
 
+// Each calls fn with every finding in the order added (FindingSet.Each).
 func (s *Spool) Each(fn func(*Finding) error) error {
 	// One pass over everything, a batch of records at a time (batches),
 	// each decoded where it lies.
 	return s.batches(func(rb rawBatch) error { return rb.each(fn) })
 }
 
+// EachIn calls fn with every finding of Groups()[g], in the order added.
 func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 	ra, err := s.reader()
 	if err != nil {

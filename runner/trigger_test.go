@@ -158,10 +158,11 @@ func TestWatchChangeDuringCycleIsOneFollowUp(t *testing.T) {
 		t.Fatalf("%d cycles while the first was running, want 1", len(got))
 	}
 	r.hold <- struct{}{} // the first ends
-	got := r.waitCycles(t, 2, 2*time.Second, 0)
+	r.waitCycles(t, 2, 2*time.Second, 0)
 	r.hold <- struct{}{}
 	time.Sleep(400 * time.Millisecond)
-	if got, _ = r.seen(); len(got) != 2 {
+	got, _ := r.seen()
+	if len(got) != 2 {
 		t.Fatalf("%d cycles, want the first and one follow-up: %v", len(got), got)
 	}
 	if s := got[1].String(); s != "namespaces=b0,b1" {

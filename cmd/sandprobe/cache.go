@@ -122,7 +122,7 @@ type cacheJob struct {
 func checkCacheDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%s: %v", dir, unwrapPath(err))
+		return fmt.Errorf("%s: %w", dir, unwrapPath(err))
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%s: not a directory", dir)
@@ -140,7 +140,7 @@ func newCacheJob(dir, manifest, manifestSHA string) (*cacheJob, error) {
 	if manifest == "" {
 		stores, err := cache.DetectStores(dir)
 		if err != nil {
-			return nil, fmt.Errorf("DIR: %v", err)
+			return nil, fmt.Errorf("DIR: %w", err)
 		}
 		if len(stores) == 0 {
 			return nil, fmt.Errorf("DIR: %s holds no content-addressed store this version knows (npm _cacache, NuGet packages, pip wheels, Go module cache) and no --manifest was given: nothing to verify", dir)
@@ -148,16 +148,16 @@ func newCacheJob(dir, manifest, manifestSHA string) (*cacheJob, error) {
 		return &cacheJob{dir: dir}, nil
 	}
 	if err := outsideDir(manifest, dir); err != nil {
-		return nil, fmt.Errorf("--manifest: %v", err)
+		return nil, fmt.Errorf("--manifest: %w", err)
 	}
 	f, err := os.Open(manifest)
 	if err != nil {
-		return nil, fmt.Errorf("--manifest: %s: %v", manifest, unwrapPath(err))
+		return nil, fmt.Errorf("--manifest: %s: %w", manifest, unwrapPath(err))
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := cache.CheckManifest(io.TeeReader(f, h)); err != nil {
-		return nil, fmt.Errorf("--manifest: %s: %v", manifest, err)
+		return nil, fmt.Errorf("--manifest: %s: %w", manifest, err)
 	}
 	if manifestSHA != "" {
 		want := strings.TrimPrefix(strings.ToLower(manifestSHA), "sha256:")

@@ -55,7 +55,7 @@ func checkWritableDir(path string) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("cannot write %s: %v", path, err)
+		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	f.Close()
 	os.Remove(f.Name())

@@ -43,7 +43,7 @@ func (f *usageFlags) check() error {
 	for _, l := range f.logs {
 		fi, err := os.Stat(l)
 		if err != nil {
-			return fmt.Errorf("--egress-log %s: %v", l, unwrapPath(err))
+			return fmt.Errorf("--egress-log %s: %w", l, unwrapPath(err))
 		}
 		if fi.IsDir() {
 			return fmt.Errorf("--egress-log %s: is a directory", l)
@@ -114,7 +114,7 @@ func (f *proxyLogFlags) check(p *policy.Policy, backend string) error {
 	}
 	fi, err := os.Stat(f.path)
 	if err != nil {
-		return fmt.Errorf("--proxy-log %s: %v", f.path, unwrapPath(err))
+		return fmt.Errorf("--proxy-log %s: %w", f.path, unwrapPath(err))
 	}
 	if fi.IsDir() {
 		return fmt.Errorf("--proxy-log %s: is a directory", f.path)

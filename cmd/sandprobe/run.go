@@ -219,7 +219,7 @@ func parseVolume(v string) (local.Volume, error) {
 		return local.Volume{}, fmt.Errorf("DST must be a clean absolute path other than /, got %q", vol.Target)
 	}
 	if _, err := os.Stat(vol.Source); err != nil {
-		return local.Volume{}, fmt.Errorf("SRC %s: %v", vol.Source, unwrapPath(err))
+		return local.Volume{}, fmt.Errorf("SRC %s: %w", vol.Source, unwrapPath(err))
 	}
 	abs, err := filepath.Abs(vol.Source)
 	if err != nil {

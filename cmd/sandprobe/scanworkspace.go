@@ -154,7 +154,7 @@ func outsideDir(file, dir string) error {
 	}
 	parent, err := filepath.EvalSymlinks(filepath.Dir(file))
 	if err != nil {
-		return fmt.Errorf("%s: %v", file, unwrapPath(err))
+		return fmt.Errorf("%s: %w", file, unwrapPath(err))
 	}
 	if parent, err = filepath.Abs(parent); err != nil {
 		return err

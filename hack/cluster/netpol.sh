@@ -40,6 +40,7 @@ KR_STAMP="$KR_DIR/bin/.stamp"
 # kr_chains, kr_jumps, kr_ipsets, remove_rules: what kube-router programs
 # and how to remove exactly that (shared with the DaemonSet's image).
 KR_RULES="$cluster_lib_dir/kube-router-rules.sh"
+# shellcheck source=hack/cluster/kube-router-rules.sh
 source "$KR_RULES"
 # The DaemonSet mode (up --daemonset): its objects, all named kube-router.
 KR_DS_NS=kube-system
@@ -177,6 +178,7 @@ manifest() {
   [[ ${1:-} == --firewall-off ]] && mode=firewall-off
   if [[ $mode == healthy ]]; then
     cmd='[/kube-router]'
+    # shellcheck disable=SC2016 # $(NODE_NAME) is for Kubernetes to expand, not the shell
     args=$(printf '"%s", ' "${KR_FLAGS[@]}" '--hostname-override=$(NODE_NAME)')
     args="args: [${args%, }]"
   else

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +73,8 @@ func dockerLoad(t *testing.T, archive string) {
 		out, err := cmd.Output()
 		if err != nil {
 			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				stderr = ee.Stderr
 			}
 			t.Fatalf("docker %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)

@@ -96,7 +96,7 @@ func tarFiles(src string) ([]File, error) {
 	var files []File
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -100,7 +100,7 @@ func startDaemonOnce(t testing.TB, name string, argv func(addr string) []string)
 		select {
 		case err := <-exited:
 			exited <- err // for stop
-			return "", fmt.Errorf("%s on %s exited: %v\n%s", name, addr, err, logs.String())
+			return "", fmt.Errorf("%s on %s exited: %w\n%s", name, addr, err, logs.String())
 		default:
 		}
 		if resp, err := client.Get(url + "/-/ready"); err == nil {

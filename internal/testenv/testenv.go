@@ -17,7 +17,8 @@ import (
 	"testing"
 )
 
-// RequireEnvVar, when "1", turns every missing-environment skip into a failure.
+// RequireEnvVar names the variable that, set to "1", turns every
+// missing-environment skip into a failure.
 const RequireEnvVar = "SANDPROBE_REQUIRE_ENV"
 
 // Missing skips the test, or fails it when the environment is required.

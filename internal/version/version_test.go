@@ -1,6 +1,7 @@
 package version
 
 import (
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestStamped(t *testing.T) {
 }
 
 func goBin() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p := filepath.Join(build.Default.GOROOT, "bin", "go"); fileExists(p) {
 		return p
 	}
 	return "go"

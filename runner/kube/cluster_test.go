@@ -131,7 +131,7 @@ func (e *clusterEnv) importImages(t testing.TB) error {
 	build.Dir = testenv.ModuleRoot(t)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build misbehave: %v\n%s", err, out)
+		return fmt.Errorf("build misbehave: %w\n%s", err, out)
 	}
 	testenv.ClusterImage(t, probeImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin, "/sandprobe-probe": testenv.ProbeBinary(t)}, nil))
 	testenv.ClusterImage(t, fullOnlyImageRef, rootfs(t, map[string]string{"/sandprobe": e.bin}, nil))

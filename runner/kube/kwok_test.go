@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -272,7 +273,8 @@ func (f *fleet) run(t testing.TB, wrapper string, jsonReport bool, extra ...stri
 	start := time.Now()
 	err := cmd.Run()
 	out := fleetRun{wall: time.Since(start), stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		out.code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("sandprobe run: %v", err)

@@ -133,9 +133,8 @@ func SandboxFor(p *policy.Policy, netns string) Sandbox {
 			sb.Mounts = append(sb.Mounts, Mount{Source: c.Source, Target: c.MountPath})
 		}
 	}
-	for _, c := range s.Capabilities { // declared capabilities stay in the bounding set
-		sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, c)
-	}
+	// Declared capabilities stay in the bounding set.
+	sb.KeepCaps.Bounding = append(sb.KeepCaps.Bounding, s.Capabilities...)
 	return sb
 }
 

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,7 +71,8 @@ func egressUsage(t *testing.T, policyDoc string, logs ...string) usageDoc {
 		args = append(args, "--log", l)
 	}
 	out, err := exec.Command(testenv.Binary(t), args...).Output()
-	if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1) {
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 		t.Fatalf("egress-usage: %v\n%s", err, ee.Stderr)
 	}
 	var doc usageDoc

@@ -133,7 +133,7 @@ func (w *Watcher) agents(ctx, pctx context.Context, spawn func(cache.SharedIndex
 func selectorOf(ds *unstructured.Unstructured) (string, error) {
 	raw, ok, err := unstructured.NestedMap(ds.Object, "spec", "selector")
 	if err != nil || !ok {
-		return "", fmt.Errorf("no spec.selector: %v", err)
+		return "", fmt.Errorf("no spec.selector: %w", err)
 	}
 	var ls metav1.LabelSelector
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
