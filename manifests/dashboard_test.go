@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
@@ -84,6 +88,7 @@ func TestDashboardShape(t *testing.T) {
 	if vars["datasource"] != "datasource" || vars["cluster"] != "query" {
 		t.Errorf("template variables %v, want datasource and cluster", vars)
 	}
+	emitted := emittedSeries(t)
 	ids := map[int]bool{}
 	for _, p := range d.Panels {
 		if ids[p.ID] || p.ID == 0 {
@@ -102,11 +107,7 @@ func TestDashboardShape(t *testing.T) {
 			if tg.RefID == "" || !strings.Contains(tg.Expr, `cluster=~"$cluster"`) {
 				t.Errorf("panel %q: target %q lacks a refId or the cluster filter", p.Title, tg.Expr)
 			}
-			for _, name := range metricName.FindAllString(tg.Expr, -1) {
-				if !exposedMetrics()[name] {
-					t.Errorf("panel %q: queries %s, which sandprobe does not expose", p.Title, name)
-				}
-			}
+			checkQueriedLabels(t, p.Title, tg.Expr, emitted)
 		}
 	}
 	for _, title := range panelTitles(d) {
@@ -136,14 +137,115 @@ func panelTitles(d dashboard) []string {
 	return out
 }
 
-// exposedMetrics are the metric names sandprobe's registry exposes.
-func exposedMetrics() map[string]bool {
-	return map[string]bool{
-		report.MetricUp: true, report.MetricCheckSuccess: true, report.MetricEgressUnexpectedOpen: true,
-		report.MetricEgressAllowedUnreachable: true, report.MetricEgressDeniesUnproven: true, report.MetricNodeUnprobed: true,
-		report.MetricDriftFindings: true, report.MetricSandboxesScanned: true,
-		report.MetricPolicyNamespaces: true, report.MetricRunDuration: true, report.MetricLastRun: true,
-		report.MetricLastSuccess: true, report.MetricRuns: true, report.MetricRunsSkipped: true, report.MetricPushFailures: true, report.MetricInfo: true,
+// emittedSeries are the metrics sandprobe's exporter really emits, each with
+// its label names (and cluster, the push's grouping label), gathered from
+// report.Metrics after a run that has one of everything the dashboard
+// shows: a passing and a failing check on nodes of a pool, a reopened, an
+// unreachable and an unproven egress destination, an unprobed node, drift.
+func emittedSeries(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w1, w2 = "namespace/sandboxes/node/worker-1", "namespace/sandboxes/node/worker-2"
+	m.Observe(report.Run{Findings: []report.Finding{{Check: "identity.uid", Target: w1, Status: report.Pass}}}, time.Now())
+	m.Observe(report.Run{Policy: "p", Version: "v", Seconds: 3, Phases: map[string]float64{"probe": 2, "drift": 1}, DeclaredNamespaces: 1, Findings: []report.Finding{
+		{Check: "identity.uid", Target: w1, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
+		{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
+		{Check: "egress.must-fail", Subject: "10.0.0.1:443", Target: w1, Namespace: "sandboxes", Status: report.Fail, Class: report.ClassAnswered, Severity: report.Critical},
+		{Check: "egress.must-fail", Subject: "10.0.0.2:443", Target: w1, Namespace: "sandboxes", Status: report.Inconclusive, Deny: report.DenyUnproven, Severity: report.Critical},
+		{Check: "egress.allowed", Subject: "api.example:443", Target: w1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
+		{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: report.Fail, Severity: report.High},
+		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: w2, Namespace: "sandboxes", Status: report.Error},
+	}}, time.Now())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]bool{}
+	for _, mf := range mfs {
+		names := map[string]bool{"cluster": true}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				names[lp.GetName()] = true
+			}
+		}
+		out[mf.GetName()] = names
+	}
+	return out
+}
+
+var (
+	// grouping is a PromQL aggregation's by (...) clause.
+	grouping = regexp.MustCompile(`\bby\s*\(([^)]*)\)`)
+	// selector is a metric name and its {...} matchers.
+	selector = regexp.MustCompile(`\b(sandprobe_[a-z_]+)\s*(?:\{([^}]*)\})?`)
+	matcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+)
+
+// checkQueriedLabels fails a panel's query that names a metric the exporter
+// does not emit, matches on a label the metric does not carry, or groups
+// by a label none of its metrics carries (a renamed label must not leave a
+// panel silently empty).
+func checkQueriedLabels(t *testing.T, panel, expr string, emitted map[string]map[string]bool) {
+	t.Helper()
+	queried := map[string]bool{}
+	for _, sm := range selector.FindAllStringSubmatch(expr, -1) {
+		labels, ok := emitted[sm[1]]
+		if !ok {
+			t.Errorf("panel %q: queries %s, which sandprobe does not emit", panel, sm[1])
+			continue
+		}
+		for k := range labels {
+			queried[k] = true
+		}
+		for _, mm := range matcher.FindAllStringSubmatch(sm[2], -1) {
+			if !labels[mm[1]] {
+				t.Errorf("panel %q: matches %s on label %s, which it does not carry", panel, sm[1], mm[1])
+			}
+		}
+	}
+	for _, g := range grouping.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(g[1], ",") {
+			if l = strings.TrimSpace(l); l != "" && !queried[l] {
+				t.Errorf("panel %q: groups by %s, which no metric it queries carries", panel, l)
+			}
+		}
+	}
+}
+
+// TestDashboardShowsWhatPages: the dashboard has a panel for each thing that
+// pages: failing checks by node and severity, unprobed nodes, unproven
+// denies, reopened egress and drift by severity.
+func TestDashboardShowsWhatPages(t *testing.T) {
+	d := loadDashboard(t)
+	want := map[string][]string{
+		report.MetricCheckSuccess:         {"node", "severity"},
+		report.MetricNodeUnprobed:         {"node", "reason"},
+		report.MetricEgressDeniesUnproven: {"node"},
+		report.MetricEgressUnexpectedOpen: {"node"},
+		report.MetricDriftFindings:        {"rule", "severity"},
+	}
+	for metric, by := range want {
+		found := false
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				g := grouping.FindStringSubmatch(tg.Expr)
+				if !strings.Contains(tg.Expr, metric) || g == nil {
+					continue
+				}
+				all := true
+				for _, l := range by {
+					all = all && slices.Contains(strings.Split(strings.ReplaceAll(g[1], " ", ""), ","), l)
+				}
+				found = found || all
+			}
+		}
+		if !found {
+			t.Errorf("no panel shows %s by %v", metric, by)
+		}
 	}
 }
 
@@ -245,7 +347,7 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 	},
 	// Only the rules with findings, per namespace, with their counts; the
 	// clean files list nothing.
-	"Drift findings, by rule and namespace": func(t *testing.T, runs labRuns, cluster string, got []sample) {
+	"Drift findings, by rule, namespace and severity": func(t *testing.T, runs labRuns, cluster string, got []sample) {
 		want := map[string]float64{}
 		for c, r := range runs {
 			if cluster != ".*" && c != cluster {
@@ -260,12 +362,77 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 		have := map[string]float64{}
 		for _, s := range got {
 			have[s.labels["cluster"]+" "+s.labels["rule"]+" "+s.labels["namespace"]] = s.value
+			if sev := s.labels["severity"]; sev == "" || report.Severity(sev).Rank() < 0 {
+				t.Errorf("cluster %s rule %s: severity %q", cluster, s.labels["rule"], sev)
+			}
 		}
 		if fmt.Sprint(have) != fmt.Sprint(want) {
 			t.Errorf("cluster %s: %v, want %v", cluster, have, want)
 		}
 		if cluster == "drift-bad" && want["drift-bad drift.pod.privileged sandboxes"] != 1 {
 			t.Errorf("the lazy pods' privileged pod is not counted: %v", want)
+		}
+	},
+	// Per probe location and severity, the checks that did not pass, as
+	// the run's report lists them (each check and subject once): the
+	// reopened lab's node has its answered destinations at their severity,
+	// the pool's broken node its critical runtime socket and medium
+	// seccomp, and nothing for the healthy nodes and runs.
+	"Failing checks, by node and severity": func(t *testing.T, runs labRuns, cluster string, got []sample) {
+		want := map[string]float64{}
+		for c, r := range runs {
+			if (cluster != ".*" && clusterLabel(c) != cluster) || c == "stale-ok" || c == "stale-failed" {
+				continue
+			}
+			seen := map[string]bool{}
+			for _, f := range r.run.Findings {
+				if strings.HasPrefix(f.Check, "drift.") || f.Status == report.Pass || f.Status == report.Skip {
+					continue
+				}
+				series := f.Check + " " + f.Subject + " " + report.NodeLabel(f.Target) + " " + f.Namespace
+				if !seen[series] {
+					seen[series] = true
+					want[clusterLabel(c)+" "+report.NodeLabel(f.Target)+" "+f.Namespace+" "+string(f.Severity)]++
+				}
+			}
+		}
+		have := map[string]float64{}
+		for _, s := range got {
+			have[s.labels["cluster"]+" "+s.labels["node"]+" "+s.labels["namespace"]+" "+s.labels["severity"]] = s.value
+		}
+		if fmt.Sprint(have) != fmt.Sprint(want) {
+			t.Errorf("cluster %s: %v, want %v", cluster, have, want)
+		}
+		if (cluster == ".*" || cluster == "pool") && (have["pool worker-2 sandboxes critical"] != 1 || have["pool worker-2 sandboxes medium"] != 1) {
+			t.Errorf("the pool's broken node: %v", have)
+		}
+		if (cluster == ".*" || cluster == "reopened") && have["reopened "+labNode(runs)+"  critical"] == 0 {
+			t.Errorf("the reopened lab's answered destination is not a failing critical check: %v", have)
+		}
+	},
+	// The pool nodes the run could not probe, with the reason; nothing for
+	// a run that probed every node.
+	"Unprobed nodes": func(t *testing.T, runs labRuns, cluster string, got []sample) {
+		want := map[string]bool{}
+		for c, r := range runs {
+			if (cluster != ".*" && clusterLabel(c) != cluster) || c == "stale-ok" || c == "stale-failed" {
+				continue
+			}
+			for _, f := range r.run.Findings {
+				if report.NodeUnprobed(f) {
+					want[clusterLabel(c)+" "+report.NodeLabel(f.Target)+" "+f.Namespace+" "+f.Subject] = true
+				}
+			}
+		}
+		have := map[string]bool{}
+		for _, s := range got {
+			have[s.labels["cluster"]+" "+s.labels["node"]+" "+s.labels["namespace"]+" "+s.labels["reason"]] = s.value == 1
+		}
+		if fmt.Sprint(have) != fmt.Sprint(want) {
+			t.Errorf("cluster %s: %v, want %v", cluster, have, want)
+		}
+		if (cluster == ".*" || cluster == "pool") && !have["pool worker-3 sandboxes node-cordoned"] {
+			t.Errorf("the pool's cordoned node is not listed: %v", have)
 		}
 	},
 	// Seconds since the last conformant run (exit 0): about the time since
@@ -333,6 +500,35 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 			}
 		}
 	},
+}
+
+// labNode is the node label of the lab's local runs.
+func labNode(runs labRuns) string {
+	for _, f := range runs["reopened"].run.Findings {
+		return report.NodeLabel(f.Target)
+	}
+	return ""
+}
+
+// poolRun is a Kubernetes run over a pool of three nodes, as the kube
+// backend reports it: worker-1 healthy, worker-2 with its container
+// runtime socket reachable (critical) and no seccomp filter (medium),
+// worker-3 cordoned (no probe reached it).
+func poolRun(now time.Time) report.Run {
+	r := report.Run{Policy: "lab", Version: "test", Backend: "kube", StartedAt: now, Seconds: 4, Phases: map[string]float64{"probe": 4}, DeclaredNamespaces: 1}
+	for _, n := range []string{"worker-1", "worker-2"} {
+		at := "namespace/sandboxes/node/" + n
+		r.Findings = append(r.Findings,
+			report.Finding{Check: "identity.uid", Target: at, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
+			report.Finding{Check: "egress.must-fail", Subject: "10.99.20.10:443", Target: at, Namespace: "sandboxes", Status: report.Pass, Class: "refused", Deny: report.DenyProven, Severity: report.Critical})
+	}
+	w2 := "namespace/sandboxes/node/worker-2"
+	r.Findings = append(r.Findings,
+		report.Finding{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
+		report.Finding{Check: "caps.seccomp", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
+		report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/sandboxes/node/worker-3", Namespace: "sandboxes", Status: report.Error, Severity: report.High},
+	)
+	return r
 }
 
 // clusterLabel is the cluster a run was pushed as: the stale cluster's two
@@ -450,6 +646,24 @@ func TestDashboardQueries(t *testing.T) {
 	push("stale-failed", 3, "run", "--backend", "local", "--netns", "sandprobe-no-such-netns", "--policy", labPolicy)
 	// The "stale" cluster as Prometheus sees it is its last push.
 	runs["stale"] = runs["stale-failed"]
+	// A pool of nodes with one broken and one cordoned, through the
+	// exporter and the push the CLI uses (the lab's local backend has no
+	// nodes to leave unprobed).
+	pool := poolRun(time.Now())
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	m.Observe(pool, time.Now())
+	if err := report.PushMetrics(context.Background(), http.DefaultClient, gw, "pool", reg); err != nil {
+		t.Fatal(err)
+	}
+	runs["pool"] = struct {
+		run                   report.Run
+		pushedAfter, pushedBy time.Time
+	}{pool, after, time.Now()}
 
 	prom := testenv.Prometheus(t, fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
@@ -457,7 +671,7 @@ scrape_configs:
     honor_labels: true
     static_configs: [{targets: [%q]}]
 `, strings.TrimPrefix(gw, "http://")))
-	clusters := []string{"healthy", "reopened", "outage", "unproven", "drift-clean", "drift-bad", "stale"}
+	clusters := []string{"healthy", "reopened", "outage", "unproven", "drift-clean", "drift-bad", "stale", "pool"}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := instantQuery(prom, `count by (cluster) (sandprobe_up)`)
