@@ -199,62 +199,13 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) any {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		v := w.plain(n, path)
-		raw, err := json.Marshal(v)
-		if err == nil {
-			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
-		}
-		if err != nil {
-			w.fail(n, path, "%s", err.Error())
-			return nil
-		}
-		return v
+		return w.walkUnmarshaler(n, t, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			w.fail(n, path, "expected a mapping, got %s", describe(n))
-			return nil
-		}
-		fields := jsonFields(t)
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			key := k.Value
-			sub := join(path, key)
-			if _, dup := out[key]; dup {
-				w.fail(k, sub, "duplicate key")
-				continue
-			}
-			f, ok := fields[key]
-			if !ok {
-				w.fail(k, sub, "unknown field%s", suggest(key, fields))
-				out[key] = nil
-				continue
-			}
-			out[key] = w.walk(v, f, sub)
-		}
-		return out
+		return w.walkStruct(n, t, path)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			w.fail(n, path, "expected a mapping, got %s", describe(n))
-			return nil
-		}
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			sub := join(path, k.Value)
-			if k.Kind != yaml.ScalarNode {
-				w.fail(k, path, "map keys must be strings")
-				continue
-			}
-			if _, dup := out[k.Value]; dup {
-				w.fail(k, sub, "duplicate key")
-				continue
-			}
-			out[k.Value] = w.walk(v, t.Elem(), sub)
-		}
-		return out
+		return w.walkMap(n, t, path)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			w.fail(n, path, "expected a list, got %s", describe(n))
@@ -265,6 +216,83 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) any {
 			out = append(out, w.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)))
 		}
 		return out
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Int32:
+		return w.walkScalar(n, t, path)
+	}
+	w.fail(n, path, "internal: unsupported type %s", t)
+	return nil
+}
+
+// walkUnmarshaler checks a value of a type with its own JSON decoding (a
+// duration, a quantity) by decoding it as plain values.
+func (w *walker) walkUnmarshaler(n *yaml.Node, t reflect.Type, path string) any {
+	v := w.plain(n, path)
+	raw, err := json.Marshal(v)
+	if err == nil {
+		err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+	}
+	if err != nil {
+		w.fail(n, path, "%s", err.Error())
+		return nil
+	}
+	return v
+}
+
+// walkStruct checks a mapping against a struct's JSON fields: no unknown
+// field (with a suggestion), no duplicate key.
+func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) any {
+	if n.Kind != yaml.MappingNode {
+		w.fail(n, path, "expected a mapping, got %s", describe(n))
+		return nil
+	}
+	fields := jsonFields(t)
+	out := map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := k.Value
+		sub := join(path, key)
+		if _, dup := out[key]; dup {
+			w.fail(k, sub, "duplicate key")
+			continue
+		}
+		f, ok := fields[key]
+		if !ok {
+			w.fail(k, sub, "unknown field%s", suggest(key, fields))
+			out[key] = nil
+			continue
+		}
+		out[key] = w.walk(v, f, sub)
+	}
+	return out
+}
+
+// walkMap checks a mapping with string keys against a map type.
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string) any {
+	if n.Kind != yaml.MappingNode {
+		w.fail(n, path, "expected a mapping, got %s", describe(n))
+		return nil
+	}
+	out := map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		sub := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			w.fail(k, path, "map keys must be strings")
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			w.fail(k, sub, "duplicate key")
+			continue
+		}
+		out[k.Value] = w.walk(v, t.Elem(), sub)
+	}
+	return out
+}
+
+// walkScalar checks a string, a boolean or a whole number: the YAML tag
+// must be the type's, so `yes` is no boolean and `1.0` no integer.
+func (w *walker) walkScalar(n *yaml.Node, t reflect.Type, path string) any {
+	switch t.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			hint := ""
@@ -282,7 +310,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) any {
 		}
 		b, _ := strconv.ParseBool(strings.ToLower(n.Value))
 		return b
-	case reflect.Int, reflect.Int64, reflect.Int32:
+	default: // reflect.Int, Int64, Int32
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 			w.fail(n, path, "expected a whole number, got %s", describe(n))
 			return nil
@@ -294,8 +322,6 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) any {
 		}
 		return i
 	}
-	w.fail(n, path, "internal: unsupported type %s", t)
-	return nil
 }
 
 // plain converts a YAML node to untyped JSON values (for custom unmarshalers).

@@ -152,6 +152,23 @@ func parentPath(p string) string {
 }
 
 func (s *Spec) validate(c *collector) {
+	s.validateSelection(c)
+	s.Runtime.validate(c)
+	s.Identity.validate(c)
+	s.validatePrivileges(c)
+	s.validateFilesystem(c)
+	s.validateResources(c)
+	s.validateSecrets(c)
+	s.validateDevices(c)
+	s.validateCredentials(c)
+	s.validatePhases(c)
+	s.validateTolerations(c)
+	s.Egress.validate(c)
+}
+
+// validateSelection checks what marks a sandbox and where: the selector,
+// the node selector and the declared namespaces.
+func (s *Spec) validateSelection(c *collector) {
 	if len(s.Selector.MatchLabels) == 0 {
 		c.add("spec.selector.matchLabels", "required — without labels nothing marks a sandbox")
 	}
@@ -168,8 +185,11 @@ func (s *Spec) validate(c *collector) {
 		}
 		seen[ns] = true
 	}
-	s.Runtime.validate(c)
-	s.Identity.validate(c)
+}
+
+// validatePrivileges checks the capabilities, the seccomp profile and the
+// service-account token's path.
+func (s *Spec) validatePrivileges(c *collector) {
 	for i, capName := range s.Capabilities {
 		if CapabilityNumber(capName) < 0 {
 			c.add(fmt.Sprintf("spec.capabilities[%d]", i), fmt.Sprintf("unknown capability %q", capName))
@@ -181,7 +201,11 @@ func (s *Spec) validate(c *collector) {
 	if !strings.HasPrefix(s.TokenPath, "/") {
 		c.add("spec.serviceAccountTokenPath", "must be an absolute path")
 	}
+}
 
+// validateFilesystem checks the declared paths, the size limit, where the
+// screenshot goes and the image reference.
+func (s *Spec) validateFilesystem(c *collector) {
 	checkPaths(c, "spec.filesystem.writable", s.Filesystem.Writable)
 	checkPaths(c, "spec.filesystem.emptyAtStart", s.Filesystem.EmptyAtStart)
 	if s.Filesystem.SizeLimit != "" {
@@ -199,7 +223,10 @@ func (s *Spec) validate(c *collector) {
 	if s.Image.RequireDigest && s.Image.Ref != "" && !strings.Contains(s.Image.Ref, "@sha256:") {
 		c.add("spec.image.ref", "requireDigest is set but the reference has no @sha256: digest")
 	}
-	s.validateResources(c)
+}
+
+// validateSecrets checks the secret-name patterns are globs.
+func (s *Spec) validateSecrets(c *collector) {
 	for i, pat := range s.Secrets.EnvNamePatterns {
 		pth := fmt.Sprintf("spec.secrets.envNamePatterns[%d]", i)
 		if pat == "" {
@@ -208,11 +235,20 @@ func (s *Spec) validate(c *collector) {
 			c.add(pth, fmt.Sprintf("bad glob %q: %v", pat, err))
 		}
 	}
+}
+
+// validateDevices checks the allowed devices are clean paths under /dev/.
+func (s *Spec) validateDevices(c *collector) {
 	for i, d := range s.Devices {
 		if !strings.HasPrefix(d, "/dev/") || path.Clean(d) != d {
 			c.add(fmt.Sprintf("spec.devices[%d]", i), fmt.Sprintf("must be a clean path under /dev/, got %q", d))
 		}
 	}
+}
+
+// validateCredentials checks each declared credential's mount path,
+// Kubernetes scope and lifetime bound.
+func (s *Spec) validateCredentials(c *collector) {
 	for i, cr := range s.Credentials {
 		if cr.MountPath != "" && !strings.HasPrefix(cr.MountPath, "/") {
 			c.add(fmt.Sprintf("spec.credentials[%d].mountPath", i), "must be an absolute path")
@@ -224,13 +260,15 @@ func (s *Spec) validate(c *collector) {
 			c.add(fmt.Sprintf("spec.credentials[%d].maxLifetime", i), "must be positive (leave it out to not bound the token's lifetime)")
 		}
 	}
-	s.validatePhases(c)
+}
+
+// validateTolerations checks the probe pod's tolerations.
+func (s *Spec) validateTolerations(c *collector) {
 	for i, t := range s.Placement.Tolerations {
 		if t.Operator == "Exists" && t.Value != "" {
 			c.add(fmt.Sprintf("spec.placement.tolerations[%d].value", i), "must be empty when operator is Exists")
 		}
 	}
-	s.Egress.validate(c)
 }
 
 // validate checks the runtime classes and the isolation declared for them:
@@ -285,6 +323,26 @@ func (s *Spec) validateResources(c *collector) {
 }
 
 func (e *Egress) validate(c *collector) {
+	e.validateProxy(c)
+	if e.Timeout.Duration > 60e9 {
+		c.add("spec.egress.timeout", fmt.Sprintf("must be at most 60s, got %s", e.Timeout.Duration))
+	}
+	rules := e.validateAllow(c)
+	e.validateProof(c)
+	validateMustFail(c, "hosts", e.MustFail.Hosts, false, rules)
+	validateMustFail(c, "ips", e.MustFail.IPs, true, rules)
+	e.Metadata.validate(c)
+	for i, d := range e.DNS.Domains {
+		if err := checkHostname(d); err != nil {
+			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())
+		}
+	}
+	e.validateLocations(c)
+	e.validateFronting(c)
+}
+
+// validateProxy checks the proxy is a forward proxy's URL with a port.
+func (e *Egress) validateProxy(c *collector) {
 	if e.Proxy != "" {
 		u, err := url.Parse(e.Proxy)
 		switch {
@@ -298,51 +356,47 @@ func (e *Egress) validate(c *collector) {
 			c.add("spec.egress.proxy", "missing port (a forward proxy has no default port: write http://host:3128)")
 		}
 	}
-	if e.Timeout.Duration > 60e9 {
-		c.add("spec.egress.timeout", fmt.Sprintf("must be at most 60s, got %s", e.Timeout.Duration))
-	}
-	rules := e.validateAllow(c)
-	checkTargets := func(field string, ts []Target, wantIP bool) {
-		for i, t := range ts {
-			pth := fmt.Sprintf("spec.egress.mustFail.%s[%d]", field, i)
-			d, err := ParseDestination(t.Target)
-			if err != nil {
-				c.add(pth, err.Error())
-				continue
-			}
-			if wantIP && !d.IsIP() {
-				c.add(pth, fmt.Sprintf("%q is a name: list it under mustFail.hosts", t.Target))
-			}
-			if t.Port != 0 && d.Port != 0 && t.Port != d.Port {
-				c.add(pth+".port", fmt.Sprintf("%d contradicts the port in %q", t.Port, t.Target))
-			}
-			if t.Expect != "" && !slices.Contains(FailureVerdicts, t.Expect) {
-				c.add(pth+".expect", fmt.Sprintf("must be one of %s, got %q", strings.Join(FailureVerdicts, ", "), t.Expect))
-			}
-			port := t.Port
-			if port == 0 {
-				port = d.Port
-			}
-			if port == 0 {
-				port = DefaultMustFailPort
-			}
-			for j, r := range rules {
-				if r.Host != "" && r.Matches(d.DialHost(), port) && !d.Prefix.IsValid() {
-					c.add(pth, fmt.Sprintf("%s is also allowed by spec.egress.allow[%d] (%s): it cannot both answer and fail", d, j, r))
-				}
+}
+
+// validateMustFail checks the must-fail targets under field (hosts or
+// ips; wantIP for ips): each parses, agrees with its port and expected
+// verdict, and is not also allowed by one of rules (the allowances' host
+// rules), which would have it both answer and fail.
+func validateMustFail(c *collector, field string, ts []Target, wantIP bool, rules []HostRule) {
+	for i, t := range ts {
+		pth := fmt.Sprintf("spec.egress.mustFail.%s[%d]", field, i)
+		d, err := ParseDestination(t.Target)
+		if err != nil {
+			c.add(pth, err.Error())
+			continue
+		}
+		if wantIP && !d.IsIP() {
+			c.add(pth, fmt.Sprintf("%q is a name: list it under mustFail.hosts", t.Target))
+		}
+		if t.Port != 0 && d.Port != 0 && t.Port != d.Port {
+			c.add(pth+".port", fmt.Sprintf("%d contradicts the port in %q", t.Port, t.Target))
+		}
+		if t.Expect != "" && !slices.Contains(FailureVerdicts, t.Expect) {
+			c.add(pth+".expect", fmt.Sprintf("must be one of %s, got %q", strings.Join(FailureVerdicts, ", "), t.Expect))
+		}
+		port := t.Port
+		if port == 0 {
+			port = d.Port
+		}
+		if port == 0 {
+			port = DefaultMustFailPort
+		}
+		for j, r := range rules {
+			if r.Host != "" && r.Matches(d.DialHost(), port) && !d.Prefix.IsValid() {
+				c.add(pth, fmt.Sprintf("%s is also allowed by spec.egress.allow[%d] (%s): it cannot both answer and fail", d, j, r))
 			}
 		}
 	}
-	e.validateProof(c)
-	checkTargets("hosts", e.MustFail.Hosts, false)
-	checkTargets("ips", e.MustFail.IPs, true)
-	e.Metadata.validate(c)
-	for i, d := range e.DNS.Domains {
-		if err := checkHostname(d); err != nil {
-			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())
-		}
-	}
-	e.validateLocations(c)
+}
+
+// validateFronting checks an accepted-fronting declaration says why and
+// has a proxy to front through.
+func (e *Egress) validateFronting(c *collector) {
 	if f := e.Fronting; f != nil {
 		switch {
 		case strings.TrimSpace(f.Accepted) == "":
