@@ -79,100 +79,9 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 			u.To = s.To
 		}
 	}
-	rules := make([]policy.HostRule, len(e.Allow))
-	for i, a := range e.Allow {
-		r, _ := policy.ParseHostRule(a.Host) // validated with the policy
-		if r.Port == 0 {
-			r.Port = a.Port
-		}
-		rules[i] = r
-		u.Allowances = append(u.Allowances, report.AllowanceUsage{Index: i, Host: a.Host, Port: a.Port, Reason: a.Reason, BytesOut: -1, BytesIn: -1})
-	}
-	proxyHost, proxyPort := proxyAddr(e.Proxy)
-	// The proxy's and the resolver's declared addresses are the allowed
-	// path, not destinations (a flow record sees the sandbox reach them).
-	paths := append(e.ProxyLocation.Prefixes(), e.DNS.ResolverLocation.Prefixes()...)
-	onPath := func(host string) bool {
-		a, err := netip.ParseAddr(host)
-		if err != nil {
-			return false
-		}
-		for _, p := range paths {
-			if p.Contains(a.Unmap()) {
-				return true
-			}
-		}
-		return false
-	}
-	sandboxes := make([]map[string]bool, len(e.Allow))
-	type hostPort struct {
-		host string
-		port int
-	}
-	matchCache := map[hostPort]int{}
-	allowanceOf := func(host string, port int) int {
-		k := hostPort{host, port}
-		if i, ok := matchCache[k]; ok {
-			return i
-		}
-		i := -1
-		for j, r := range rules {
-			if r.Matches(host, port) || slices.Contains(e.Allow[j].Addresses, host) && (r.Port == 0 || r.Port == port) {
-				i = j
-				break
-			}
-		}
-		matchCache[k] = i
-		return i
-	}
-	// The denied and would-block keys, as indexes into t.keys: sorted as
-	// they are, and made into report rows only as far as they are listed.
-	var denied, wouldBlock []int32
-	for k := range t.keys {
-		en := t.entry(&t.keys[k])
-		i := allowanceOf(en.host, en.port)
-		switch en.decision {
-		case egresslog.Allowed:
-			if i < 0 {
-				if en.host == proxyHost && (proxyPort == 0 || en.port == proxyPort) || onPath(en.host) {
-					continue // the way to the proxy or the resolver (a flow record): the allowed path
-				}
-				wouldBlock = append(wouldBlock, int32(k))
-				continue
-			}
-			a := &u.Allowances[i]
-			a.Requests += en.count
-			if en.outKnown {
-				a.BytesOut = max(a.BytesOut, 0) + en.bytesOut
-			}
-			if en.inKnown {
-				a.BytesIn = max(a.BytesIn, 0) + en.bytesIn
-			}
-			if en.last != 0 {
-				if l := time.UnixMilli(en.last).UTC(); l.After(a.LastUse) {
-					a.LastUse = l
-				}
-			}
-			if sandboxes[i] == nil {
-				sandboxes[i] = map[string]bool{}
-			}
-			sandboxes[i][en.sandbox] = true
-		case egresslog.Denied:
-			if i >= 0 {
-				u.Allowances[i].Denied += en.count
-			}
-			denied = append(denied, int32(k))
-		}
-	}
-	for i := range u.Allowances {
-		names := make([]string, 0, len(sandboxes[i]))
-		for s := range sandboxes[i] {
-			names = append(names, s)
-		}
-		sort.Strings(names)
-		u.Allowances[i].SandboxCount = len(names)
-		u.Allowances[i].Sandboxes = names[:min(len(names), maxSandboxesNamed)]
-	}
+	j := newJudgement(&e, u)
+	denied, wouldBlock := j.tally(t, u)
+	j.nameSandboxes(u)
 	u.DeniedTotal, u.WouldBlockTotal = len(denied), len(wouldBlock)
 	u.Denied = t.uses(denied, opt.MaxListed)
 	u.WouldBlock = t.uses(wouldBlock, max(opt.MaxListed, opt.MaxFindings+1))
@@ -189,6 +98,136 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 	fs = append(fs, wouldBlockFindings(u.WouldBlock, u.WouldBlockTotal, u, opt.MaxFindings)...)
 	u.WouldBlock = u.WouldBlock[:min(len(u.WouldBlock), opt.MaxListed)]
 	return u, fs
+}
+
+type hostPort struct {
+	host string
+	port int
+}
+
+// judgement is what one Judge call reads the tally with: the allowances
+// and their host rules, the allowed path to the proxy and the resolver,
+// and which sandboxes used each allowance.
+type judgement struct {
+	allow      []policy.Allowance
+	rules      []policy.HostRule
+	proxyHost  string
+	proxyPort  int
+	paths      []netip.Prefix
+	sandboxes  []map[string]bool
+	matchCache map[hostPort]int
+}
+
+// newJudgement parses the allowances' rules and adds a usage row for each
+// to u.
+func newJudgement(e *policy.Egress, u *report.EgressUsage) *judgement {
+	j := &judgement{allow: e.Allow, rules: make([]policy.HostRule, len(e.Allow)), sandboxes: make([]map[string]bool, len(e.Allow)), matchCache: map[hostPort]int{}}
+	for i, a := range e.Allow {
+		r, _ := policy.ParseHostRule(a.Host) // validated with the policy
+		if r.Port == 0 {
+			r.Port = a.Port
+		}
+		j.rules[i] = r
+		u.Allowances = append(u.Allowances, report.AllowanceUsage{Index: i, Host: a.Host, Port: a.Port, Reason: a.Reason, BytesOut: -1, BytesIn: -1})
+	}
+	j.proxyHost, j.proxyPort = proxyAddr(e.Proxy)
+	// The proxy's and the resolver's declared addresses are the allowed
+	// path, not destinations (a flow record sees the sandbox reach them).
+	j.paths = append(e.ProxyLocation.Prefixes(), e.DNS.ResolverLocation.Prefixes()...)
+	return j
+}
+
+// onPath says whether host is an address of the proxy or the resolver.
+func (j *judgement) onPath(host string) bool {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range j.paths {
+		if p.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowanceOf is the index of the first allowance that lets host:port
+// through (by its rule, or by one of its declared addresses), -1 if none.
+func (j *judgement) allowanceOf(host string, port int) int {
+	k := hostPort{host, port}
+	if i, ok := j.matchCache[k]; ok {
+		return i
+	}
+	i := -1
+	for n, r := range j.rules {
+		if r.Matches(host, port) || slices.Contains(j.allow[n].Addresses, host) && (r.Port == 0 || r.Port == port) {
+			i = n
+			break
+		}
+	}
+	j.matchCache[k] = i
+	return i
+}
+
+// tally adds every key of t to its allowance's usage in u and returns the
+// denied and would-block keys, as indexes into t.keys: sorted as they are,
+// and made into report rows only as far as they are listed.
+func (j *judgement) tally(t *Tally, u *report.EgressUsage) (denied, wouldBlock []int32) {
+	for k := range t.keys {
+		en := t.entry(&t.keys[k])
+		i := j.allowanceOf(en.host, en.port)
+		switch en.decision {
+		case egresslog.Allowed:
+			if i < 0 {
+				if en.host == j.proxyHost && (j.proxyPort == 0 || en.port == j.proxyPort) || j.onPath(en.host) {
+					continue // the way to the proxy or the resolver (a flow record): the allowed path
+				}
+				wouldBlock = append(wouldBlock, int32(k))
+				continue
+			}
+			j.used(&u.Allowances[i], i, en)
+		case egresslog.Denied:
+			if i >= 0 {
+				u.Allowances[i].Denied += en.count
+			}
+			denied = append(denied, int32(k))
+		}
+	}
+	return denied, wouldBlock
+}
+
+// used adds an allowed entry to allowance i's usage a.
+func (j *judgement) used(a *report.AllowanceUsage, i int, en entry) {
+	a.Requests += en.count
+	if en.outKnown {
+		a.BytesOut = max(a.BytesOut, 0) + en.bytesOut
+	}
+	if en.inKnown {
+		a.BytesIn = max(a.BytesIn, 0) + en.bytesIn
+	}
+	if en.last != 0 {
+		if l := time.UnixMilli(en.last).UTC(); l.After(a.LastUse) {
+			a.LastUse = l
+		}
+	}
+	if j.sandboxes[i] == nil {
+		j.sandboxes[i] = map[string]bool{}
+	}
+	j.sandboxes[i][en.sandbox] = true
+}
+
+// nameSandboxes counts and names (the first few, sorted) the sandboxes
+// that used each allowance.
+func (j *judgement) nameSandboxes(u *report.EgressUsage) {
+	for i := range u.Allowances {
+		names := make([]string, 0, len(j.sandboxes[i]))
+		for s := range j.sandboxes[i] {
+			names = append(names, s)
+		}
+		sort.Strings(names)
+		u.Allowances[i].SandboxCount = len(names)
+		u.Allowances[i].Sandboxes = names[:min(len(names), maxSandboxesNamed)]
+	}
 }
 
 // uses sorts keys (indexes into t.keys) the most frequent first, then by

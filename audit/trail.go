@@ -232,22 +232,7 @@ func match(a TrailAttempt, recs []TrailRecord, opt TrailOptions, by matchBy) *Tr
 	var best *TrailRecord
 	for i := range recs {
 		r := &recs[i]
-		if r.used || r.Host != a.Host || r.Port != a.Port {
-			continue
-		}
-		if a.Method != "" && r.Method != a.Method && !(a.Method == "CONNECT" && r.Method != "") {
-			continue
-		}
-		if !opt.From.IsZero() && (r.Time.Before(opt.From.Add(-trailMargin)) || r.Time.After(opt.To.Add(trailMargin))) {
-			continue
-		}
-		if by == byNonce && !strings.Contains(r.Agent, opt.Nonce) && !strings.Contains(r.User, opt.Nonce) {
-			continue
-		}
-		if by == byMark && !ProbeMarked([]byte(r.Agent), []byte(r.User)) {
-			continue
-		}
-		if opt.Client != "" && r.Client != "" && r.Client != opt.Client {
+		if !recordOf(a, r, opt, by) {
 			continue
 		}
 		if best == nil || best.Decision == egresslog.Unknown && r.Decision != egresslog.Unknown {
@@ -258,19 +243,7 @@ func match(a TrailAttempt, recs []TrailRecord, opt TrailOptions, by matchBy) *Tr
 		}
 	}
 	if best != nil && best.Decision == egresslog.Unknown {
-		// Squid peeking at a tunnel it then splices writes the CONNECT
-		// twice: undecided, with the request's User-Agent, when it peeks;
-		// TCP_TUNNEL, without it, when the tunnel closes. The second line
-		// of the same exchange decides.
-		for i := range recs {
-			r := &recs[i]
-			if !r.used && r != best && r.Decision != egresslog.Unknown && r.Host == a.Host && r.Port == a.Port && r.Method == best.Method &&
-				r.Client == best.Client && abs(r.Time.Sub(best.Time)) < 2*time.Second && (r.Agent == "" || ProbeMarked([]byte(r.Agent), []byte(r.User))) {
-				best.used = true
-				best = r
-				break
-			}
-		}
+		best = decidingLine(a, recs, best)
 	}
 	if best != nil {
 		best.used = true
@@ -281,6 +254,44 @@ func match(a TrailAttempt, recs []TrailRecord, opt TrailOptions, by matchBy) *Tr
 			if !r.used && r.Host == a.Host && r.Port == a.Port && r.Client == best.Client && abs(r.Time.Sub(best.Time)) < time.Second && (r.Decision == egresslog.Unknown || best.Decision == egresslog.Unknown) {
 				r.used = true
 			}
+		}
+	}
+	return best
+}
+
+// recordOf says whether the unused record r can be attempt a's (match's
+// rules, but for a decided record winning).
+func recordOf(a TrailAttempt, r *TrailRecord, opt TrailOptions, by matchBy) bool {
+	if r.used || r.Host != a.Host || r.Port != a.Port {
+		return false
+	}
+	if a.Method != "" && r.Method != a.Method && !(a.Method == "CONNECT" && r.Method != "") {
+		return false
+	}
+	if !opt.From.IsZero() && (r.Time.Before(opt.From.Add(-trailMargin)) || r.Time.After(opt.To.Add(trailMargin))) {
+		return false
+	}
+	if by == byNonce && !strings.Contains(r.Agent, opt.Nonce) && !strings.Contains(r.User, opt.Nonce) {
+		return false
+	}
+	if by == byMark && !ProbeMarked([]byte(r.Agent), []byte(r.User)) {
+		return false
+	}
+	return opt.Client == "" || r.Client == "" || r.Client == opt.Client
+}
+
+// decidingLine is the line that decides an undecided best record, or best
+// itself. Squid peeking at a tunnel it then splices writes the CONNECT
+// twice: undecided, with the request's User-Agent, when it peeks;
+// TCP_TUNNEL, without it, when the tunnel closes. The second line of the
+// same exchange decides.
+func decidingLine(a TrailAttempt, recs []TrailRecord, best *TrailRecord) *TrailRecord {
+	for i := range recs {
+		r := &recs[i]
+		if !r.used && r != best && r.Decision != egresslog.Unknown && r.Host == a.Host && r.Port == a.Port && r.Method == best.Method &&
+			r.Client == best.Client && abs(r.Time.Sub(best.Time)) < 2*time.Second && (r.Agent == "" || ProbeMarked([]byte(r.Agent), []byte(r.User))) {
+			best.used = true
+			return r
 		}
 	}
 	return best
