@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -363,6 +364,33 @@ func TestAgentboxJoin(t *testing.T) {
 		}
 		t.Logf("%s: %s", f.Name(), report.ExpectedActual(*f))
 	})
+}
+
+// TestAgentboxJoinRepeated: the healthy topology passes 20 runs in a row
+// (SANDPROBE_AGENTBOX_RUNS overrides the count): no flaky deny, no
+// leftover container, no control that sometimes misses.
+func TestAgentboxJoinRepeated(t *testing.T) {
+	e := newEngine(t)
+	runs := 20
+	if v := os.Getenv("SANDPROBE_AGENTBOX_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SANDPROBE_AGENTBOX_RUNS=%q: want a positive count", v)
+		}
+		runs = n
+	}
+	ab := newAgentbox(t, e)
+	start := time.Now()
+	for i := range runs {
+		began := time.Now()
+		run, err := ab.probe(t, nil)
+		if err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		requireHealthy(t, ab, run)
+		t.Logf("run %d: healthy in %s", i+1, time.Since(began).Round(time.Millisecond))
+	}
+	t.Logf("%d runs in a row healthy in %s (%s a run)", runs, time.Since(start).Round(time.Millisecond), (time.Since(start) / time.Duration(runs)).Round(time.Millisecond))
 }
 
 // widen adds a line to the proxy's allow-list and restarts it.
