@@ -176,6 +176,9 @@ func (p *Policy) Warnings() []string {
 	if len(e.Allow) > 0 && len(e.ConcreteAllowances()) == 0 {
 		out = append(out, "spec.egress.allow: no concrete allowed target to probe (every allowance is a wildcard without probe:), so nothing shows the sandbox's network works and every must-fail verdict will be inconclusive: add probe: <a real name under the pattern> to one")
 	}
+	if p.Spec.Docker.Network == "none" && e.Proxy != "" {
+		out = append(out, "spec.docker.network: none, but spec.egress.proxy is declared: a container with no network cannot reach its proxy, so under Docker every allowed host fails: put the sandbox on the proxy's --internal network (spec.docker.network), or leave the proxy out if the sandbox needs no network")
+	}
 	if e.DNS.ArbitraryNames == "deny" && e.DNS.CanaryZone == "" {
 		names := slices.ContainsFunc(e.MustFail.Hosts, func(t Target) bool {
 			d, err := ParseDestination(t.Target)

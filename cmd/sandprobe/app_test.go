@@ -74,6 +74,8 @@ func TestValidateWarnings(t *testing.T) {
 		{"only wildcard allowances", `  egress: {allow: [{host: "*.github.com", reason: git}], mustFail: {ips: [192.0.2.1]}}`, "warning: spec.egress.allow: no concrete allowed target to probe"},
 		{"deadline shorter than the egress bound", `  egress: {allow: [{host: api.example.com, reason: x}], mustFail: {ips: [192.0.2.1, 192.0.2.2, 192.0.2.3]}, concurrency: 1, timeout: 30s}
   probe: {deadline: 1m}`, "warning: spec.probe.deadline: 1m0s is shorter than the egress run can take"},
+		{"docker network none with a proxy", `  docker: {network: none}
+  egress: {proxy: "http://proxy:3128", allow: [{host: api.example.com, reason: x}], mustFail: {ips: [192.0.2.1]}}`, "warning: spec.docker.network: none, but spec.egress.proxy is declared"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,6 +39,8 @@ func TestVerifyImageExitCodes(t *testing.T) {
 		{"bad --env", []string{"--image", "x", "--policy", scratchPolicy, "--env", "NOEQUALS"}, "", 2, ""},
 		// run --backend docker reuses the backend (network checks included: none here).
 		{"run --backend docker", []string{"--backend", "docker", "--image", "sandprobe/verify-scratch:test", "--policy", scratchPolicy, "--runtime", "runc", "--entrypoint-timeout", "0"}, "", 0, "caps.sets"},
+		// --join a sandbox that is not there: could not run, never a pass.
+		{"run --join a missing container", []string{"--backend", "docker", "--join", "sp-no-such-sandbox", "--policy", scratchPolicy}, "", 3, "sp-no-such-sandbox to join does not exist"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

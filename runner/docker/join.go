@@ -39,7 +39,7 @@ func (b *Backend) joinSandbox(a *attempt) (*joined, error) {
 			return nil, e
 		}
 		if cerrdefs.IsNotFound(err) {
-			return nil, a.cannot(runner.ReasonLaunch, "the sandbox container %s to join does not exist on the Docker engine", b.Join)
+			return nil, withFix(a.cannot(runner.ReasonLaunch, "the sandbox container %s to join does not exist on the Docker engine", b.Join), joinFix)
 		}
 		return nil, a.cannot(runner.ReasonLaunch, "inspect the sandbox container %s: %v", b.Join, err)
 	}
@@ -49,7 +49,7 @@ func (b *Backend) joinSandbox(a *attempt) (*joined, error) {
 		if c.State != nil {
 			status = string(c.State.Status)
 		}
-		return nil, a.cannot(runner.ReasonLaunch, "the sandbox container %s is not running (status %s): the probe joins a live sandbox's network", b.Join, status)
+		return nil, withFix(a.cannot(runner.ReasonLaunch, "the sandbox container %s is not running (status %s): the probe joins a live sandbox's network", b.Join, status), joinFix)
 	}
 	if c.Config == nil || c.HostConfig == nil {
 		return nil, a.cannot(runner.ReasonLaunch, "the engine's inspect of container %s has no configuration", b.Join)
@@ -76,6 +76,16 @@ func (b *Backend) joinSandbox(a *attempt) (*joined, error) {
 		return nil, a.cannot(runner.ReasonLaunch, "the sandbox container %s is attached to no network the engine names (network mode %q)", b.Join, mode)
 	}
 	return j, nil
+}
+
+const joinFix = "--join a running sandbox container (docker ps lists them; docker start NAME brings a stopped one back)"
+
+// withFix gives a could-not-run error the fix its cause calls for.
+func withFix(err error, fix string) error {
+	if cnr, ok := err.(*runner.CouldNotRun); ok {
+		cnr.Fix = fix
+	}
+	return err
 }
 
 func networkNames(ns *container.NetworkSettings) []string {
@@ -155,7 +165,7 @@ func (b *Backend) controlNetwork(a *attempt, p *policy.Policy, sandboxNets []str
 			return controlPlace{}, a.cannot(runner.ReasonLaunch, "--control-network %s is the sandbox's own network: its rules govern the control too", b.ControlNetwork)
 		}
 		if _, err := b.Client.NetworkInspect(a.runCtx, b.ControlNetwork, client.NetworkInspectOptions{}); err != nil {
-			return controlPlace{}, a.cannot(runner.ReasonLaunch, "the control network %s: %v", b.ControlNetwork, err)
+			return controlPlace{}, withFix(a.cannot(runner.ReasonLaunch, "the control network %s: %v", b.ControlNetwork, err), "name an existing network outside the sandbox's door with --control-network (docker network ls), or leave it out to use the proxy's egress network")
 		}
 		return controlPlace{network: b.ControlNetwork}, nil
 	}

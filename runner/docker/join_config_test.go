@@ -1,0 +1,54 @@
+package docker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/sandprobe/sandprobe/policy"
+)
+
+// TestJoinConfig: the probe's container is the live sandbox's twin (its
+// namespace, image, user, runtime, privileges, mounts), except that the
+// policy's emptyAtStart paths stay fresh tmpfs mounts.
+func TestJoinConfig(t *testing.T) {
+	p, err := policy.Load([]byte("apiVersion: sandprobe.dev/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: c}\nspec:\n  selector: {matchLabels: {sandbox: \"true\"}}\n  filesystem: {readOnlyRoot: true, writable: [/workspace, /tmp], emptyAtStart: [/workspace]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := int64(64)
+	live := &joined{name: "agent", c: container.InspectResponse{
+		ID:     "abc123",
+		Config: &container.Config{Image: "agentbox:1", User: "1000:1000", Env: []string{"HTTP_PROXY=http://proxy:3128"}},
+		HostConfig: &container.HostConfig{Runtime: "runsc", ReadonlyRootfs: false, CapAdd: []string{"NET_RAW"},
+			Resources: container.Resources{PidsLimit: &pids}, Tmpfs: map[string]string{"/tmp": "size=1m"}},
+		Mounts: []container.MountPoint{
+			{Type: mount.TypeBind, Source: "/home/me/project", Destination: "/workspace", RW: true},
+			{Type: mount.TypeBind, Source: "/run/creds/git", Destination: "/run/secrets/git", RW: false},
+			{Type: mount.TypeVolume, Name: "cache", Destination: "/cache", RW: true},
+		},
+	}}
+	cfg, host := ContainerConfig(p, "ignored", "runc", "none", []string{"HOME=/tmp"})
+	joinConfig(live, p, cfg, host)
+	if host.NetworkMode != "container:abc123" || cfg.Image != "agentbox:1" || cfg.User != "1000:1000" || host.Runtime != "runsc" {
+		t.Errorf("network %q image %q user %q runtime %q", host.NetworkMode, cfg.Image, cfg.User, host.Runtime)
+	}
+	if host.ReadonlyRootfs || !slices.Equal(host.CapAdd, []string{"NET_RAW"}) || host.PidsLimit == nil || *host.PidsLimit != 64 {
+		t.Errorf("root read-only %v, caps %v, pids %v: not the live sandbox's", host.ReadonlyRootfs, host.CapAdd, host.PidsLimit)
+	}
+	if !slices.Equal(cfg.Env, []string{"HTTP_PROXY=http://proxy:3128", "HOME=/tmp"}) {
+		t.Errorf("env %v", cfg.Env)
+	}
+	if host.Tmpfs["/tmp"] != "size=1m" || host.Tmpfs["/workspace"] == "" {
+		t.Errorf("tmpfs %v: want the live /tmp and a fresh /workspace", host.Tmpfs)
+	}
+	want := []mount.Mount{
+		{Type: mount.TypeBind, Source: "/run/creds/git", Target: "/run/secrets/git", ReadOnly: true},
+		{Type: mount.TypeVolume, Source: "cache", Target: "/cache"},
+	}
+	if !slices.Equal(host.Mounts, want) {
+		t.Errorf("mounts %+v, want %+v (the live workspace is not mounted)", host.Mounts, want)
+	}
+}
