@@ -93,7 +93,12 @@ func newAgentbox(t *testing.T, e *engine) *agentbox {
 	t.Helper()
 	testenv.DockerImage(t, e.host, debianImage)
 	ctx := context.Background()
-	id := "sp-ab-" + strings.TrimPrefix(nonce(t), "n-testagentbox")
+	id := "sp-ab-" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.TrimPrefix(nonce(t), "n-testagentbox"))
 	if len(id) > 40 {
 		id = id[:40]
 	}
@@ -289,9 +294,9 @@ func requireHealthy(t *testing.T, ab *agentbox, run report.Run) {
 	}
 }
 
-// TestAgentboxJoin: the probe joins the live agent's network and the
-// control dials from the proxy's egress side. Healthy, it passes with
-// every deny proven; each way agentbox really breaks is caught.
+// TestAgentboxJoin: the probe joins the live agent's network (or stands on
+// the policy's internal network) and the control dials from the proxy's
+// egress side. Healthy, it passes with every deny proven.
 func TestAgentboxJoin(t *testing.T) {
 	e := newEngine(t)
 	t.Run("healthy", func(t *testing.T) {
@@ -310,6 +315,25 @@ func TestAgentboxJoin(t *testing.T) {
 			t.Errorf("exit %d, want 0", run.ExitCode())
 		}
 	})
+	t.Run("healthy, on the policy's internal network", func(t *testing.T) {
+		// No live sandbox: a new container on spec.docker.network, the
+		// control found through the proxy all the same.
+		ab := newAgentbox(t, e)
+		proxy := ab.policy.Spec.Egress.Proxy
+		be := &docker.Backend{Image: debianImage, Network: ab.policy.Spec.Docker.Network, Env: []string{"HTTP_PROXY=" + proxy, "http_proxy=" + proxy, "HOME=/tmp"},
+			Adjust: func(_ *container.Config, h *container.HostConfig) { h.DNS = []netip.Addr{ab.internalDNS} }}
+		run, err := ab.probe(t, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireHealthy(t, ab, run)
+	})
+}
+
+// TestAgentboxJoinBreaks: each way agentbox really breaks is caught by the
+// joined probe, naming what answered.
+func TestAgentboxJoinBreaks(t *testing.T) {
+	e := newEngine(t)
 	t.Run("agent connected to a network with a route out", func(t *testing.T) {
 		ab := newAgentbox(t, e)
 		if _, err := e.cli.NetworkConnect(context.Background(), ab.egress, client.NetworkConnectOptions{Container: ab.agent}); err != nil {
