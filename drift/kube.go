@@ -2,7 +2,6 @@ package drift
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -17,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/sandprobe/sandprobe/internal/kubeclient"
 )
 
 // KubeAPI is the part of the Kubernetes API drift reads: paged lists of
@@ -39,117 +38,33 @@ type KubeAPI interface {
 	ListResource(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
 }
 
-// restKubeAPI talks to the API server with REST clients that know only
-// core/v1 and networking/v1. The typed clients of client-go
-// (k8s.io/client-go/kubernetes/typed/…) make the same calls but link the
-// scheme of every API group — about 13 MB more in a binary that is copied
-// into every sandbox — so drift builds its own two-group scheme. Pods and
-// NetworkPolicies travel as protobuf, the cheapest encoding to decode.
-type restKubeAPI struct {
-	core, networking, apps, batch, discovery *rest.RESTClient
-	params                                   runtime.ParameterCodec
-	dynamic                                  dynamic.Interface
+// kubeAPI is drift's reader on the one client (internal/kubeclient); it
+// turns each workload list into its pod templates.
+type kubeAPI struct {
+	*kubeclient.Client
 }
 
-// NewKubeAPI builds the clients from a rest.Config.
+// NewKubeAPI builds drift's reader from a rest.Config.
 func NewKubeAPI(cfg *rest.Config) (KubeAPI, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register core/v1: %w", err)
+	c, err := kubeclient.New(cfg, "sandprobe-drift")
+	if err != nil {
+		return nil, err
 	}
-	if err := networkingv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register networking/v1: %w", err)
-	}
-	if err := appsv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register apps/v1: %w", err)
-	}
-	if err := batchv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register batch/v1: %w", err)
-	}
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	codecs := serializer.NewCodecFactory(scheme)
-
-	mk := func(gv schema.GroupVersion, apiPath string, proto bool) (*rest.RESTClient, error) {
-		c := rest.CopyConfig(cfg)
-		c.GroupVersion = &gv
-		c.APIPath = apiPath
-		c.NegotiatedSerializer = codecs.WithoutConversion()
-		if proto {
-			c.ContentType = runtime.ContentTypeProtobuf
-			c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-		} else {
-			c.ContentType = runtime.ContentTypeJSON
-			c.AcceptContentTypes = runtime.ContentTypeJSON
-		}
-		if c.UserAgent == "" {
-			c.UserAgent = "sandprobe-drift"
-		}
-		return rest.RESTClientFor(c)
-	}
-	var (
-		a   = &restKubeAPI{params: runtime.NewParameterCodec(scheme)}
-		err error
-	)
-	if a.core, err = mk(corev1.SchemeGroupVersion, "/api", true); err != nil {
-		return nil, fmt.Errorf("core/v1 client: %w", err)
-	}
-	if a.networking, err = mk(networkingv1.SchemeGroupVersion, "/apis", true); err != nil {
-		return nil, fmt.Errorf("networking/v1 client: %w", err)
-	}
-	if a.apps, err = mk(appsv1.SchemeGroupVersion, "/apis", true); err != nil {
-		return nil, fmt.Errorf("apps/v1 client: %w", err)
-	}
-	if a.batch, err = mk(batchv1.SchemeGroupVersion, "/apis", true); err != nil {
-		return nil, fmt.Errorf("batch/v1 client: %w", err)
-	}
-	if a.discovery, err = mk(corev1.SchemeGroupVersion, "/api", false); err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
-	}
-	dc := rest.CopyConfig(cfg)
-	if dc.UserAgent == "" {
-		dc.UserAgent = "sandprobe-drift"
-	}
-	if a.dynamic, err = dynamic.NewForConfig(dc); err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	return a, nil
-}
-
-func (a *restKubeAPI) ListNamespaces(ctx context.Context, opts metav1.ListOptions) (*corev1.NamespaceList, error) {
-	var out corev1.NamespaceList
-	err := a.core.Get().Resource("namespaces").VersionedParams(&opts, a.params).Do(ctx).Into(&out)
-	return &out, err
+	return kubeAPI{c}, nil
 }
 
 // WorkloadResources are the workload kinds drift checks through their pod
 // templates, by resource name.
 var WorkloadResources = []string{"deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs"}
 
-func (a *restKubeAPI) ListWorkloads(ctx context.Context, resource, ns string, opts metav1.ListOptions) ([]*Template, string, error) {
-	var (
-		into runtime.Object
-		c    = a.apps
-	)
-	switch resource {
-	case "deployments":
-		into = &appsv1.DeploymentList{}
-	case "replicasets":
-		into = &appsv1.ReplicaSetList{}
-	case "statefulsets":
-		into = &appsv1.StatefulSetList{}
-	case "daemonsets":
-		into = &appsv1.DaemonSetList{}
-	case "jobs":
-		into, c = &batchv1.JobList{}, a.batch
-	case "cronjobs":
-		into, c = &batchv1.CronJobList{}, a.batch
-	default:
-		return nil, "", fmt.Errorf("unknown workload resource %q", resource)
-	}
-	if err := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, a.params).Do(ctx).Into(into); err != nil {
+// ListWorkloads lists one workload resource as its objects' pod templates
+// and the continue token.
+func (a kubeAPI) ListWorkloads(ctx context.Context, resource, ns string, opts metav1.ListOptions) ([]*Template, string, error) {
+	list, err := a.Client.ListWorkloads(ctx, resource, ns, opts)
+	if err != nil {
 		return nil, "", err
 	}
-	return workloadTemplates(into)
+	return workloadTemplates(list)
 }
 
 // workloadTemplates turns a typed list into pod templates.
@@ -177,37 +92,6 @@ func templatesOf[T any](items []T) []*Template {
 		out = append(out, WorkloadTemplate(&items[i]))
 	}
 	return out
-}
-
-func (a *restKubeAPI) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
-	var out corev1.PodList
-	err := a.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, a.params).Do(ctx).Into(&out)
-	return &out, err
-}
-
-func (a *restKubeAPI) ListNetworkPolicies(ctx context.Context, ns string, opts metav1.ListOptions) (*networkingv1.NetworkPolicyList, error) {
-	var out networkingv1.NetworkPolicyList
-	err := a.networking.Get().Namespace(ns).Resource("networkpolicies").VersionedParams(&opts, a.params).Do(ctx).Into(&out)
-	return &out, err
-}
-
-func (a *restKubeAPI) PreferredVersion(ctx context.Context, group string) (string, error) {
-	raw, err := a.discovery.Get().AbsPath("/apis", group).Do(ctx).Raw()
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("discover API group %s: %w", group, err)
-	}
-	var g metav1.APIGroup
-	if err := json.Unmarshal(raw, &g); err != nil {
-		return "", fmt.Errorf("discover API group %s: %w", group, err)
-	}
-	return g.PreferredVersion.Version, nil
-}
-
-func (a *restKubeAPI) ListResource(ctx context.Context, gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	return a.dynamic.Resource(gvr).Namespace(ns).List(ctx, opts)
 }
 
 // KubeScan streams a live cluster through the engine: the namespaces (the

@@ -7,29 +7,23 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/internal/kubeclient"
 	"github.com/sandprobe/sandprobe/policy"
-	"github.com/sandprobe/sandprobe/runner/kube"
 )
 
 // kubeContexts completes --context with the contexts of the kubeconfig
 // the command would load (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
 func kubeContexts(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
-		rules.ExplicitPath = f.Value.String()
+	var path string
+	if f := cmd.Flags().Lookup("kubeconfig"); f != nil {
+		path = f.Value.String()
 	}
-	cfg, err := rules.Load()
+	names, err := kubeclient.Contexts(path)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	var names []string
-	for n := range cfg.Contexts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
@@ -52,7 +46,7 @@ func kubeNamespaces(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completio
 			names = append(names, p.Spec.Namespaces...)
 		}
 	}
-	if cfg, err := kube.RESTConfig(value("kubeconfig"), value("context")); err == nil {
+	if cfg, err := kubeclient.Config(value("kubeconfig"), value("context")); err == nil {
 		cfg.Timeout = namespaceCompletionTimeout
 		if api, err := drift.NewKubeAPI(cfg); err == nil {
 			ctx, cancel := context.WithTimeout(cmd.Context(), namespaceCompletionTimeout)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/moby/moby/client"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/internal/kubeclient"
 	"github.com/sandprobe/sandprobe/policy"
 )
 
@@ -26,13 +26,9 @@ func (a *app) driftKube(ctx context.Context, o *driftOptions, engine *drift.Engi
 
 // kubeAPI is the drift client of --kubeconfig and --context.
 func (o *driftOptions) kubeAPI() (drift.KubeAPI, *rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	cfg, err := kubeclient.Config(o.kubeconfig, o.kubeContext)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	// A handful of paged lists: client-side throttling would only add waits.
 	cfg.QPS, cfg.Burst = 50, 100
