@@ -134,90 +134,22 @@ func (m *egressModel) compileAdmin(obj *unstructured.Unstructured) (*adminPolicy
 	ap := &adminPolicy{id: id}
 	var subject anpv1alpha1.AdminNetworkPolicySubject
 	var rules []adminRuleSource
-	conv := runtime.DefaultUnstructuredConverter
+	var err error
 	switch kind {
 	case AdminNetworkPolicyKind:
-		var o anpv1alpha1.AdminNetworkPolicy
-		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
-			return nil, fmt.Errorf("%s: %w", id, err)
-		}
-		ap.tier, ap.priority, subject = tierAdmin, o.Spec.Priority, o.Spec.Subject
-		for _, r := range o.Spec.Egress {
-			rs := adminRuleSource{action: adminAction(r.Action)}
-			rs.ports, rs.portsSet = anpPorts(r.Ports)
-			for _, p := range r.To {
-				rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks), domains: domainStrings(p.DomainNames)})
-			}
-			rules = append(rules, rs)
-		}
+		subject, rules, err = anpSource(obj, ap)
 	case BaselineAdminNetworkPolicyKind:
-		var o anpv1alpha1.BaselineAdminNetworkPolicy
-		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
-			return nil, fmt.Errorf("%s: %w", id, err)
-		}
-		ap.tier, subject = tierBaseline, o.Spec.Subject
-		for _, r := range o.Spec.Egress {
-			rs := adminRuleSource{action: adminAction(r.Action)}
-			rs.ports, rs.portsSet = anpPorts(r.Ports)
-			for _, p := range r.To {
-				rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks)})
-			}
-			rules = append(rules, rs)
-		}
+		subject, rules, err = banpSource(obj, ap)
 	case ClusterNetworkPolicyKind:
-		var o anpv1alpha2.ClusterNetworkPolicy
-		if err := conv.FromUnstructured(obj.Object, &o); err != nil {
-			return nil, fmt.Errorf("%s: %w", id, err)
-		}
-		ap.tier, ap.priority = tierAdmin, o.Spec.Priority
-		if o.Spec.Tier == anpv1alpha2.BaselineTier {
-			ap.tier = tierBaseline
-		}
-		subject.Namespaces = o.Spec.Subject.Namespaces
-		if p := o.Spec.Subject.Pods; p != nil {
-			subject.Pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.NamespaceSelector, PodSelector: p.PodSelector}
-		}
-		for _, r := range o.Spec.Egress {
-			action := adminAction(r.Action)
-			if r.Action == anpv1alpha2.ClusterNetworkPolicyRuleActionAccept {
-				action = actionAllow
-			}
-			rs := adminRuleSource{action: action}
-			rs.ports, rs.portsSet = cnpProtocols(r.Protocols)
-			for _, p := range r.To {
-				ps := adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, networks: cidrStrings2(p.Networks)}
-				for _, d := range p.DomainNames {
-					ps.domains = append(ps.domains, string(d))
-				}
-				if p.Pods != nil {
-					ps.pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.Pods.NamespaceSelector, PodSelector: p.Pods.PodSelector}
-				}
-				rs.peers = append(rs.peers, ps)
-			}
-			rules = append(rules, rs)
-		}
+		subject, rules, err = cnpSource(obj, ap)
 	default:
 		return nil, nil
 	}
-	var err error
-	switch {
-	case subject.Namespaces != nil:
-		if ap.nsSel, err = metav1.LabelSelectorAsSelector(subject.Namespaces); err != nil {
-			return nil, fmt.Errorf("%s: spec.subject.namespaces: %w", id, err)
-		}
-	case subject.Pods != nil:
-		if ap.nsSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.NamespaceSelector); err != nil {
-			return nil, fmt.Errorf("%s: spec.subject.pods.namespaceSelector: %w", id, err)
-		}
-		if ap.podSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.PodSelector); err != nil {
-			return nil, fmt.Errorf("%s: spec.subject.pods.podSelector: %w", id, err)
-		}
-		if ml := subject.Pods.PodSelector.MatchLabels; len(ml) > 0 {
-			ap.podKey = sortedKeys(ml)[0]
-			ap.podValue = ml[ap.podKey]
-		}
-	default:
-		return nil, fmt.Errorf("%s: spec.subject: neither namespaces nor pods", id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	if err := ap.selectSubject(subject); err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
 	}
 	ap.nsNameSel, ap.nsLabelDep = splitNameLabel(ap.nsSel)
 	tierText := "the admin tier: it is judged before any NetworkPolicy, and its Allow overrides them all"
@@ -241,6 +173,109 @@ func (m *egressModel) compileAdmin(obj *unstructured.Unstructured) (*adminPolicy
 		ap.rules = append(ap.rules, ar)
 	}
 	return ap, nil
+}
+
+// anpSource reads an AdminNetworkPolicy: its tier and priority into ap,
+// its subject and egress rules out.
+func anpSource(obj *unstructured.Unstructured, ap *adminPolicy) (anpv1alpha1.AdminNetworkPolicySubject, []adminRuleSource, error) {
+	var o anpv1alpha1.AdminNetworkPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &o); err != nil {
+		return o.Spec.Subject, nil, err
+	}
+	ap.tier, ap.priority = tierAdmin, o.Spec.Priority
+	var rules []adminRuleSource
+	for _, r := range o.Spec.Egress {
+		rs := adminRuleSource{action: adminAction(r.Action)}
+		rs.ports, rs.portsSet = anpPorts(r.Ports)
+		for _, p := range r.To {
+			rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks), domains: domainStrings(p.DomainNames)})
+		}
+		rules = append(rules, rs)
+	}
+	return o.Spec.Subject, rules, nil
+}
+
+// banpSource reads a BaselineAdminNetworkPolicy as anpSource does.
+func banpSource(obj *unstructured.Unstructured, ap *adminPolicy) (anpv1alpha1.AdminNetworkPolicySubject, []adminRuleSource, error) {
+	var o anpv1alpha1.BaselineAdminNetworkPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &o); err != nil {
+		return o.Spec.Subject, nil, err
+	}
+	ap.tier = tierBaseline
+	var rules []adminRuleSource
+	for _, r := range o.Spec.Egress {
+		rs := adminRuleSource{action: adminAction(r.Action)}
+		rs.ports, rs.portsSet = anpPorts(r.Ports)
+		for _, p := range r.To {
+			rs.peers = append(rs.peers, adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, pods: p.Pods, networks: cidrStrings(p.Networks)})
+		}
+		rules = append(rules, rs)
+	}
+	return o.Spec.Subject, rules, nil
+}
+
+// cnpSource reads a ClusterNetworkPolicy (v1alpha2: one kind for both
+// tiers, Accept for Allow) as anpSource does.
+func cnpSource(obj *unstructured.Unstructured, ap *adminPolicy) (anpv1alpha1.AdminNetworkPolicySubject, []adminRuleSource, error) {
+	var subject anpv1alpha1.AdminNetworkPolicySubject
+	var o anpv1alpha2.ClusterNetworkPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &o); err != nil {
+		return subject, nil, err
+	}
+	ap.tier, ap.priority = tierAdmin, o.Spec.Priority
+	if o.Spec.Tier == anpv1alpha2.BaselineTier {
+		ap.tier = tierBaseline
+	}
+	subject.Namespaces = o.Spec.Subject.Namespaces
+	if p := o.Spec.Subject.Pods; p != nil {
+		subject.Pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.NamespaceSelector, PodSelector: p.PodSelector}
+	}
+	var rules []adminRuleSource
+	for _, r := range o.Spec.Egress {
+		action := adminAction(r.Action)
+		if r.Action == anpv1alpha2.ClusterNetworkPolicyRuleActionAccept {
+			action = actionAllow
+		}
+		rs := adminRuleSource{action: action}
+		rs.ports, rs.portsSet = cnpProtocols(r.Protocols)
+		for _, p := range r.To {
+			ps := adminPeerSource{namespaces: p.Namespaces, nodes: p.Nodes, networks: cidrStrings2(p.Networks)}
+			for _, d := range p.DomainNames {
+				ps.domains = append(ps.domains, string(d))
+			}
+			if p.Pods != nil {
+				ps.pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: p.Pods.NamespaceSelector, PodSelector: p.Pods.PodSelector}
+			}
+			rs.peers = append(rs.peers, ps)
+		}
+		rules = append(rules, rs)
+	}
+	return subject, rules, nil
+}
+
+// selectSubject compiles the policy's subject into ap's selectors.
+func (ap *adminPolicy) selectSubject(subject anpv1alpha1.AdminNetworkPolicySubject) error {
+	var err error
+	switch {
+	case subject.Namespaces != nil:
+		if ap.nsSel, err = metav1.LabelSelectorAsSelector(subject.Namespaces); err != nil {
+			return fmt.Errorf("spec.subject.namespaces: %w", err)
+		}
+	case subject.Pods != nil:
+		if ap.nsSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.NamespaceSelector); err != nil {
+			return fmt.Errorf("spec.subject.pods.namespaceSelector: %w", err)
+		}
+		if ap.podSel, err = metav1.LabelSelectorAsSelector(&subject.Pods.PodSelector); err != nil {
+			return fmt.Errorf("spec.subject.pods.podSelector: %w", err)
+		}
+		if ml := subject.Pods.PodSelector.MatchLabels; len(ml) > 0 {
+			ap.podKey = sortedKeys(ml)[0]
+			ap.podValue = ml[ap.podKey]
+		}
+	default:
+		return fmt.Errorf("spec.subject: neither namespaces nor pods")
+	}
+	return nil
 }
 
 func cidrStrings(cs []anpv1alpha1.CIDR) []string {

@@ -60,6 +60,12 @@ func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
 		v.Set(s)
 		return nil
 	}
+	return decodeScalar(n, v, pl)
+}
+
+// decodeScalar is decodeNode for a scalar token (null, a string, a
+// boolean, a number, [] or {}).
+func decodeScalar(n *lnode, v reflect.Value, pl *tplan) error {
 	switch n.tok {
 	case tokNull:
 		// null empties a map or a slice and leaves anything else alone.
@@ -80,23 +86,7 @@ func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
 		v.SetBool(n.tok == tokTrue)
 		return nil
 	case tokNumber:
-		switch pl.kind {
-		case kInt:
-			i, err := strconv.ParseInt(n.value, 10, 64)
-			if err != nil || v.OverflowInt(i) {
-				return errNotPlainYAML
-			}
-			v.SetInt(i)
-			return nil
-		case kUint:
-			u, err := strconv.ParseUint(n.value, 10, 64)
-			if err != nil || v.OverflowUint(u) {
-				return errNotPlainYAML
-			}
-			v.SetUint(u)
-			return nil
-		}
-		return errNotPlainYAML
+		return decodeNumber(n, v, pl)
 	case tokEmptySeq:
 		if pl.kind != kSlice {
 			return errNotPlainYAML
@@ -105,6 +95,27 @@ func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
 		return nil
 	case tokEmptyMap:
 		return decodeMapping(&lnode{kind: 'm'}, v, pl)
+	}
+	return errNotPlainYAML
+}
+
+// decodeNumber sets a decimal integer that fits the field.
+func decodeNumber(n *lnode, v reflect.Value, pl *tplan) error {
+	switch pl.kind {
+	case kInt:
+		i, err := strconv.ParseInt(n.value, 10, 64)
+		if err != nil || v.OverflowInt(i) {
+			return errNotPlainYAML
+		}
+		v.SetInt(i)
+		return nil
+	case kUint:
+		u, err := strconv.ParseUint(n.value, 10, 64)
+		if err != nil || v.OverflowUint(u) {
+			return errNotPlainYAML
+		}
+		v.SetUint(u)
+		return nil
 	}
 	return errNotPlainYAML
 }
@@ -245,57 +256,60 @@ func buildPlan(t reflect.Type, seen map[reflect.Type]*tplan) *tplan {
 		pl.kind = kUint
 	case reflect.Struct:
 		pl.kind, pl.fields = kStruct, map[string]*fplan{}
-		var add func(st reflect.Type, index []int)
-		add = func(st reflect.Type, index []int) {
-			for i := 0; i < st.NumField(); i++ {
-				sf := st.Field(i)
-				tag := sf.Tag.Get("json")
-				name, opts, _ := strings.Cut(tag, ",")
-				if tag == "-" || (!sf.IsExported() && !sf.Anonymous) {
-					continue
-				}
-				at := append(append([]int(nil), index...), i)
-				if !validTagName(name) {
-					name = ""
-				}
-				if sf.Anonymous && !sf.IsExported() && name != "" {
-					pl.kind = kUnsupported
-					return
-				}
-				if sf.Anonymous && name == "" {
-					// Promoted fields: only an embedded struct value
-					// (encoding/json's other cases are left to it).
-					if sf.Type.Kind() != reflect.Struct {
-						pl.kind = kUnsupported
-						return
-					}
-					add(sf.Type, at)
-					continue
-				}
-				if !sf.IsExported() {
-					continue
-				}
-				if name == "" {
-					name = sf.Name
-				}
-				f := &fplan{index: at}
-				if !hasOption(opts, "string") {
-					f.plan = buildPlan(sf.Type, seen)
-				}
-				if _, twice := pl.fields[name]; twice {
-					// Two fields with one name: encoding/json picks by
-					// depth and tags; leave the name to it.
-					f.plan = nil
-				}
-				pl.fields[name] = f
-			}
-		}
-		add(t, nil)
+		pl.addFields(t, nil, seen)
 		if pl.kind != kStruct {
 			pl.fields = nil
 		}
 	}
 	return pl
+}
+
+// addFields adds the JSON fields of struct st (at index, for a promoted
+// one) to a struct's plan, as encoding/json names them; a shape the fast
+// path leaves to encoding/json makes the plan kUnsupported.
+func (pl *tplan) addFields(st reflect.Type, index []int, seen map[reflect.Type]*tplan) {
+	for i := 0; i < st.NumField(); i++ {
+		sf := st.Field(i)
+		tag := sf.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if tag == "-" || (!sf.IsExported() && !sf.Anonymous) {
+			continue
+		}
+		at := append(append([]int(nil), index...), i)
+		if !validTagName(name) {
+			name = ""
+		}
+		if sf.Anonymous && !sf.IsExported() && name != "" {
+			pl.kind = kUnsupported
+			return
+		}
+		if sf.Anonymous && name == "" {
+			// Promoted fields: only an embedded struct value
+			// (encoding/json's other cases are left to it).
+			if sf.Type.Kind() != reflect.Struct {
+				pl.kind = kUnsupported
+				return
+			}
+			pl.addFields(sf.Type, at, seen)
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		f := &fplan{index: at}
+		if !hasOption(opts, "string") {
+			f.plan = buildPlan(sf.Type, seen)
+		}
+		if _, twice := pl.fields[name]; twice {
+			// Two fields with one name: encoding/json picks by
+			// depth and tags; leave the name to it.
+			f.plan = nil
+		}
+		pl.fields[name] = f
+	}
 }
 
 func hasOption(opts, want string) bool {

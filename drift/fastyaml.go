@@ -52,8 +52,30 @@ func blockYAMLWithLines(raw []byte) ([]byte, *lnode, error) {
 // key and item with its line. The JSON (appendNodeJSON) and the typed
 // decoding (decodeNode) are both read from this one tree.
 func parseBlockYAML(raw []byte) (*lnode, error) {
-	if len(raw) > 0 && raw[0] == 0xEF {
+	if !readableText(raw) {
 		return nil, errNotPlainYAML
+	}
+	raw = raw[:len(raw):len(raw)]
+	p, ok := splitLines(raw)
+	if !ok || len(p.lines) == 0 || p.lines[0].ind != 0 || isSeqItem(p.lines[0].text) {
+		return nil, errNotPlainYAML
+	}
+	root, err := p.mapping(0)
+	if err != nil {
+		return nil, err
+	}
+	if p.i != len(p.lines) {
+		return nil, errNotPlainYAML
+	}
+	return root, nil
+}
+
+// readableText says whether raw holds only what this reader reads the way
+// go-yaml does: no byte-order mark, no tab, CR or control character, valid
+// UTF-8 that go-yaml accepts, and no line break but '\n'.
+func readableText(raw []byte) bool {
+	if len(raw) > 0 && raw[0] == 0xEF {
+		return false
 	}
 	for i := 0; i < len(raw); {
 		if i+8 <= len(raw) && plainASCII8(binary.LittleEndian.Uint64(raw[i:])) {
@@ -63,7 +85,7 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 		c := raw[i]
 		if c < utf8.RuneSelf {
 			if (c < 0x20 && c != '\n') || c == 0x7f {
-				return nil, errNotPlainYAML // tabs, CR, control characters
+				return false // tabs, CR, control characters
 			}
 			i++
 			continue
@@ -72,11 +94,17 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 		if (r == utf8.RuneError && n == 1) || !yamlPrintable(r) || unicodeBreak(r) {
 			// Invalid UTF-8, what go-yaml refuses, or a line break this
 			// reader does not split at (NEL, LS, PS): left to go-yaml.
-			return nil, errNotPlainYAML
+			return false
 		}
 		i += n
 	}
-	raw = raw[:len(raw):len(raw)]
+	return true
+}
+
+// splitLines is the parser over raw's lines that hold something (not
+// blank, not a comment), each with its indent; false for a document
+// marker or a directive, which are left to go-yaml.
+func splitLines(raw []byte) (*yparser, bool) {
 	lines := bytes.Count(raw, []byte("\n")) + 1
 	p := &yparser{raw: raw, src: string(raw), lines: make([]yline, 0, lines), chunk: lines + lines/4 + 4}
 	no := 0
@@ -97,21 +125,11 @@ func parseBlockYAML(raw []byte) (*lnode, error) {
 			continue
 		}
 		if ind == 0 && (bytes.HasPrefix(text, []byte("---")) || bytes.HasPrefix(text, []byte("...")) || text[0] == '%') {
-			return nil, errNotPlainYAML
+			return nil, false
 		}
 		p.lines = append(p.lines, yline{ind, text, no})
 	}
-	if len(p.lines) == 0 || p.lines[0].ind != 0 || isSeqItem(p.lines[0].text) {
-		return nil, errNotPlainYAML
-	}
-	root, err := p.mapping(0)
-	if err != nil {
-		return nil, err
-	}
-	if p.i != len(p.lines) {
-		return nil, errNotPlainYAML
-	}
-	return root, nil
+	return p, true
 }
 
 // plainASCII8 reports whether the eight bytes of w are all ASCII that the
@@ -612,12 +630,9 @@ func digitString(v []byte) bool {
 	dots := 0
 	for _, c := range v {
 		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		case c == 'x' || c == 'X' || c == 'o' || c == 'O' || c == '_' || c == '+' || c == '-' || c == ':' || c == ' ':
-		case c == 't' || c == 'T' || c == 'z' || c == 'Z':
 		case c == '.':
 			dots++
-		default:
+		case !numberByte(c):
 			return true
 		}
 	}
@@ -628,6 +643,20 @@ func digitString(v []byte) bool {
 		if (c < '0' || c > '9') && c != '.' {
 			return false
 		}
+	}
+	return true
+}
+
+// numberByte says whether c can be part of a YAML 1.1 number, time or
+// timestamp (digitString's other bytes): hex digits, a base's letter, a
+// sign, '_', ':', a space, and a timestamp's T and Z.
+func numberByte(c byte) bool {
+	switch {
+	case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+	case c == 'x' || c == 'X' || c == 'o' || c == 'O' || c == '_' || c == '+' || c == '-' || c == ':' || c == ' ':
+	case c == 't' || c == 'T' || c == 'z' || c == 'Z':
+	default:
+		return false
 	}
 	return true
 }

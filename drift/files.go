@@ -227,18 +227,7 @@ func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 	}
 	switch {
 	case tm.Kind == "Pod" && group == "":
-		var p corev1.Pod
-		if err := strictish(js, &p); err != nil {
-			return fmt.Errorf("pod: %w", err)
-		}
-		p.Namespace = m.namespace(p.Namespace)
-		defaultPodSpec(&p.Spec)
-		if m.onPod != nil {
-			m.onPod(&p, at)
-			return nil
-		}
-		m.Pods = append(m.Pods, &p)
-		m.origins.add("pod/"+p.Namespace+"/"+podName(p.Name, p.GenerateName), at)
+		return m.addPod(js, at)
 	case tm.Kind == "Namespace" && group == "":
 		var ns corev1.Namespace
 		if err := strictish(js, &ns); err != nil {
@@ -253,58 +242,95 @@ func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 		np.Namespace = m.namespace(np.Namespace)
 		m.NetworkPolicies = append(m.NetworkPolicies, &np)
 		m.origins.add("networkpolicy/"+np.Namespace+"/"+np.Name, at)
-	case (tm.Kind == CiliumNetworkPolicyKind || tm.Kind == CiliumClusterwideNetworkPolicyKind) && group == "cilium.io":
-		u, err := unstructuredFrom(js)
-		if err != nil {
-			return err
-		}
-		if tm.Kind == CiliumNetworkPolicyKind {
+	case isUnstructuredKind(tm.Kind, group):
+		return m.addUnstructuredKind(js, tm.Kind, at)
+	default:
+		return m.addWorkload(js, tm.Kind, group, at)
+	}
+	return nil
+}
+
+// addPod decodes a pod: to onPod when set (drift -f's first pass),
+// otherwise into Pods.
+func (m *Manifests) addPod(js []byte, at *origin) error {
+	var p corev1.Pod
+	if err := strictish(js, &p); err != nil {
+		return fmt.Errorf("pod: %w", err)
+	}
+	p.Namespace = m.namespace(p.Namespace)
+	defaultPodSpec(&p.Spec)
+	if m.onPod != nil {
+		m.onPod(&p, at)
+		return nil
+	}
+	m.Pods = append(m.Pods, &p)
+	m.origins.add("pod/"+p.Namespace+"/"+podName(p.Name, p.GenerateName), at)
+	return nil
+}
+
+// isUnstructuredKind says whether drift reads kind of group as an
+// unstructured object: Cilium's policies, the agent Sandbox APIs, the
+// admin network policies.
+func isUnstructuredKind(kind, group string) bool {
+	switch {
+	case (kind == CiliumNetworkPolicyKind || kind == CiliumClusterwideNetworkPolicyKind) && group == "cilium.io":
+	case (kind == SandboxKind && group == SandboxGroup) || (kind == SandboxTemplateKind && group == SandboxTemplateGroup):
+	case (kind == SandboxClaimKind || kind == SandboxWarmPoolKind) && group == SandboxTemplateGroup:
+	case (kind == AdminNetworkPolicyKind || kind == BaselineAdminNetworkPolicyKind || kind == ClusterNetworkPolicyKind) && group == PolicyAPIGroup:
+	default:
+		return false
+	}
+	return true
+}
+
+// addUnstructuredKind adds an object of one of isUnstructuredKind's kinds.
+func (m *Manifests) addUnstructuredKind(js []byte, kind string, at *origin) error {
+	u, err := unstructuredFrom(js)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case CiliumNetworkPolicyKind, CiliumClusterwideNetworkPolicyKind:
+		if kind == CiliumNetworkPolicyKind {
 			u.SetNamespace(m.namespace(u.GetNamespace()))
 		}
 		m.Cilium = append(m.Cilium, u)
-		m.origins.add(strings.ToLower(tm.Kind)+"/"+objName(u.GetNamespace(), u.GetName()), at)
-	case (tm.Kind == SandboxKind && group == SandboxGroup) || (tm.Kind == SandboxTemplateKind && group == SandboxTemplateGroup):
-		u, err := unstructuredFrom(js)
-		if err != nil {
-			return err
-		}
+		m.origins.add(strings.ToLower(kind)+"/"+objName(u.GetNamespace(), u.GetName()), at)
+	case SandboxKind, SandboxTemplateKind:
 		u.SetNamespace(m.namespace(u.GetNamespace()))
 		m.Sandboxes = append(m.Sandboxes, u)
-		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
-	case (tm.Kind == SandboxClaimKind || tm.Kind == SandboxWarmPoolKind) && group == SandboxTemplateGroup:
-		u, err := unstructuredFrom(js)
-		if err != nil {
-			return err
-		}
+		m.origins.add(strings.ToLower(kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
+	case SandboxClaimKind, SandboxWarmPoolKind:
 		u.SetNamespace(m.namespace(u.GetNamespace()))
-		if tm.Kind == SandboxClaimKind {
+		if kind == SandboxClaimKind {
 			m.Claims = append(m.Claims, u)
 		} else {
 			m.WarmPools = append(m.WarmPools, u)
 		}
-		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
-	case (tm.Kind == AdminNetworkPolicyKind || tm.Kind == BaselineAdminNetworkPolicyKind || tm.Kind == ClusterNetworkPolicyKind) && group == PolicyAPIGroup:
-		u, err := unstructuredFrom(js)
-		if err != nil {
-			return err
-		}
+		m.origins.add(strings.ToLower(kind)+"/"+u.GetNamespace()+"/"+u.GetName(), at)
+	default: // the admin network policies
 		m.AdminNetworkPolicies = append(m.AdminNetworkPolicies, u)
-		m.origins.add(strings.ToLower(tm.Kind)+"/"+u.GetName(), at)
-	default:
-		obj := newWorkload(tm.Kind, group)
-		if obj == nil {
-			m.Skipped[tm.Kind]++
-			return nil
-		}
-		if err := strictish(js, obj); err != nil {
-			return fmt.Errorf("%s: %w", strings.ToLower(tm.Kind), err)
-		}
-		t := WorkloadTemplate(obj)
-		t.Namespace = m.namespace(t.Namespace)
-		defaultPodSpec(t.Spec)
-		m.Workloads = append(m.Workloads, t)
-		m.origins.add(strings.ToLower(t.Kind)+"/"+t.Namespace+"/"+t.Name, at)
+		m.origins.add(strings.ToLower(kind)+"/"+u.GetName(), at)
 	}
+	return nil
+}
+
+// addWorkload adds a workload drift checks through its pod template; any
+// other kind is counted as skipped.
+func (m *Manifests) addWorkload(js []byte, kind, group string, at *origin) error {
+	obj := newWorkload(kind, group)
+	if obj == nil {
+		m.Skipped[kind]++
+		return nil
+	}
+	if err := strictish(js, obj); err != nil {
+		return fmt.Errorf("%s: %w", strings.ToLower(kind), err)
+	}
+	t := WorkloadTemplate(obj)
+	t.Namespace = m.namespace(t.Namespace)
+	defaultPodSpec(t.Spec)
+	m.Workloads = append(m.Workloads, t)
+	m.origins.add(strings.ToLower(t.Kind)+"/"+t.Namespace+"/"+t.Name, at)
 	return nil
 }
 

@@ -74,72 +74,25 @@ func (a docPos) before(b docPos) bool {
 
 // Run reads the files and adds their findings to col.
 func (s *FileScan) Run(col *Collector) error {
-	m := &Manifests{Namespace: s.Namespace, NamespaceLabels: s.NamespaceLabels}
-	m.Skipped = map[string]int{}
-	var sources []scanSource
-	var cleanup []func()
+	r := &scanRun{s: s, col: col, podDocs: map[docPos]bool{}, errPos: docPos{src: int(^uint(0) >> 1)}}
+	r.m = &Manifests{Namespace: s.Namespace, NamespaceLabels: s.NamespaceLabels}
+	r.m.Skipped = map[string]int{}
 	defer func() {
-		for _, c := range cleanup {
+		for _, c := range r.cleanup {
 			c()
 		}
 	}()
-	// podDocs are the documents pass 1 found pods in (Lists, JSON pods):
-	// pass 2 decodes them again.
-	podDocs := map[docPos]bool{}
-	var firstErr error
-	errPos := docPos{src: int(^uint(0) >> 1)}
-	fail := func(pos docPos, err error) {
-		firstErr, errPos = err, pos
-	}
-
-	// Pass 1.
-pass1:
-	for _, p := range s.Paths {
-		srcs, clean, err := s.resolve(p)
-		cleanup = append(cleanup, clean...)
-		if err != nil {
-			fail(docPos{src: len(sources)}, err)
-			break
-		}
-		for _, src := range srcs {
-			si := len(sources)
-			sources = append(sources, src)
-			doc, err := eachDocument(src, func(doc int, d *document) bool {
-				if !d.json && looksLikePod(d.data) {
-					s.Pods++
-					return true
-				}
-				d = &document{data: bytes.Clone(d.data), line: d.line, json: d.json} // kept: origins point at it
-				found := false
-				m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
-				if err := m.addDocument(d, src.name); err != nil {
-					fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
-					return false
-				}
-				if found {
-					podDocs[docPos{si, doc}] = true
-				}
-				return true
-			})
-			if err != nil && firstErr == nil {
-				fail(docPos{si, doc}, err)
-			}
-			if firstErr != nil {
-				break pass1
-			}
-		}
-	}
-	m.onPod = nil
+	r.pass1()
+	m := r.m
 
 	// Between the passes: the policies and templates, unless the files are
 	// already known to be bad (a decode error comes first, as it would
 	// reading once).
-	var ts *Templates
 	var setupErr error
-	if firstErr == nil {
-		ts, setupErr = m.prepare(s.Engine, col, s.Pods > 0)
+	if r.firstErr == nil {
+		r.ts, setupErr = m.prepare(s.Engine, col, s.Pods > 0)
 	}
-	judge := firstErr == nil && setupErr == nil
+	r.judge = r.firstErr == nil && setupErr == nil
 	if m.origins == nil {
 		m.origins = origins{}
 	}
@@ -148,117 +101,14 @@ pass1:
 	col.locate = m.Locate
 	defer func() { col.locate = nil }()
 
-	// Pass 2: the pods, up to the first bad document of pass 1 (an earlier
-	// bad pod is the error to report).
-	workers := s.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	if err := r.pass2(); err != nil {
+		return err
 	}
-	var podErr error
-	var stop atomic.Bool
-	st := stream.New().WithMaxGoroutines(workers)
-	// Documents go to the workers in batches (a pod is tens of
-	// microseconds of work: one task each was a tenth of it in hand-offs),
-	// copied into one buffer per batch; results are added in file order.
-	type job struct {
-		doc   int
-		d     *document
-		cheap bool
-	}
-	var batch []job
-	var buf []byte
-	var batchSrc string
-	flush := func() {
-		jobs, source := batch, batchSrc
-		batch, buf = nil, nil
-		st.Go(func() stream.Callback {
-			type done struct {
-				pods []podAt
-				err  error
-			}
-			out := make([]done, 0, len(jobs))
-			for _, j := range jobs {
-				pods, err := decodePods(j.d, source, s.Namespace, j.cheap)
-				if err == nil && judge {
-					// The rules and Locate only read the engine and the
-					// origins of pass 1: they run here, in parallel.
-					for i := range pods {
-						pods[i].judge(s.Engine, m.origins)
-					}
-				}
-				out = append(out, done{pods, err})
-				if err != nil {
-					break
-				}
-			}
-			return func() {
-				for k, r := range out {
-					if stop.Load() {
-						return
-					}
-					if r.err != nil {
-						podErr = fmt.Errorf("%s: document %d: %w", source, jobs[k].doc, r.err)
-						stop.Store(true)
-						return
-					}
-					if judge {
-						// In file order: what is reported once per run,
-						// and what a template explains.
-						for _, p := range r.pods {
-							if p.sandbox {
-								col.addLocated(ts.Pod(p.pod, s.Engine.settle(p.findings, p.once)))
-							}
-						}
-					}
-				}
-			}
-		})
-	}
-	const batchDocs, batchBytes = 16, 64 << 10
-	for si, src := range sources {
-		if stop.Load() || si > errPos.src {
-			break
-		}
-		_, err := eachDocument(src, func(doc int, d *document) bool {
-			pos := docPos{si, doc}
-			if stop.Load() || !pos.before(errPos) {
-				return false
-			}
-			cheap := !d.json && looksLikePod(d.data)
-			if !cheap && !podDocs[pos] {
-				return true
-			}
-			if buf == nil {
-				buf = make([]byte, 0, max(batchBytes, len(d.data)))
-			} else if len(buf)+len(d.data) > cap(buf) {
-				flush()
-				buf = make([]byte, 0, max(batchBytes, len(d.data)))
-			}
-			// The worker's copy: its own slice of the batch's buffer.
-			at := len(buf)
-			buf = append(buf, d.data...)
-			batchSrc = src.name
-			batch = append(batch, job{doc, &document{data: buf[at:len(buf):len(buf)], line: d.line, json: d.json}, cheap})
-			if len(batch) == batchDocs {
-				flush()
-			}
-			return true
-		})
-		if len(batch) > 0 {
-			flush() // a batch holds one file's documents
-		}
-		if err != nil && firstErr == nil {
-			// The file changed under us (or vanished) between the passes.
-			st.Wait()
-			return err
-		}
-	}
-	st.Wait()
 	switch {
-	case podErr != nil:
-		return podErr
-	case firstErr != nil:
-		return firstErr
+	case r.podErr != nil:
+		return r.podErr
+	case r.firstErr != nil:
+		return r.firstErr
 	case setupErr != nil:
 		return setupErr
 	}
@@ -270,8 +120,207 @@ pass1:
 		col.Note("%s", n)
 	}
 	s.Engine.NoteUndetermined(col)
-	m.finish(ts, col)
+	m.finish(r.ts, col)
 	return nil
+}
+
+// scanRun is one FileScan.Run: the two passes' state.
+type scanRun struct {
+	s       *FileScan
+	col     *Collector
+	m       *Manifests
+	sources []scanSource
+	cleanup []func()
+	// podDocs are the documents pass 1 found pods in (Lists, JSON pods):
+	// pass 2 decodes them again.
+	podDocs map[docPos]bool
+	// firstErr is pass 1's first bad document, at errPos.
+	firstErr error
+	errPos   docPos
+	ts       *Templates
+	judge    bool // the files are good: pass 2 judges the pods it decodes
+
+	// Pass 2: the workers, the batch being filled and its file, the first
+	// bad pod (which stops everything).
+	st       *stream.Stream
+	batch    []scanJob
+	buf      []byte
+	batchSrc string
+	podErr   error
+	stop     atomic.Bool
+}
+
+// scanJob is one document for pass 2's workers; cheap when it is a plain
+// Pod pass 1 only counted.
+type scanJob struct {
+	doc   int
+	d     *document
+	cheap bool
+}
+
+func (r *scanRun) fail(pos docPos, err error) {
+	r.firstErr, r.errPos = err, pos
+}
+
+// pass1 keeps every document but a plain Pod (policies, namespaces,
+// templates), counts the pods, and stops at the first bad document.
+func (r *scanRun) pass1() {
+	s, m := r.s, r.m
+	defer func() { m.onPod = nil }()
+	for _, p := range s.Paths {
+		srcs, clean, err := s.resolve(p)
+		r.cleanup = append(r.cleanup, clean...)
+		if err != nil {
+			r.fail(docPos{src: len(r.sources)}, err)
+			return
+		}
+		for _, src := range srcs {
+			si := len(r.sources)
+			r.sources = append(r.sources, src)
+			doc, err := eachDocument(src, func(doc int, d *document) bool {
+				return r.keep(si, src, doc, d)
+			})
+			if err != nil && r.firstErr == nil {
+				r.fail(docPos{si, doc}, err)
+			}
+			if r.firstErr != nil {
+				return
+			}
+		}
+	}
+}
+
+// keep is pass 1 on one document: a plain Pod is only counted; anything
+// else is decoded and kept, and remembered for pass 2 if it held pods.
+func (r *scanRun) keep(si int, src scanSource, doc int, d *document) bool {
+	s, m := r.s, r.m
+	if !d.json && looksLikePod(d.data) {
+		s.Pods++
+		return true
+	}
+	d = &document{data: bytes.Clone(d.data), line: d.line, json: d.json} // kept: origins point at it
+	found := false
+	m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
+	if err := m.addDocument(d, src.name); err != nil {
+		r.fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
+		return false
+	}
+	if found {
+		r.podDocs[docPos{si, doc}] = true
+	}
+	return true
+}
+
+// Documents go to pass 2's workers in batches (a pod is tens of
+// microseconds of work: one task each was a tenth of it in hand-offs),
+// copied into one buffer per batch; results are added in file order.
+const batchDocs, batchBytes = 16, 64 << 10
+
+// pass2 decodes the pods, up to the first bad document of pass 1 (an
+// earlier bad pod is the error to report), in parallel, and adds their
+// findings in file order. Its error is a file that changed between the
+// passes.
+func (r *scanRun) pass2() error {
+	workers := r.s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	r.st = stream.New().WithMaxGoroutines(workers)
+	for si, src := range r.sources {
+		if r.stop.Load() || si > r.errPos.src {
+			break
+		}
+		_, err := eachDocument(src, func(doc int, d *document) bool {
+			return r.queue(si, src, doc, d)
+		})
+		if len(r.batch) > 0 {
+			r.flush() // a batch holds one file's documents
+		}
+		if err != nil && r.firstErr == nil {
+			// The file changed under us (or vanished) between the passes.
+			r.st.Wait()
+			return err
+		}
+	}
+	r.st.Wait()
+	return nil
+}
+
+// queue adds a pod document to the batch, flushing it when full.
+func (r *scanRun) queue(si int, src scanSource, doc int, d *document) bool {
+	pos := docPos{si, doc}
+	if r.stop.Load() || !pos.before(r.errPos) {
+		return false
+	}
+	cheap := !d.json && looksLikePod(d.data)
+	if !cheap && !r.podDocs[pos] {
+		return true
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, 0, max(batchBytes, len(d.data)))
+	} else if len(r.buf)+len(d.data) > cap(r.buf) {
+		r.flush()
+		r.buf = make([]byte, 0, max(batchBytes, len(d.data)))
+	}
+	// The worker's copy: its own slice of the batch's buffer.
+	at := len(r.buf)
+	r.buf = append(r.buf, d.data...)
+	r.batchSrc = src.name
+	r.batch = append(r.batch, scanJob{doc, &document{data: r.buf[at:len(r.buf):len(r.buf)], line: d.line, json: d.json}, cheap})
+	if len(r.batch) == batchDocs {
+		r.flush()
+	}
+	return true
+}
+
+// flush hands the batch to a worker: it decodes (and, the files being
+// good, judges) its pods; the callback adds their findings in file order.
+func (r *scanRun) flush() {
+	jobs, source := r.batch, r.batchSrc
+	r.batch, r.buf = nil, nil
+	s := r.s
+	r.st.Go(func() stream.Callback {
+		type done struct {
+			pods []podAt
+			err  error
+		}
+		out := make([]done, 0, len(jobs))
+		for _, j := range jobs {
+			pods, err := decodePods(j.d, source, s.Namespace, j.cheap)
+			if err == nil && r.judge {
+				// The rules and Locate only read the engine and the
+				// origins of pass 1: they run here, in parallel.
+				for i := range pods {
+					pods[i].judge(s.Engine, r.m.origins)
+				}
+			}
+			out = append(out, done{pods, err})
+			if err != nil {
+				break
+			}
+		}
+		return func() {
+			for k, d := range out {
+				if r.stop.Load() {
+					return
+				}
+				if d.err != nil {
+					r.podErr = fmt.Errorf("%s: document %d: %w", source, jobs[k].doc, d.err)
+					r.stop.Store(true)
+					return
+				}
+				if r.judge {
+					// In file order: what is reported once per run,
+					// and what a template explains.
+					for _, p := range d.pods {
+						if p.sandbox {
+							r.col.addLocated(r.ts.Pod(p.pod, s.Engine.settle(p.findings, p.once)))
+						}
+					}
+				}
+			}
+		}
+	})
 }
 
 // podAt is a pod read in pass 2 and where it was written, then judged.
