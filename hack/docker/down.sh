@@ -97,6 +97,10 @@ if command -v iptables >/dev/null; then
 		iptables -F "$chain"
 		iptables -X "$chain"
 	done
+	# The isolation rules runner/docker's agentbox tests write for their
+	# --internal bridges (spabXXXXXXXX), if a killed test left them.
+	iptables -S FORWARD 2>/dev/null | grep -E -- '-[io] spab[0-9a-f]{8} ' | sed 's/^-A /-D /' |
+		while read -r -a rule; do iptables "${rule[@]}" || true; done
 fi
 
 # Sockets, pid files, exec root (netns files, runtime state). Keep the lock.
