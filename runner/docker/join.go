@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -82,7 +83,8 @@ const joinFix = "--join a running sandbox container (docker ps lists them; docke
 
 // withFix gives a could-not-run error the fix its cause calls for.
 func withFix(err error, fix string) error {
-	if cnr, ok := err.(*runner.CouldNotRun); ok {
+	var cnr *runner.CouldNotRun
+	if errors.As(err, &cnr) {
 		cnr.Fix = fix
 	}
 	return err
