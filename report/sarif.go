@@ -62,14 +62,31 @@ type sarifGroup struct {
 	first   int             // the number of its first finding
 }
 
+// Write writes run as SARIF, in the three passes the type's comment
+// says: the prelude and the results' key hashes, the groups of the keys
+// several findings share, then the report with its results.
 func (s SARIF) Write(w io.Writer, run Run) error {
 	set := run.Set()
-	// Pass 1: what the report says before its results (rules met only in
-	// findings, the invocation's notifications), and a hash of each
-	// result's key, to find the keys more than one finding shares.
-	// hashes is by finding number: 0 for a finding that is no result.
-	// The findings are read on every core; what the prelude learns is
-	// taken in order.
+	pre, hashes, err := s.prelude(set)
+	if err != nil {
+		return err
+	}
+	shared, collision, err := sharedGroups(set, hashes)
+	if err != nil {
+		return err
+	}
+	if collision {
+		return s.writeWhole(w, run)
+	}
+	return s.writeResults(w, run, set, pre, hashes, shared)
+}
+
+// prelude is pass 1: what the report says before its results (rules met
+// only in findings, the invocation's notifications), and a hash of each
+// result's key, to find the keys more than one finding shares. hashes is
+// by finding number: 0 for a finding that is no result. The findings are
+// read on every core; what the prelude learns is taken in order.
+func (s SARIF) prelude(set FindingSet) (*sarifPrelude, []uint64, error) {
 	pre := s.newPrelude()
 	hashes := make([]uint64, 0, set.Len())
 	seed := maphash.MakeSeed()
@@ -101,12 +118,14 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 			return nil
 		}, nil
 	})
-	if err != nil {
-		return err
-	}
-	// Pass 2, for the keys seen more than once only: every target of the
-	// group, in order, each once. A group is exactly a key: should two
-	// keys share a hash, the report is built whole in memory instead.
+	return pre, hashes, err
+}
+
+// sharedGroups is pass 2, for the keys seen more than once only: every
+// target of the group, in order, each once. A group is exactly a key:
+// should two keys share a hash (collision), the report is built whole in
+// memory instead.
+func sharedGroups(set FindingSet, hashes []uint64) (map[uint64]*sarifGroup, bool, error) {
 	shared := map[uint64]*sarifGroup{}
 	sorted := slices.Clone(hashes)
 	slices.Sort(sorted)
@@ -115,39 +134,37 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 			shared[sorted[i]] = &sarifGroup{seen: map[string]bool{}}
 		}
 	}
-	sorted = nil
-	if len(shared) > 0 {
-		collision := false
-		i := 0
-		err := set.Each(func(f *Finding) error {
-			g := shared[hashes[i]]
-			i++
-			if g == nil {
-				return nil
-			}
-			key := sarifKey(f)
-			if g.key == "" {
-				// The result is written where its group first appears.
-				g.key, g.f, g.first = key, *f, i-1
-			} else if g.key != key {
-				collision = true
-			}
-			if f.Target != "" && !g.seen[f.Target] {
-				g.seen[f.Target] = true
-				g.targets = append(g.targets, f.Target)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if collision {
-			return s.writeWhole(w, run)
-		}
+	if len(shared) == 0 {
+		return shared, false, nil
 	}
+	collision := false
+	i := 0
+	err := set.Each(func(f *Finding) error {
+		g := shared[hashes[i]]
+		i++
+		if g == nil {
+			return nil
+		}
+		key := sarifKey(f)
+		if g.key == "" {
+			// The result is written where its group first appears.
+			g.key, g.f, g.first = key, *f, i-1
+		} else if g.key != key {
+			collision = true
+		}
+		if f.Target != "" && !g.seen[f.Target] {
+			g.seen[f.Target] = true
+			g.targets = append(g.targets, f.Target)
+		}
+		return nil
+	})
+	return shared, collision, err
+}
 
-	// The report around its results, as go-sarif writes it: a placeholder
-	// result marks where they go.
+// writeResults is pass 3: the report around its results, as go-sarif
+// writes it (a placeholder result marks where they go), and the results,
+// each where its group first appears.
+func (s SARIF) writeResults(w io.Writer, run Run, set FindingSet, pre *sarifPrelude, hashes []uint64, shared map[uint64]*sarifGroup) error {
 	r := s.newRun(run, pre)
 	head, tail, indent, err := sarifFrame(r)
 	if err != nil {
@@ -155,7 +172,6 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	}
 	b := bufio.NewWriterSize(w, 256<<10)
 	b.Write(head)
-	// Pass 3: the results, each where its group first appears.
 	ruleIndex := map[string]int{}
 	for _, id := range append(slices.Collect(maps.Keys(pre.known)), "") {
 		ruleIndex[id] = r.GetRuleIndex(id)
@@ -199,11 +215,7 @@ func (s SARIF) Write(w io.Writer, run Run) error {
 	if err != nil {
 		return err
 	}
-	n := 0
-	if cw.cut {
-		n = 1
-	}
-	if n == 0 {
+	if !cw.cut {
 		// "results": [] on one line.
 		tail = tail[1+len(indent)-2:]
 	}
