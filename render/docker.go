@@ -78,43 +78,10 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 			opts.Image = s.Image.Ref
 		}
 	}
-	var f []string
+	f := []string{"--rm", "-i", "--name", opts.Name}
+	f = append(f, dockerIdentityFlags(p)...)
+	f = append(f, dockerLimitFlags(s)...)
 	add := func(xs ...string) { f = append(f, xs...) }
-	add("--rm", "-i", "--name", opts.Name)
-	for _, k := range sortedKeys(s.Selector.MatchLabels) {
-		add("--label", k+"="+s.Selector.MatchLabels[k])
-	}
-	add("--label", LabelPolicy+"="+p.Metadata.Name)
-	if len(s.Runtime.ClassNames) > 0 {
-		add("--runtime", s.Runtime.ClassNames[0])
-	}
-	if s.Filesystem.ReadOnlyRoot {
-		add("--read-only")
-	}
-	add("--user", fmt.Sprintf("%d:%d", s.Identity.UID, s.Identity.GID))
-	for _, g := range s.Identity.SupplementalGroups {
-		add("--group-add", strconv.FormatInt(g, 10))
-	}
-	add("--cap-drop", "ALL")
-	for _, c := range s.Capabilities {
-		add("--cap-add", policy.NormalizeCapability(c))
-	}
-	if s.NoNewPrivs() {
-		add("--security-opt", "no-new-privileges")
-	}
-	if s.Resources.Pids > 0 {
-		add("--pids-limit", strconv.FormatInt(s.Resources.Pids, 10))
-	}
-	if v := s.Resources.Limits["memory"]; v != "" {
-		if n, err := policy.ParseQuantity(v); err == nil {
-			add("--memory", strconv.FormatInt(int64(n), 10))
-		}
-	}
-	if v := s.Resources.Limits["cpu"]; v != "" {
-		if n, err := policy.ParseQuantity(v); err == nil {
-			add("--cpus", strconv.FormatFloat(n, 'f', -1, 64))
-		}
-	}
 	network := s.Docker.Network
 	if network == "" {
 		network = "none"
@@ -157,4 +124,52 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 		}
 	}
 	return DockerCommand{Flags: f, Image: opts.Image, Args: args}
+}
+
+// dockerIdentityFlags are what the sandbox is and may do: its labels,
+// runtime, read-only root, user and groups, capabilities and privileges.
+func dockerIdentityFlags(p *policy.Policy) []string {
+	s := &p.Spec
+	var f []string
+	for _, k := range sortedKeys(s.Selector.MatchLabels) {
+		f = append(f, "--label", k+"="+s.Selector.MatchLabels[k])
+	}
+	f = append(f, "--label", LabelPolicy+"="+p.Metadata.Name)
+	if len(s.Runtime.ClassNames) > 0 {
+		f = append(f, "--runtime", s.Runtime.ClassNames[0])
+	}
+	if s.Filesystem.ReadOnlyRoot {
+		f = append(f, "--read-only")
+	}
+	f = append(f, "--user", fmt.Sprintf("%d:%d", s.Identity.UID, s.Identity.GID))
+	for _, g := range s.Identity.SupplementalGroups {
+		f = append(f, "--group-add", strconv.FormatInt(g, 10))
+	}
+	f = append(f, "--cap-drop", "ALL")
+	for _, c := range s.Capabilities {
+		f = append(f, "--cap-add", policy.NormalizeCapability(c))
+	}
+	if s.NoNewPrivs() {
+		f = append(f, "--security-opt", "no-new-privileges")
+	}
+	return f
+}
+
+// dockerLimitFlags are the sandbox's resource limits.
+func dockerLimitFlags(s *policy.Spec) []string {
+	var f []string
+	if s.Resources.Pids > 0 {
+		f = append(f, "--pids-limit", strconv.FormatInt(s.Resources.Pids, 10))
+	}
+	if v := s.Resources.Limits["memory"]; v != "" {
+		if n, err := policy.ParseQuantity(v); err == nil {
+			f = append(f, "--memory", strconv.FormatInt(int64(n), 10))
+		}
+	}
+	if v := s.Resources.Limits["cpu"]; v != "" {
+		if n, err := policy.ParseQuantity(v); err == nil {
+			f = append(f, "--cpus", strconv.FormatFloat(n, 'f', -1, 64))
+		}
+	}
+	return f
 }

@@ -205,10 +205,40 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 			Key: tol.Key, Operator: corev1.TolerationOperator(tol.Operator), Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect),
 		})
 	}
+	mounts := probeVolumes(p, opts, pod)
+	image, binary := opts.ProbeImage, ImageProbeBinary
+	if s.Image.Ref != "" {
+		image, binary = s.Image.Ref, ProbeBinary
+		mounts = append(mounts, copyProbeIn(p, opts, pod))
+	}
+	// --pod-info: the probe proves it carries the sandbox labels (pod.labels).
+	args := []string{"probe", "--policy", PolicyDir + "/" + PolicyKey, "--pod-info", PodInfoDir}
+	if opts.Nonce != "" {
+		args = append(args, "--nonce", opts.Nonce)
+	}
+	args = append(args, opts.ProbeArgs...)
+	pod.Spec.Containers = []corev1.Container{{
+		Name:                     ProbeContainer,
+		Image:                    image,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  []string{binary},
+		Args:                     args,
+		Env:                      proxyEnv(p),
+		SecurityContext:          containerSecurityContext(p),
+		Resources:                resources(p),
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}}
+	return pod
+}
 
+// probeVolumes adds the probe pod's volumes to pod (an emptyDir per
+// writable path, the policy, the pod's own labels) and returns their
+// mounts for the probe container.
+func probeVolumes(p *policy.Policy, opts ProbePodOptions, pod *corev1.Pod) []corev1.VolumeMount {
 	size := emptyDirSize(p)
 	var mounts []corev1.VolumeMount
-	for _, w := range s.Filesystem.Writable {
+	for _, w := range p.Spec.Filesystem.Writable {
 		name := volumeName("writable", w)
 		q := size
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &q}}})
@@ -231,53 +261,34 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}},
 		}}},
 	)
-	mounts = append(mounts,
+	return append(mounts,
 		corev1.VolumeMount{Name: "sandprobe-policy", MountPath: PolicyDir, ReadOnly: true},
 		corev1.VolumeMount{Name: "podinfo", MountPath: PodInfoDir, ReadOnly: true},
 	)
+}
 
-	image, binary := opts.ProbeImage, ImageProbeBinary
-	if s.Image.Ref != "" {
-		// Run inside the real sandbox image: an init container copies the
-		// small static probe binary out of the probe image into a shared
-		// emptyDir that the probe container mounts read-only.
-		image, binary = s.Image.Ref, ProbeBinary
-		binSize := resource.MustParse("64Mi")
-		if size.Cmp(binSize) < 0 {
-			binSize = size
-		}
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "sandprobe-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &binSize}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "sandprobe-bin", MountPath: ProbeBinDir, ReadOnly: true})
-		pod.Spec.InitContainers = []corev1.Container{{
-			Name:                     InitContainer,
-			Image:                    opts.ProbeImage,
-			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  append(append([]string(nil), opts.InstallCommand...), ProbeBinary),
-			SecurityContext:          containerSecurityContext(p),
-			Resources:                resources(p),
-			VolumeMounts:             []corev1.VolumeMount{{Name: "sandprobe-bin", MountPath: ProbeBinDir}},
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		}}
+// copyProbeIn is for running inside the real sandbox image: an init
+// container copies the small static probe binary out of the probe image
+// into a shared emptyDir, which the returned mount gives the probe
+// container read-only.
+func copyProbeIn(p *policy.Policy, opts ProbePodOptions, pod *corev1.Pod) corev1.VolumeMount {
+	size := emptyDirSize(p)
+	binSize := resource.MustParse("64Mi")
+	if size.Cmp(binSize) < 0 {
+		binSize = size
 	}
-	// --pod-info: the probe proves it carries the sandbox labels (pod.labels).
-	args := []string{"probe", "--policy", PolicyDir + "/" + PolicyKey, "--pod-info", PodInfoDir}
-	if opts.Nonce != "" {
-		args = append(args, "--nonce", opts.Nonce)
-	}
-	args = append(args, opts.ProbeArgs...)
-	pod.Spec.Containers = []corev1.Container{{
-		Name:                     ProbeContainer,
-		Image:                    image,
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "sandprobe-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &binSize}}})
+	pod.Spec.InitContainers = []corev1.Container{{
+		Name:                     InitContainer,
+		Image:                    opts.ProbeImage,
 		ImagePullPolicy:          corev1.PullIfNotPresent,
-		Command:                  []string{binary},
-		Args:                     args,
-		Env:                      proxyEnv(p),
+		Command:                  append(append([]string(nil), opts.InstallCommand...), ProbeBinary),
 		SecurityContext:          containerSecurityContext(p),
 		Resources:                resources(p),
-		VolumeMounts:             mounts,
+		VolumeMounts:             []corev1.VolumeMount{{Name: "sandprobe-bin", MountPath: ProbeBinDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
-	return pod
+	return corev1.VolumeMount{Name: "sandprobe-bin", MountPath: ProbeBinDir, ReadOnly: true}
 }
 
 // PolicyConfigMap carries the policy file, as written, to the probe.
