@@ -208,11 +208,12 @@ func (b *Backend) controlNetwork(a *attempt, p *policy.Policy, sandboxNets []str
 	return controlPlace{err: fmt.Errorf("no running container on the sandbox's network %s answers to the proxy's host %s (is the proxy up?): give --control-network", strings.Join(sandboxNets, ", "), host)}, nil
 }
 
-// answersTo says whether c answers to host on network n: by its name, its
-// hostname, an alias there, or its address there.
+// answersTo says whether c answers to host on network n as Docker's
+// resolver there answers: by its name or an alias there; or by its address
+// there (a proxy named by address, or through --add-host).
 func answersTo(c container.InspectResponse, n, name, host string) bool {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if strings.EqualFold(name, host) || strings.EqualFold(strings.TrimPrefix(c.Name, "/"), host) || (c.Config != nil && strings.EqualFold(c.Config.Hostname, host)) {
+	if strings.EqualFold(name, host) || strings.EqualFold(strings.TrimPrefix(c.Name, "/"), host) {
 		return true
 	}
 	if c.NetworkSettings == nil || c.NetworkSettings.Networks[n] == nil {

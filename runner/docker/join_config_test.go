@@ -1,11 +1,13 @@
 package docker
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
 
 	"github.com/sandprobe/sandprobe/policy"
 )
@@ -50,5 +52,37 @@ func TestJoinConfig(t *testing.T) {
 	}
 	if !slices.Equal(host.Mounts, want) {
 		t.Errorf("mounts %+v, want %+v (the live workspace is not mounted)", host.Mounts, want)
+	}
+}
+
+// TestAnswersTo: the proxy container is found by every name Docker's
+// resolver gives it on the sandbox's network, or by its address there, and
+// by nothing it answers to on another network only.
+func TestAnswersTo(t *testing.T) {
+	c := container.InspectResponse{
+		Name:   "/agentbox-proxy-1",
+		Config: &container.Config{Hostname: "squid"},
+		NetworkSettings: &container.NetworkSettings{Networks: map[string]*network.EndpointSettings{
+			"internal": {Aliases: []string{"proxy"}, DNSNames: []string{"agentbox-proxy-1", "proxy.internal"}, IPAddress: netip.MustParseAddr("10.213.4.2")},
+			"egress":   {Aliases: []string{"egress-only"}, IPAddress: netip.MustParseAddr("10.213.5.2")},
+		}},
+	}
+	cases := []struct {
+		host string
+		want bool
+	}{
+		{"agentbox-proxy-1", true},
+		{"proxy", true},
+		{"PROXY.internal.", true},
+		{"squid", false}, // a hostname is not a name Docker's resolver gives out
+		{"10.213.4.2", true},
+		{"10.213.5.2", false},
+		{"egress-only", false},
+		{"api.example.com", false},
+	}
+	for _, c2 := range cases {
+		if got := answersTo(c, "internal", "agentbox-proxy-1", c2.host); got != c2.want {
+			t.Errorf("answersTo(%q) = %v, want %v", c2.host, got, c2.want)
+		}
 	}
 }
