@@ -139,6 +139,27 @@ func buildRoot(s initSpec) error {
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
+	for _, step := range []func(string, Sandbox) error{bindHostDirs, mountKernelFS, bindHostRoot} {
+		if err := step(root, sb); err != nil {
+			return err
+		}
+	}
+	if err := placeProbe(s); err != nil {
+		return err
+	}
+	// Last the policy's own: binds, writable tmpfs, then credentials over
+	// them, then volumes over everything.
+	for _, step := range []func(string, Sandbox) error{bindExtra, mountWritable, mountCredentials, mountVolumes} {
+		if err := step(root, sb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindHostDirs binds the host's top-level directories read-only (and
+// copies its top-level symlinks), but for those the sandbox gets its own.
+func bindHostDirs(root string, sb Sandbox) error {
 	entries, err := os.ReadDir("/")
 	if err != nil {
 		return err
@@ -164,6 +185,12 @@ func buildRoot(s initSpec) error {
 			}
 		}
 	}
+	return nil
+}
+
+// mountKernelFS mounts a fresh /proc (its host-wide tunables read-only,
+// as runc has them), /sys and a minimal /dev.
+func mountKernelFS(root string, sb Sandbox) error {
 	if err := os.Mkdir(filepath.Join(root, "proc"), 0o555); err != nil {
 		return err
 	}
@@ -187,6 +214,12 @@ func buildRoot(s initSpec) error {
 	if err := buildDev(filepath.Join(root, "dev"), sb.Devices); err != nil {
 		return err
 	}
+	return nil
+}
+
+// bindHostRoot binds the host's root filesystem, read-only, where the
+// sandbox declares it (a sabotage: the host visible inside).
+func bindHostRoot(root string, sb Sandbox) error {
 	if sb.HostRoot != "" {
 		dst := filepath.Join(root, sb.HostRoot)
 		if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -200,6 +233,13 @@ func buildRoot(s initSpec) error {
 			return fmt.Errorf("make the host root at %s read-only: %w", sb.HostRoot, err)
 		}
 	}
+	return nil
+}
+
+// placeProbe makes /tmp, binds the probe binary in read-only, and the
+// network namespace's resolver files as `ip netns exec` does.
+func placeProbe(s initSpec) error {
+	sb, root := s.Sandbox, s.Root
 	// /tmp and /run exist but belong to the root filesystem (read-only)
 	// unless the policy makes them writable.
 	if err := os.Mkdir(filepath.Join(root, "tmp"), 0o1777); err != nil {
@@ -229,6 +269,11 @@ func buildRoot(s initSpec) error {
 			}
 		}
 	}
+	return nil
+}
+
+// bindExtra binds the extra host paths the sandbox needs read-only.
+func bindExtra(root string, sb Sandbox) error {
 	for _, b := range sb.Binds {
 		dst := filepath.Join(root, b)
 		if _, err := os.Stat(dst); err == nil {
@@ -241,6 +286,11 @@ func buildRoot(s initSpec) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// mountWritable mounts a tmpfs at each writable path.
+func mountWritable(root string, sb Sandbox) error {
 	for _, w := range sb.Writable {
 		dst := filepath.Join(root, w)
 		if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -254,6 +304,11 @@ func buildRoot(s initSpec) error {
 			return fmt.Errorf("mount tmpfs at %s: %w", w, err)
 		}
 	}
+	return nil
+}
+
+// mountCredentials binds the declared credentials read-only.
+func mountCredentials(root string, sb Sandbox) error {
 	// After the tmpfs mounts, so a credential under a writable path stays visible.
 	for _, m := range sb.Mounts {
 		fi, err := os.Stat(m.Source)
@@ -268,6 +323,11 @@ func buildRoot(s initSpec) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// mountVolumes binds the volumes, over anything else at their paths.
+func mountVolumes(root string, sb Sandbox) error {
 	// Last, so a volume at a writable path replaces its tmpfs: the shared
 	// workspace outlives the sandbox.
 	for _, v := range sb.Volumes {

@@ -267,19 +267,7 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 	}
 	defer os.Remove(root) // the mounts lived in the sandbox's namespace; the directory is empty here
 
-	if len(argv) == 0 {
-		argv = b.Command
-	}
-	if len(argv) == 0 {
-		argv = []string{ProbePath, "probe", "--policy", "-", "--nonce", spec.Nonce}
-		if spec.NoNetwork {
-			argv = append(argv, "--no-network")
-		}
-		if len(sb.Volumes) > 0 {
-			// The sandbox holds what the phases share: it is a phase's.
-			argv = append(argv, "--phase")
-		}
-	}
+	argv = b.probeArgv(spec, sb, argv)
 	probe := b.ProbeBinary
 	if probe == "" {
 		probe = runner.ProbeBeside(bin)
@@ -321,30 +309,15 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 		b.Logger.Debug("local sandbox finished", "target", target, "took", took, "err", runErr, "stderr", stderr.String())
 	}
 
-	errTail := runner.StderrTail(stderr.String())
 	if runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, errTail)}
+		return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline, Detail: fmt.Sprintf("the probe did not finish within %s and was killed%s", deadline, runner.StderrTail(stderr.String()))}
 	}
 	if ctx.Err() != nil {
 		return none, fmt.Errorf("local probe: %w", ctx.Err())
 	}
-	code := 0
-	if runErr != nil {
-		var ee *exec.ExitError
-		if !errors.As(runErr, &ee) {
-			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
-		}
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
-		}
-		if ee.ExitCode() == 125 { // sandbox-init's own failure code
-			return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
-		}
-		if err := runner.ExitProblem(target, ee.ExitCode(), stderr.String()); err != nil {
-			return none, err
-		}
-		code = ee.ExitCode()
+	code, err := exitCode(target, runErr, stderr.String())
+	if err != nil {
+		return none, err
 	}
 	if stdout.Overflow {
 		return none, &runner.CouldNotRun{Target: target, Reason: runner.ReasonGarbled, Detail: fmt.Sprintf("the probe printed more than %d bytes", maxOutput)}
@@ -365,6 +338,50 @@ func (b *Backend) launch(ctx context.Context, spec runner.ProbeSpec, sb Sandbox,
 		runner.CrossCheckKernel(spec.Policy, "", kernel, kerr, &res)
 	}
 	return res, nil
+}
+
+// probeArgv is what the sandbox runs: argv, else the backend's command,
+// else the probe (with --phase when the sandbox shares a phase's volumes).
+func (b *Backend) probeArgv(spec runner.ProbeSpec, sb Sandbox, argv []string) []string {
+	if len(argv) == 0 {
+		argv = b.Command
+	}
+	if len(argv) == 0 {
+		argv = []string{ProbePath, "probe", "--policy", "-", "--nonce", spec.Nonce}
+		if spec.NoNetwork {
+			argv = append(argv, "--no-network")
+		}
+		if len(sb.Volumes) > 0 {
+			// The sandbox holds what the phases share: it is a phase's.
+			argv = append(argv, "--phase")
+		}
+	}
+	return argv
+}
+
+// exitCode is the sandbox's exit code, or why it says the probe could not
+// run: not started, killed by a signal, sandbox-init's own failure (125),
+// or an exit the probe never makes.
+func exitCode(target string, runErr error, stderr string) (int, error) {
+	if runErr == nil {
+		return 0, nil
+	}
+	errTail := runner.StderrTail(stderr)
+	var ee *exec.ExitError
+	if !errors.As(runErr, &ee) {
+		return 0, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: runErr.Error()}
+	}
+	ws, _ := ee.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 0, &runner.CouldNotRun{Target: target, Reason: runner.ReasonCrashed, Detail: fmt.Sprintf("the probe was killed by signal %s%s", ws.Signal(), errTail)}
+	}
+	if ee.ExitCode() == 125 { // sandbox-init's own failure code
+		return 0, &runner.CouldNotRun{Target: target, Reason: runner.ReasonLaunch, Detail: "could not build the sandbox" + errTail}
+	}
+	if err := runner.ExitProblem(target, ee.ExitCode(), stderr); err != nil {
+		return 0, err
+	}
+	return ee.ExitCode(), nil
 }
 
 // hostKernel is this machine's kernel release (uname -r).
