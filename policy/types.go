@@ -353,6 +353,11 @@ func (a Allowance) PeerPorts() []int {
 type MustFail struct {
 	Hosts []Target `json:"hosts,omitempty"`
 	IPs   []Target `json:"ips,omitempty"`
+	// NodePorts are ports on the sandbox's own node that must fail besides
+	// the kubelet's and a container runtime's, which are always tried (a
+	// node-local registry or cache): the probe dials them on the node's
+	// address (Kubernetes: the downward API's status.hostIP).
+	NodePorts []int `json:"nodePorts,omitempty" validate:"dive,gte=1,lte=65535"`
 }
 
 // Target is a must-fail destination. In YAML it is either a plain string

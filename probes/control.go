@@ -69,7 +69,9 @@ func RunControl(ctx context.Context, env *Env) result.ProbeResult {
 	res, start := newResult(env)
 	res.Vantage = VantageControl
 	e := env.Policy.Spec.Egress
-	plan := ControlPlan(e)
+	// The neighbours from the control's own place: its node's kubelet
+	// answering under the same subject is what proves the sandbox's deny.
+	plan := append(ControlPlan(e), planNeighbours(e, &env.Policy.Spec, env.Environ, nodePorts())...)
 	if len(plan) == 0 {
 		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Skip, Actual: "no destination to dial: the policy's denies are all through the proxy or DNS"}}
 		res.Seconds = env.Now().Sub(start).Seconds()

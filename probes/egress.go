@@ -164,6 +164,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		return out
 	}
 	plan, notes := PlanEgress(e)
+	plan = append(plan, planNeighbours(e, &env.Policy.Spec, env.Environ, nodePorts())...)
 	for _, n := range notes {
 		out[n.Check] = append(out[n.Check], n)
 	}

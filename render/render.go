@@ -223,7 +223,7 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 		ImagePullPolicy:          corev1.PullIfNotPresent,
 		Command:                  []string{binary},
 		Args:                     args,
-		Env:                      proxyEnv(p),
+		Env:                      append(proxyEnv(p), NodeIPEnvVar()),
 		SecurityContext:          containerSecurityContext(p),
 		Resources:                resources(p),
 		VolumeMounts:             mounts,
@@ -399,6 +399,16 @@ func emptyDirSize(p *policy.Policy) resource.Quantity {
 		}
 	}
 	return resource.MustParse("1Gi")
+}
+
+// NodeIPEnv carries the node's address into the probe and the control
+// (the downward API's status.hostIP): the neighbour attempts dial the
+// kubelet and a runtime's TCP API there (probes.NodeIPEnv reads it).
+const NodeIPEnv = "SANDPROBE_NODE_IP"
+
+// NodeIPEnvVar is NodeIPEnv from the downward API.
+func NodeIPEnvVar() corev1.EnvVar {
+	return corev1.EnvVar{Name: NodeIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}
 }
 
 func proxyEnv(p *policy.Policy) []corev1.EnvVar {

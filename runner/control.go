@@ -63,7 +63,11 @@ func (c *Control) aliveBy(key string) string {
 
 const (
 	checkMetadata = "egress.metadata"
-	checkDNSExfil = "egress.dns-exfil"
+	checkMustFail = "egress.must-fail"
+	// neighbourPrefix begins the subject of a neighbour the probe derives
+	// on its node (probes.NeighbourPrefix).
+	neighbourPrefix = "node:"
+	checkDNSExfil   = "egress.dns-exfil"
 	// dnsNamePrefix begins the subject of a must-fail name asked for by
 	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
 	dnsNamePrefix   = "name "
@@ -157,16 +161,26 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 // names every cloud's places; on any one cloud at most one or two answer.
 // Where the control gets nothing either, no metadata service answers:
 // nothing to protect. Only a control proven alive on this run says so.
+//
+// The neighbours the probe derives (a node's kubelet and runtime ports,
+// subjects "node:PORT (…)") are judged alike: a kubelet's read-only port
+// or a runtime's TCP API is off on most nodes, and a port nothing listens
+// on anywhere is nothing to keep the sandbox from.
 func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
-	if f.Check != checkMetadata || (f.Status != report.Pass && f.Status != report.Inconclusive) {
+	neighbour := f.Check == checkMustFail && strings.HasPrefix(f.Subject, neighbourPrefix)
+	if (f.Check != checkMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
 		return false
 	}
 	alive := c.aliveBy(controlKey(f.Check, f.Subject))
 	if alive == "" {
 		return false
 	}
+	what := "no metadata service answers here"
+	if neighbour {
+		what = "nothing listens on this node port"
+	}
 	f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
-	f.Actual = fmt.Sprintf("not applicable: no metadata service answers here: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", c.Vantage, seen.Class, alive)
+	f.Actual = fmt.Sprintf("not applicable: %s: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", what, c.Vantage, seen.Class, alive)
 	f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): %s (%s)", c.Vantage, seen.Class, seen.Evidence))
 	f.Fix = ""
 	return true

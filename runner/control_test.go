@@ -43,6 +43,12 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.sni-mismatch", Subject: "evil via router:443", Status: report.Pass, Class: "proxy-denied", Attempt: closedAtHello},
 			{Check: "egress.sni-mismatch", Subject: "evil via bumped:443", Status: report.Pass, Class: "proxy-denied", Attempt: &report.Attempt{Attempted: true}},
 			{Check: "egress.sni-mismatch", Subject: "evil via open:443", Status: report.Fail, Class: "answered"},
+			// The neighbours the probe derives on its node: the kubelet
+			// denied (the rendered policy), its read-only port off on
+			// every node, and an ipBlock for the node that lets it in.
+			{Check: "egress.must-fail", Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
+			{Check: "egress.must-fail", Subject: "node:2375 (container runtime API)", Status: report.Fail, Class: "answered"},
 		}}
 	}
 	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
@@ -64,6 +70,8 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.sni-mismatch", Subject: "evil via front:443", Status: report.Pass, Class: "answered", Evidence: "the front completed a TLS handshake for evil"},
 		// An SNI router with no default backend: silent to the control too.
 		{Check: "egress.sni-mismatch", Subject: "evil via router:443", Status: report.Pass, Class: "refused"},
+		{Check: "egress.must-fail", Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "answered", Evidence: "10.0.0.7:10250: TLS 1.3"},
+		{Check: "egress.must-fail", Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
 	}})
 	type want struct {
 		status        report.Status
@@ -98,6 +106,11 @@ func TestApplyControl(t *testing.T) {
 			"egress.sni-mismatch evil via router:443": {report.Inconclusive, report.DenyUnproven, "refused"},
 			"egress.sni-mismatch evil via bumped:443": {report.Pass, report.DenyProven, ""},
 			"egress.sni-mismatch evil via open:443":   {report.Fail, "", ""},
+			// A neighbour nothing listens on, for the control too, is no
+			// false alarm and no pass: not applicable.
+			"egress.must-fail node:10250 (kubelet)":              {report.Pass, report.DenyProven, "answered"},
+			"egress.must-fail node:10255 (kubelet read-only)":    {report.Skip, "", "refused"},
+			"egress.must-fail node:2375 (container runtime API)": {report.Fail, "", ""},
 		}},
 		{"no control at all", nil, map[string]want{
 			"egress.must-fail live:443":               {report.Inconclusive, report.DenyUnproven, ""},

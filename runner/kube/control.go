@@ -87,6 +87,7 @@ func (b *Backend) controlPod(r *run, pl placement) *corev1.Pod {
 				Image:   image,
 				Command: []string{render.ImageProbeBinary},
 				Args:    []string{"probe", "--control", "--policy", render.PolicyDir + "/" + render.PolicyKey, "--nonce", r.spec.Nonce},
+				Env:     []corev1.EnvVar{render.NodeIPEnvVar()}, // the neighbours from its node
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: &t, RunAsNonRoot: &t,
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
