@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandprobe/sandprobe/cache"
 	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -37,6 +39,12 @@ type driftOptions struct {
 
 func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	var o driftOptions
+	o.register(fs)
+	return func(ctx context.Context, _ []string) int { return a.runDrift(ctx, &o) }
+}
+
+// register adds drift's flags to fs.
+func (o *driftOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.policyPath, "policy", "", "the SandboxPolicy file")
 	fs.StringVar(&o.ciliumName, "cilium-cluster", "", "the Cilium cluster name (io.cilium.k8s.policy.cluster) policies may select on (default: default, Cilium's own)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole drift run")
@@ -61,114 +69,137 @@ func (a *app) cmdDrift(fs *pflag.FlagSet) runFunc {
 	o.out.registerSARIF(fs, sarifRules())
 	o.lf.register(fs)
 	o.cache.register(fs)
-	return func(ctx context.Context, _ []string) int {
-		if err := o.out.check(); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitBadInput
-		}
-		logger, err := o.lf.logger(a.stderr)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitBadInput
-		}
-		p, _, ok := a.loadPolicy(o.policyPath)
-		if !ok {
-			return report.ExitBadInput
-		}
-		o.out.policy = p
-		kube := o.kubeconfig != "" || o.kubeContext != ""
-		if o.wouldRefuse {
-			return a.driftWouldRefuse(ctx, &o, p, kube, logger)
-		}
-		if len(o.nsLabels) > 0 && len(o.files) == 0 {
-			fmt.Fprintln(a.stderr, "sandprobe drift: --namespace-labels describes namespaces for -f files: give -f")
-			return report.ExitBadInput
-		}
-		caches, err := o.cache.jobs()
-		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitBadInput
-		}
-		sandboxSource := kube || o.docker || len(o.files) > 0 || len(o.inspect) > 0
-		if !sandboxSource && len(caches) == 0 {
-			if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-				fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE, --inspect FILE or --cache DIR")
-				return report.ExitBadInput
-			}
-			kube = true
-		}
-		// Each source gets its own engine: files, a cluster and a Docker engine
-		// are different worlds, and one's network policies must not explain
-		// another's pods.
-		newEngine := func() *drift.Engine {
-			e, err := drift.NewEngine(p)
-			if err != nil {
-				// The policy validated; a failure here is a bug, not bad input.
-				panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
-			}
-			e.SetCiliumCluster(o.ciliumName)
-			return e
-		}
-		if _, err := drift.NewEngine(p); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitBadInput
-		}
+}
 
-		if len(o.files) > 0 {
-			defer streamingGC()()
-		}
-		start := time.Now()
-		// Findings are spooled: past a few MB they move to an unlinked
-		// temporary file, so a drift over 100,000 pods holds an index of its
-		// drifted objects, not half a million findings.
-		spool := report.NewSpool("", 0)
-		defer spool.Close()
-		col := drift.NewSpoolingCollector(spool)
-		// Offline inputs first: a bad file is bad input (exit 2) and must be
-		// found before anything talks to a cluster.
-		if !a.driftOffline(&o, p, newEngine, col) {
-			return report.ExitBadInput
-		}
-
-		ctx, cancel := context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-		var runErr error
-		if kube && runErr == nil {
-			runErr = a.driftKube(ctx, &o, newEngine(), col, logger)
-		}
-		if o.docker && runErr == nil {
-			runErr = a.driftDocker(ctx, &o, newEngine(), col)
-		}
-		if runErr != nil {
-			// One line a CronJob log or a terminal shows whole.
-			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
-			col.AddError("drift", "list", runErr)
-		}
-		if runErr == nil {
-			runErr = driftCaches(ctx, caches, spool, col)
-		}
-		if col.Scanned == 0 && runErr == nil && (sandboxSource || kube) {
-			col.Note("no sandbox found: nothing carries the labels %s", drift.SelectorText(p))
-		}
-		col.Summary(p)
-		run := report.Run{
-			Policy: p.Metadata.Name, Backend: "drift",
-			StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
-			Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
-		}
-		stampRun(&run)
-		if err := spool.Err(); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitCouldNotRun
-		}
-		run.Phases = map[string]float64{"drift": run.Seconds}
-		logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", spool.Len(), "spilled", spool.Spilled(), "seconds", run.Seconds)
-		if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
-			return report.ExitCouldNotRun
-		}
-		return run.ExitCode()
+// runDrift checks the flags and the policy, picks the sources (a cluster
+// when nothing else is given and one is configured) and runs drift.
+func (a *app) runDrift(ctx context.Context, o *driftOptions) int {
+	if err := o.out.check(); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
 	}
+	logger, err := o.lf.logger(a.stderr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+	p, _, ok := a.loadPolicy(o.policyPath)
+	if !ok {
+		return report.ExitBadInput
+	}
+	o.out.policy = p
+	kube := o.kubeconfig != "" || o.kubeContext != ""
+	if o.wouldRefuse {
+		return a.driftWouldRefuse(ctx, o, p, kube, logger)
+	}
+	if len(o.nsLabels) > 0 && len(o.files) == 0 {
+		fmt.Fprintln(a.stderr, "sandprobe drift: --namespace-labels describes namespaces for -f files: give -f")
+		return report.ExitBadInput
+	}
+	caches, err := o.cache.jobs()
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+	sandboxSource := kube || o.docker || len(o.files) > 0 || len(o.inspect) > 0
+	if !sandboxSource && len(caches) == 0 {
+		if os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+			fmt.Fprintln(a.stderr, "sandprobe drift: nothing to check: give --kubeconfig, --docker, -f FILE, --inspect FILE or --cache DIR")
+			return report.ExitBadInput
+		}
+		kube = true
+	}
+	return a.driftSources(ctx, o, p, driftScope{kube: kube, sandboxSource: sandboxSource, caches: caches}, logger)
+}
+
+// driftScope is what one drift run reads: a cluster, and whether any
+// source of sandboxes (a cluster, Docker, files) was given, and the
+// package caches.
+type driftScope struct {
+	kube, sandboxSource bool
+	caches              []*cacheJob
+}
+
+// driftSources runs drift over the sources, offline ones first, and
+// writes the report.
+func (a *app) driftSources(ctx context.Context, o *driftOptions, p *policy.Policy, sc driftScope, logger *slog.Logger) int {
+	kube, sandboxSource, caches := sc.kube, sc.sandboxSource, sc.caches
+	// Each source gets its own engine: files, a cluster and a Docker engine
+	// are different worlds, and one's network policies must not explain
+	// another's pods.
+	newEngine := func() *drift.Engine {
+		e, err := drift.NewEngine(p)
+		if err != nil {
+			// The policy validated; a failure here is a bug, not bad input.
+			panic(fmt.Sprintf("compile policy %s: %v", p.Metadata.Name, err))
+		}
+		e.SetCiliumCluster(o.ciliumName)
+		return e
+	}
+	if _, err := drift.NewEngine(p); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitBadInput
+	}
+
+	if len(o.files) > 0 {
+		defer streamingGC()()
+	}
+	start := time.Now()
+	// Findings are spooled: past a few MB they move to an unlinked
+	// temporary file, so a drift over 100,000 pods holds an index of its
+	// drifted objects, not half a million findings.
+	spool := report.NewSpool("", 0)
+	defer spool.Close()
+	col := drift.NewSpoolingCollector(spool)
+	// Offline inputs first: a bad file is bad input (exit 2) and must be
+	// found before anything talks to a cluster.
+	if !a.driftOffline(o, p, newEngine, col) {
+		return report.ExitBadInput
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var runErr error
+	if kube && runErr == nil {
+		runErr = a.driftKube(ctx, o, newEngine(), col, logger)
+	}
+	if o.docker && runErr == nil {
+		runErr = a.driftDocker(ctx, o, newEngine(), col)
+	}
+	if runErr != nil {
+		// One line a CronJob log or a terminal shows whole.
+		fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(runErr))
+		col.AddError("drift", "list", runErr)
+	}
+	if runErr == nil {
+		runErr = driftCaches(ctx, caches, spool, col)
+	}
+	if col.Scanned == 0 && runErr == nil && (sandboxSource || kube) {
+		col.Note("no sandbox found: nothing carries the labels %s", drift.SelectorText(p))
+	}
+	col.Summary(p)
+	return a.driftReport(ctx, o, p, col, spool, start, logger)
+}
+
+// driftReport writes the drift run's report from what col gathered.
+func (a *app) driftReport(ctx context.Context, o *driftOptions, p *policy.Policy, col *drift.Collector, spool *report.Spool, start time.Time, logger *slog.Logger) int {
+	run := report.Run{
+		Policy: p.Metadata.Name, Backend: "drift",
+		StartedAt: start.UTC(), Seconds: time.Since(start).Seconds(),
+		Scanned: col.Scanned, DeclaredNamespaces: len(p.Spec.Namespaces), Notes: col.Notes, Spooled: spool,
+	}
+	stampRun(&run)
+	if err := spool.Err(); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitCouldNotRun
+	}
+	run.Phases = map[string]float64{"drift": run.Seconds}
+	logger.Debug("drift done", "scanned", col.Scanned, "drifted", col.Drifted, "findings", spool.Len(), "spilled", spool.Spilled(), "seconds", run.Seconds)
+	if err := o.out.write(ctx, a, run, o.lf.verbose); err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+		return report.ExitCouldNotRun
+	}
+	return run.ExitCode()
 }
 
 // streamingGC sets the collector for drift -f and returns what restores

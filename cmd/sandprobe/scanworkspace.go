@@ -46,49 +46,10 @@ func (a *app) cmdScanWorkspace(fs *pflag.FlagSet) runFunc {
 			return report.ExitBadInput
 		}
 		dir := args[0]
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			}
-			fmt.Fprintf(a.stderr, "%s: DIR: %s: %v\n", name, dir, unwrapPath(err))
+		mount, base, err := o.check(dir)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "%s: %v\n", name, err)
 			return report.ExitBadInput
-		}
-		mount := o.mountPath
-		if mount == "" {
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				fmt.Fprintf(a.stderr, "%s: DIR: %v\n", name, err)
-				return report.ExitBadInput
-			}
-			mount = abs
-		}
-		if !strings.HasPrefix(mount, "/") || path.Clean(mount) != mount {
-			fmt.Fprintf(a.stderr, "%s: --mount-path: want a clean absolute path, got %q\n", name, o.mountPath)
-			return report.ExitBadInput
-		}
-		if o.seal != "" && o.baseline != "" {
-			fmt.Fprintf(a.stderr, "%s: --seal and --baseline: give one (seal after the trusted clone, compare between phases)\n", name)
-			return report.ExitBadInput
-		}
-		for _, f := range []struct{ flag, file string }{{"--seal", o.seal}, {"--baseline", o.baseline}} {
-			if f.file == "" {
-				continue
-			}
-			if err := outsideDir(f.file, dir); err != nil {
-				fmt.Fprintf(a.stderr, "%s: %s: %v\n", name, f.flag, err)
-				return report.ExitBadInput
-			}
-		}
-		var base *probes.WorkspaceBaseline
-		if o.baseline != "" {
-			raw, err := os.ReadFile(o.baseline)
-			if err == nil {
-				base, err = probes.ParseWorkspaceBaseline(raw)
-			}
-			if err != nil {
-				fmt.Fprintf(a.stderr, "%s: --baseline: %s: %v\n", name, o.baseline, unwrapPath(err))
-				return report.ExitBadInput
-			}
 		}
 		start := time.Now()
 		scan, err := probes.ScanWorkspace(ctx, dir, mount)
@@ -116,6 +77,52 @@ func (a *app) cmdScanWorkspace(fs *pflag.FlagSet) runFunc {
 		}
 		return run.ExitCode()
 	}
+}
+
+// check finds bad input before the scan: DIR a directory, the path the
+// sandboxes see it at (returned; DIR's own by default), --seal or
+// --baseline but not both, each outside DIR, and the baseline (returned)
+// readable.
+func (o *scanWorkspaceOptions) check(dir string) (string, *probes.WorkspaceBaseline, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return "", nil, fmt.Errorf("DIR: %s: %w", dir, unwrapPath(err))
+	}
+	mount := o.mountPath
+	if mount == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", nil, fmt.Errorf("DIR: %w", err)
+		}
+		mount = abs
+	}
+	if !strings.HasPrefix(mount, "/") || path.Clean(mount) != mount {
+		return "", nil, fmt.Errorf("--mount-path: want a clean absolute path, got %q", o.mountPath)
+	}
+	if o.seal != "" && o.baseline != "" {
+		return "", nil, errors.New("--seal and --baseline: give one (seal after the trusted clone, compare between phases)")
+	}
+	for _, f := range []struct{ flag, file string }{{"--seal", o.seal}, {"--baseline", o.baseline}} {
+		if f.file == "" {
+			continue
+		}
+		if err := outsideDir(f.file, dir); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	var base *probes.WorkspaceBaseline
+	if o.baseline != "" {
+		raw, err := os.ReadFile(o.baseline)
+		if err == nil {
+			base, err = probes.ParseWorkspaceBaseline(raw)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("--baseline: %s: %w", o.baseline, unwrapPath(err))
+		}
+	}
+	return mount, base, nil
 }
 
 // sealWorkspace writes the baseline, whole or not at all: a scan that could

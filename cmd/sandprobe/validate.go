@@ -45,59 +45,72 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 			a.printPolicyProblems(file, err)
 			return report.ExitBadInput
 		}
-		weak := p.Weakenings()
-		implicit := 0
-		for _, w := range weak {
-			if !written.Has(w.Path) {
-				implicit++
-			}
-		}
 		if !effective {
-			s := p.Spec
-			fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %s\n",
-				file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
-				len(s.Filesystem.Writable), len(s.Image.Tools), weakeningsText(weak, written))
-			for _, w := range weak {
-				if !written.Has(w.Path) {
-					fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
-				}
-			}
-			// What a valid policy still cannot prove, or where it will be refused.
-			for _, w := range append(append(p.Warnings(), probes.EgressWarnings(p)...), probeImageWarnings(p)...) {
-				fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
-			}
+			a.printValid(file, p, written)
 			return report.ExitOK
 		}
-		out, err := p.Effective()
-		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe validate: %v\n", err)
-			return report.ExitCouldNotRun
-		}
-		fmt.Fprintf(a.stdout, "# %s with every default filled in (sandprobe validate --effective)\n", file)
-		a.stdout.Write(out)
-		if len(weak) == 0 {
-			fmt.Fprintln(a.stdout, "# weakenings: none — every field holds the strictest choice")
-		}
-		for i, w := range weak {
-			if i == 0 {
-				fmt.Fprintln(a.stdout, "# weakenings (less strict than the strictest choice):")
-			}
-			where := "NOT WRITTEN in the policy"
-			if line := written[w.Path]; line > 0 {
-				where = fmt.Sprintf("written at line %d", line)
-			}
-			fmt.Fprintf(a.stdout, "#   %s: %s — %s (%s)\n", w.Path, w.Value, w.Means, where)
-		}
-		if implicit > 0 {
-			for _, w := range weak {
-				if !written.Has(w.Path) {
-					fmt.Fprintf(a.stderr, "%s: %s: %s is a weakening the policy does not write (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
-				}
-			}
-			return report.ExitBadInput
-		}
-		return report.ExitOK
+		return a.printEffective(file, p, written)
 	}
+}
+
+// printValid says the policy is valid, in one line, and warns of every
+// weakening it does not write and of what it still cannot prove.
+func (a *app) printValid(file string, p *policy.Policy, written policy.Written) {
+	weak := p.Weakenings()
+	s := p.Spec
+	fmt.Fprintf(a.stdout, "%s: valid SandboxPolicy %q — %d allowances, %d must-fail targets (+ metadata %s on %s), %d writable paths, %d tools, %s\n",
+		file, p.Metadata.Name, len(s.Egress.Allow), len(s.Egress.MustFail.Hosts)+len(s.Egress.MustFail.IPs), strings.Join(s.Egress.Metadata.Addresses, ", "), joinInts(s.Egress.Metadata.Ports),
+		len(s.Filesystem.Writable), len(s.Image.Tools), weakeningsText(weak, written))
+	for _, w := range weak {
+		if !written.Has(w.Path) {
+			fmt.Fprintf(a.stderr, "%s: warning: %s: %s is not written in the policy (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
+		}
+	}
+	// What a valid policy still cannot prove, or where it will be refused.
+	for _, w := range append(append(p.Warnings(), probes.EgressWarnings(p)...), probeImageWarnings(p)...) {
+		fmt.Fprintf(a.stderr, "%s: warning: %s\n", file, w)
+	}
+}
+
+// printEffective prints the policy with every default filled in and its
+// weakenings; bad input when one is not written in the file.
+func (a *app) printEffective(file string, p *policy.Policy, written policy.Written) int {
+	weak := p.Weakenings()
+	implicit := 0
+	for _, w := range weak {
+		if !written.Has(w.Path) {
+			implicit++
+		}
+	}
+	out, err := p.Effective()
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sandprobe validate: %v\n", err)
+		return report.ExitCouldNotRun
+	}
+	fmt.Fprintf(a.stdout, "# %s with every default filled in (sandprobe validate --effective)\n", file)
+	a.stdout.Write(out)
+	if len(weak) == 0 {
+		fmt.Fprintln(a.stdout, "# weakenings: none — every field holds the strictest choice")
+	}
+	for i, w := range weak {
+		if i == 0 {
+			fmt.Fprintln(a.stdout, "# weakenings (less strict than the strictest choice):")
+		}
+		where := "NOT WRITTEN in the policy"
+		if line := written[w.Path]; line > 0 {
+			where = fmt.Sprintf("written at line %d", line)
+		}
+		fmt.Fprintf(a.stdout, "#   %s: %s — %s (%s)\n", w.Path, w.Value, w.Means, where)
+	}
+	if implicit > 0 {
+		for _, w := range weak {
+			if !written.Has(w.Path) {
+				fmt.Fprintf(a.stderr, "%s: %s: %s is a weakening the policy does not write (%s): write %s: %s to declare it\n", file, w.Path, w.Value, w.Means, lastField(w.Path), w.Value)
+			}
+		}
+		return report.ExitBadInput
+	}
+	return report.ExitOK
 }
 
 // probeImageWarnings says at validate time what render would refuse later:
