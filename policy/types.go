@@ -433,6 +433,10 @@ type DNS struct {
 	// ResolverLocation says where the sandbox's resolver runs (port 53, UDP
 	// and TCP), for the rendered egress policies.
 	ResolverLocation *Location `json:"resolverLocation,omitempty"`
+	// ClusterDomain is the cluster's DNS domain (default cluster.local):
+	// the rendered Cilium DNS rule allows the search-list expansions a
+	// sandbox's C library asks for before an allowed name itself.
+	ClusterDomain string `json:"clusterDomain,omitempty"`
 }
 
 // Location is where a service the sandbox must reach runs, in the terms a

@@ -332,6 +332,11 @@ func (e *Egress) validate(c *collector) {
 	validateMustFail(c, "hosts", e.MustFail.Hosts, false, rules)
 	validateMustFail(c, "ips", e.MustFail.IPs, true, rules)
 	e.Metadata.validate(c)
+	if d := e.DNS.ClusterDomain; d != "" {
+		if err := checkHostname(strings.TrimSuffix(d, ".")); err != nil {
+			c.add("spec.egress.dns.clusterDomain", err.Error())
+		}
+	}
 	for i, d := range e.DNS.Domains {
 		if err := checkHostname(d); err != nil {
 			c.add(fmt.Sprintf("spec.egress.dns.domains[%d]", i), err.Error())

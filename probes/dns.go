@@ -150,6 +150,9 @@ type errDNS struct {
 	server string
 	rcode  string // NXDOMAIN, REFUSED, SERVFAIL, NOERROR (no address); "" for no answer
 	err    error  // the transport error when no server answered
+	// search says the answer ended the search list before the name
+	// itself was asked for, as the C library ends it.
+	search string
 }
 
 func (e *errDNS) Error() string {
@@ -158,6 +161,9 @@ func (e *errDNS) Error() string {
 		return fmt.Sprintf("no DNS answer for %s: %v", e.name, e.err)
 	case "NOERROR":
 		return fmt.Sprintf("%s from %s for %s: no address", e.rcode, e.server, e.name)
+	}
+	if e.search != "" {
+		return fmt.Sprintf("%s from %s for the search-list expansion %s: %s", e.rcode, e.server, e.name, e.search)
 	}
 	return fmt.Sprintf("%s from %s for %s", e.rcode, e.server, e.name)
 }
@@ -307,7 +313,8 @@ func (c *dnsConfig) resolve(ctx context.Context, host string) ([]string, error) 
 		return a, nil
 	}
 	var final *errDNS
-	for _, name := range c.candidates(host) {
+	cands := c.candidates(host)
+	for i, name := range cands {
 		addrs, e := c.resolveName(ctx, name)
 		if e == nil {
 			return addrs, nil
@@ -318,8 +325,36 @@ func (c *dnsConfig) resolve(ctx context.Context, host string) ([]string, error) 
 		if name == host+"." || name == host || final == nil {
 			final = e
 		}
+		if i < len(cands)-1 && endsSearch(e.rcode) {
+			// As the sandbox's processes see it: the C library stops
+			// here, and never asks for the names after this one.
+			e.search = fmt.Sprintf("the C library (glibc, musl) ends its search list at this answer for %s, so the sandbox's processes never ask for %s",
+				strings.TrimSuffix(name, "."), trimDots(cands[i+1:]))
+			return nil, e
+		}
 	}
 	return nil, final
+}
+
+// endsSearch says whether an answer ends a C library's walk down the
+// search list: only NXDOMAIN, an empty answer and (glibc) SERVFAIL send
+// it on to the next name; REFUSED — what Cilium's DNS proxy answers for a
+// name its rule does not allow — and the other rcodes end it. Go's own
+// resolver walks on.
+func endsSearch(rcode string) bool {
+	switch rcode {
+	case "", "NXDOMAIN", "NOERROR", "SERVFAIL":
+		return false
+	}
+	return true
+}
+
+func trimDots(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimSuffix(n, ".")
+	}
+	return strings.Join(out, ", ")
 }
 
 // resolveName asks for A and AAAA of one absolute name at once.

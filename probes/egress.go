@@ -495,6 +495,11 @@ func allowedFix(a Attempt, r Result) string {
 	switch r.Class {
 	case policy.VerdictProxyDenied:
 		return fmt.Sprintf("add %s to the forward proxy's allow-list (it refused the CONNECT)", a.Host)
+	case policy.VerdictDNSRefused:
+		if strings.Contains(r.Detail, "search-list expansion") {
+			return fmt.Sprintf("let the sandbox's resolver answer the search-list expansions of %s (NXDOMAIN, not REFUSED): `sandprobe render --egress cilium` writes them into the DNS rule; or give the sandbox pods dnsConfig options ndots:1, or have them ask for %s. with its trailing dot", a.Host, a.Host)
+		}
+		return fmt.Sprintf("the sandbox's resolver refuses %s: allow the name in its DNS rule", a.Host)
 	case policy.VerdictNXDomain, policy.VerdictDNSTimeout:
 		if a.ViaProxy {
 			return "the proxy's name does not resolve inside the sandbox: check the sandbox's DNS and spec.egress.proxy"

@@ -247,7 +247,7 @@ func CiliumNetworkPolicy(p *policy.Policy, namespace string) map[string]any {
 	}
 
 	host, port, ns, hasProxy := proxyTarget(p)
-	dnsNames := ciliumDNSNames(p)
+	dnsNames := ciliumDNSNames(p, namespace)
 	if loc := p.Spec.Egress.DNS.ResolverLocation; loc != nil {
 		dnsRule := ciliumLocation(loc)
 		dnsRule["toPorts"] = []any{map[string]any{
@@ -328,26 +328,49 @@ func ciliumPeer(a policy.Allowance) map[string]any {
 
 // ciliumDNSNames are the names the sandbox may ask the resolver for: the
 // proxy's, and the allowed names it resolves itself.
-func ciliumDNSNames(p *policy.Policy) []any {
+func ciliumDNSNames(p *policy.Policy, namespace string) []any {
 	var dnsNames []any
-	host, _, _, hasProxy := proxyTarget(p)
 	if p.Spec.Egress.DNS.ArbitraryNames == "allow" {
-		dnsNames = append(dnsNames, map[string]any{"matchPattern": "*"})
-	} else {
-		if hasProxy {
-			if _, err := netip.ParseAddr(host); err != nil {
-				// The resolver tries the search domains first: "host.*".
-				dnsNames = append(dnsNames, map[string]any{"matchName": host}, map[string]any{"matchPattern": host + ".*"})
-			}
+		return append(dnsNames, map[string]any{"matchPattern": "*"})
+	}
+	var names []string
+	host, _, _, hasProxy := proxyTarget(p)
+	if _, err := netip.ParseAddr(host); hasProxy && err != nil {
+		names = append(names, host)
+	}
+	for _, a := range p.Spec.Egress.Allow {
+		if _, err := netip.ParseAddr(a.Host); err == nil || (hasProxy && !a.InCluster()) {
+			continue // with a proxy, only the proxy resolves the allowed names
 		}
-		for _, a := range p.Spec.Egress.Allow {
-			if _, err := netip.ParseAddr(a.Host); err == nil || (hasProxy && !a.InCluster()) {
-				continue // with a proxy, only the proxy resolves the allowed names
-			}
-			dnsNames = append(dnsNames, fqdnSelector(a.Host))
+		names = append(names, a.Host)
+	}
+	search := SearchDomains(p, namespace)
+	for _, n := range names {
+		dnsNames = append(dnsNames, fqdnSelector(n))
+		for _, d := range search {
+			dnsNames = append(dnsNames, fqdnSelector(n+"."+d))
 		}
 	}
 	return dnsNames
+}
+
+// SearchDomains are the search list of a pod in namespace under the
+// Kubernetes default (dnsPolicy ClusterFirst): NAMESPACE.svc.CLUSTER,
+// svc.CLUSTER, CLUSTER. With ndots:5, the default, a pod's C library asks
+// for every name with fewer than five dots under each of them before the
+// name itself, and ends its search at the first answer that is neither
+// NXDOMAIN nor an empty answer (nor SERVFAIL, for glibc): a DNS rule that
+// REFUSES an expansion (Cilium's DNS proxy, by default) keeps the
+// sandbox's processes from the allowed name itself. So the DNS rule
+// allows each expansion (the cluster's resolver answers NXDOMAIN for
+// them). Search domains a node adds to the list (its cloud's) are not
+// known here: pods that inherit them need dnsConfig (docs/egress.md).
+func SearchDomains(p *policy.Policy, namespace string) []string {
+	cd := strings.TrimSuffix(p.Spec.Egress.DNS.ClusterDomain, ".")
+	if cd == "" {
+		cd = "cluster.local"
+	}
+	return []string{namespace + ".svc." + cd, "svc." + cd, cd}
 }
 
 func fqdnSelector(host string) map[string]any {

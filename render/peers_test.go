@@ -80,3 +80,26 @@ spec:
 		}
 	}
 }
+
+// TestDNSRuleAllowsSearchExpansions: a sandbox pod's C library asks for
+// each search-list expansion of a name before the name itself, and stops
+// at a REFUSED one; the Cilium DNS rule allows them, in the namespace it
+// is rendered for and the declared cluster domain.
+func TestDNSRuleAllowsSearchExpansions(t *testing.T) {
+	p := load(t, "factory-policy.yaml")
+	for _, c := range []struct{ domain, want string }{
+		{"", "registry.npmjs.org.factory-sandboxes.svc.cluster.local"},
+		{"corp.k8s", "registry.npmjs.org.factory-sandboxes.svc.corp.k8s"},
+	} {
+		p.Spec.Egress.DNS.ClusterDomain = c.domain
+		var b bytes.Buffer
+		if err := render.WriteYAML(&b, render.CiliumNetworkPolicy(p, "factory-sandboxes")); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"matchName: " + c.want, "matchName: registry.npmjs.org\n", "matchPattern: '*.nuget.org.svc."} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("clusterDomain %q: the DNS rule lacks %q", c.domain, want)
+			}
+		}
+	}
+}
