@@ -133,24 +133,10 @@ func goModule(root, ziphash, modEsc, verEsc string) ([]nugetProblem, int, error)
 		return probs, 0, nil
 	}
 	defer zr.Close()
-	prefix := unescapeModule(modEsc) + "@" + unescapeModule(verEsc) + "/"
-	sums := make(map[string][]byte, len(zr.File))
-	names := make([]string, 0, len(zr.File))
-	for _, f := range zr.File {
-		r, err := f.Open()
-		if err != nil {
-			add(zipPath, "entry "+f.Name+": "+err.Error())
-			return probs, 0, nil
-		}
-		h := sha256.New()
-		_, err = copyBuf(h, r)
-		r.Close()
-		if err != nil {
-			add(zipPath, "entry "+f.Name+": "+err.Error())
-			return probs, 0, nil
-		}
-		sums[f.Name] = h.Sum(nil)
-		names = append(names, f.Name)
+	sums, names, bad := hashZip(zr)
+	if bad != "" {
+		add(zipPath, bad)
+		return probs, 0, nil
 	}
 	if got := hash1(names, sums); got != strings.TrimSpace(string(want)) {
 		add(zipPath, "does not match its .ziphash (go.sum's h1: hash): the zip was changed after it was downloaded")
@@ -160,8 +146,45 @@ func goModule(root, ziphash, modEsc, verEsc string) ([]nugetProblem, int, error)
 	if !isDir(dir) {
 		return probs, n, nil
 	}
+	prefix := unescapeModule(modEsc) + "@" + unescapeModule(verEsc) + "/"
+	walked, err := checkExtracted(dir, prefix, sums, names, add)
+	n += walked
+	if err != nil {
+		return probs, n, err
+	}
+	sortProblems(probs)
+	return probs, n, nil
+}
+
+// hashZip hashes every entry of a module's zip (sha256, by name) and
+// lists the names in zip order; bad says why an entry could not be read.
+func hashZip(zr *zip.ReadCloser) (sums map[string][]byte, names []string, bad string) {
+	sums = make(map[string][]byte, len(zr.File))
+	names = make([]string, 0, len(zr.File))
+	for _, f := range zr.File {
+		r, err := f.Open()
+		if err != nil {
+			return nil, nil, "entry " + f.Name + ": " + err.Error()
+		}
+		h := sha256.New()
+		_, err = copyBuf(h, r)
+		r.Close()
+		if err != nil {
+			return nil, nil, "entry " + f.Name + ": " + err.Error()
+		}
+		sums[f.Name] = h.Sum(nil)
+		names = append(names, f.Name)
+	}
+	return sums, names, ""
+}
+
+// checkExtracted compares the module's extracted tree dir with its zip's
+// entries (named prefix + path): a file added, changed, not regular, or
+// removed is a problem. It returns how many files it walked.
+func checkExtracted(dir, prefix string, sums map[string][]byte, names []string, add func(p, what string)) (int, error) {
+	n := 0
 	seen := map[string]bool{}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -190,15 +213,14 @@ func goModule(root, ziphash, modEsc, verEsc string) ([]nugetProblem, int, error)
 		return nil
 	})
 	if err != nil {
-		return probs, n, err
+		return n, err
 	}
 	for _, name := range names {
 		if !seen[name] && strings.HasPrefix(name, prefix) {
 			add(filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(name, prefix))), "removed: the module's zip holds it, the extracted tree does not")
 		}
 	}
-	sortProblems(probs)
-	return probs, n, nil
+	return n, nil
 }
 
 // hash1 is dirhash.Hash1: the SHA-256 of "SHA256(file)  NAME\n" for every

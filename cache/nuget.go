@@ -134,18 +134,7 @@ func nugetPackage(dir, id, ver string) ([]nugetProblem, int, error) {
 	add := func(rel, what string) { probs = append(probs, nugetProblem{rel, what}) }
 	base := id + "." + ver
 	nupkg := filepath.Join(dir, base+".nupkg")
-	meta, err := os.ReadFile(filepath.Join(dir, base+".nupkg.metadata"))
-	if err != nil {
-		add(base+".nupkg.metadata", "missing: NuGet does not count the package as restored, but the folder is still on disk")
-	}
-	var md struct {
-		ContentHash string `json:"contentHash"`
-	}
-	if meta != nil {
-		if err := json.Unmarshal(meta, &md); err != nil || md.ContentHash == "" {
-			add(base+".nupkg.metadata", "not NuGet's metadata (no contentHash)")
-		}
-	}
+	contentHash := nugetContentHash(dir, base, add)
 	h := sha512.New()
 	if _, err := hashFile(nupkg, h); err != nil {
 		if os.IsNotExist(err) {
@@ -167,9 +156,47 @@ func nugetPackage(dir, id, ver string) ([]nugetProblem, int, error) {
 		return probs, files, nil
 	}
 	defer zr.Close()
-	entries := map[string]*zip.File{}
-	signed := false
-	var nuspec *zip.File
+	pkg := readNupkg(zr)
+	if contentHash != "" && !pkg.signed && contentHash != got {
+		add(base+".nupkg.metadata", "its contentHash does not match the .nupkg's SHA-512")
+	}
+	walked, err := pkg.checkFolder(dir, base, add)
+	files += walked
+	if err != nil {
+		return probs, files, err
+	}
+	sortProblems(probs)
+	return probs, files, nil
+}
+
+// nugetContentHash is the contentHash of the package's .nupkg.metadata
+// ("" when it is missing or not NuGet's, which is a problem).
+func nugetContentHash(dir, base string, add func(rel, what string)) string {
+	meta, err := os.ReadFile(filepath.Join(dir, base+".nupkg.metadata"))
+	if err != nil {
+		add(base+".nupkg.metadata", "missing: NuGet does not count the package as restored, but the folder is still on disk")
+	}
+	var md struct {
+		ContentHash string `json:"contentHash"`
+	}
+	if meta != nil {
+		if err := json.Unmarshal(meta, &md); err != nil || md.ContentHash == "" {
+			add(base+".nupkg.metadata", "not NuGet's metadata (no contentHash)")
+		}
+	}
+	return md.ContentHash
+}
+
+// nupkg is what a package holds: the entries NuGet extracts (by their
+// unescaped name), its .nuspec, and whether it is signed.
+type nupkg struct {
+	entries map[string]*zip.File
+	nuspec  *zip.File
+	signed  bool
+}
+
+func readNupkg(zr *zip.ReadCloser) nupkg {
+	pkg := nupkg{entries: map[string]*zip.File{}}
 	for _, f := range zr.File {
 		name, err := url.PathUnescape(f.Name)
 		if err != nil {
@@ -177,20 +204,25 @@ func nugetPackage(dir, id, ver string) ([]nugetProblem, int, error) {
 		}
 		name = strings.TrimLeft(name, "/")
 		if strings.EqualFold(name, ".signature.p7s") {
-			signed = true
+			pkg.signed = true
 		}
 		if !strings.Contains(name, "/") && strings.HasSuffix(strings.ToLower(name), ".nuspec") {
-			nuspec = f
+			pkg.nuspec = f
 		}
 		if nugetExtracted(name) && !strings.HasSuffix(name, "/") {
-			entries[name] = f
+			pkg.entries[name] = f
 		}
 	}
-	if md.ContentHash != "" && !signed && md.ContentHash != got {
-		add(base+".nupkg.metadata", "its contentHash does not match the .nupkg's SHA-512")
-	}
+	return pkg
+}
+
+// checkFolder compares the package's folder dir with what the package
+// holds: a file added, changed, not regular, or removed is a problem. It
+// returns how many files it walked.
+func (pkg nupkg) checkFolder(dir, base string, add func(rel, what string)) (int, error) {
+	files := 0
 	seen := map[string]bool{}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -210,9 +242,9 @@ func nugetPackage(dir, id, ver string) ([]nugetProblem, int, error) {
 		}
 		var zf *zip.File
 		if !strings.Contains(rel, "/") && strings.HasSuffix(rel, ".nuspec") {
-			zf = nuspec
+			zf = pkg.nuspec
 		} else {
-			zf = entries[rel]
+			zf = pkg.entries[rel]
 			seen[rel] = true
 		}
 		if zf == nil {
@@ -231,15 +263,14 @@ func nugetPackage(dir, id, ver string) ([]nugetProblem, int, error) {
 		return nil
 	})
 	if err != nil {
-		return probs, files, err
+		return files, err
 	}
-	for name := range entries {
+	for name := range pkg.entries {
 		if !seen[name] {
 			add(name, "removed: the package holds it, the folder does not")
 		}
 	}
-	sortProblems(probs)
-	return probs, files, nil
+	return files, nil
 }
 
 // sameContent compares a file with a zip entry by their SHA-256; zerr is

@@ -95,30 +95,9 @@ func pipWheel(p string) ([]string, int, error) {
 		return []string{"not a readable wheel: " + err.Error()}, 0, nil
 	}
 	defer zr.Close()
-	var record *zip.File
-	for _, f := range zr.File {
-		dir, name, ok := strings.Cut(f.Name, "/")
-		if ok && name == "RECORD" && strings.HasSuffix(dir, ".dist-info") {
-			record = f
-		}
-	}
-	if record == nil {
-		return []string{"no .dist-info/RECORD: pip refuses to install it, or installs what nobody listed"}, 0, nil
-	}
-	rr, err := record.Open()
-	if err != nil {
-		return nil, 0, err
-	}
-	rows, err := csv.NewReader(io.LimitReader(rr, 16<<20)).ReadAll()
-	rr.Close()
-	if err != nil {
-		return []string{"RECORD is not CSV: " + err.Error()}, 0, nil
-	}
-	want := map[string]string{}
-	for _, r := range rows {
-		if len(r) >= 2 {
-			want[r[0]] = r[1]
-		}
+	record, want, bad, err := wheelRecord(zr)
+	if bad != nil || err != nil {
+		return bad, 0, err
 	}
 	var problems []string
 	n := 0
@@ -167,4 +146,35 @@ func pipWheel(p string) ([]string, int, error) {
 		problems = append(problems, fmt.Sprintf("%s: in RECORD, not in the wheel (removed)", name))
 	}
 	return problems, n, nil
+}
+
+// wheelRecord finds the wheel's .dist-info/RECORD and reads what it lists:
+// each file's recorded hash, by name. bad is the problem when there is no
+// RECORD or it is no CSV.
+func wheelRecord(zr *zip.ReadCloser) (record *zip.File, want map[string]string, bad []string, err error) {
+	for _, f := range zr.File {
+		dir, name, ok := strings.Cut(f.Name, "/")
+		if ok && name == "RECORD" && strings.HasSuffix(dir, ".dist-info") {
+			record = f
+		}
+	}
+	if record == nil {
+		return nil, nil, []string{"no .dist-info/RECORD: pip refuses to install it, or installs what nobody listed"}, nil
+	}
+	rr, err := record.Open()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rows, err := csv.NewReader(io.LimitReader(rr, 16<<20)).ReadAll()
+	rr.Close()
+	if err != nil {
+		return nil, nil, []string{"RECORD is not CSV: " + err.Error()}, nil
+	}
+	want = map[string]string{}
+	for _, r := range rows {
+		if len(r) >= 2 {
+			want[r[0]] = r[1]
+		}
+	}
+	return record, want, nil, nil
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc/stream"
+
+	"github.com/sandprobe/sandprobe/result"
 )
 
 // ManifestSchema is the first line of a seal manifest.
@@ -366,15 +368,7 @@ func VerifySealed(ctx context.Context, dir string, manifest io.Reader, sink Sink
 			}
 			return
 		}
-		switch e.typ {
-		case 'f':
-			sum.Files++
-			sum.Bytes += e.size
-		case 'd':
-			sum.Dirs++
-		case 'l':
-			sum.Links++
-		}
+		sum.count(e)
 		if !have || cur.path != e.path {
 			problems++
 			ev := ""
@@ -403,13 +397,32 @@ func VerifySealed(ctx context.Context, dir string, manifest io.Reader, sink Sink
 		return sum, merr
 	}
 	if problems == 0 {
-		ev := fmt.Sprintf("%d files (%d bytes), %d directories, %d links walked and re-hashed (sha256)", sum.Files, sum.Bytes, sum.Dirs, sum.Links)
-		if m.SealedAt != "" {
-			ev += "; sealed " + m.SealedAt
-		}
-		sink(passFinding(CheckSealed, target, dir, sealedExp, fmt.Sprintf("all %d entries as sealed", matched), ev))
+		sink(sealedPass(target, dir, sum, matched, m.SealedAt))
 	}
 	return sum, nil
+}
+
+// count adds a walked entry to the summary's tallies.
+func (s *Summary) count(e entry) {
+	switch e.typ {
+	case 'f':
+		s.Files++
+		s.Bytes += e.size
+	case 'd':
+		s.Dirs++
+	case 'l':
+		s.Links++
+	}
+}
+
+// sealedPass is the pass of a cache that matched its seal entry for entry,
+// with what was walked and re-hashed as its proof.
+func sealedPass(target, dir string, sum Summary, matched int, sealedAt string) result.Finding {
+	ev := fmt.Sprintf("%d files (%d bytes), %d directories, %d links walked and re-hashed (sha256)", sum.Files, sum.Bytes, sum.Dirs, sum.Links)
+	if sealedAt != "" {
+		ev += "; sealed " + sealedAt
+	}
+	return passFinding(CheckSealed, target, dir, sealedExp, fmt.Sprintf("all %d entries as sealed", matched), ev)
 }
 
 // compareEntry says how a walked entry differs from its sealed self.
