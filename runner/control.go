@@ -67,6 +67,9 @@ const (
 	// neighbourPrefix begins the subject of a neighbour the probe derives
 	// on its node (probes.NeighbourPrefix).
 	neighbourPrefix = "node:"
+	// apiServerPrefix begins the API server's service address the probe
+	// derives (no path to it for anyone: a cluster without kube-proxy).
+	apiServerPrefix = "kubernetes API "
 	checkDNSExfil   = "egress.dns-exfil"
 	// dnsNamePrefix begins the subject of a must-fail name asked for by
 	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
@@ -163,11 +166,12 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 // nothing to protect. Only a control proven alive on this run says so.
 //
 // The neighbours the probe derives (a node's kubelet and runtime ports,
-// subjects "node:PORT (…)") are judged alike: a kubelet's read-only port
-// or a runtime's TCP API is off on most nodes, and a port nothing listens
-// on anywhere is nothing to keep the sandbox from.
+// subjects "node:PORT (…)", and the API server's service address) are
+// judged alike: a kubelet's read-only port or a runtime's TCP API is off
+// on most nodes, a cluster without kube-proxy has no path to the service
+// address, and what answers nobody is nothing to keep the sandbox from.
 func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
-	neighbour := f.Check == checkMustFail && strings.HasPrefix(f.Subject, neighbourPrefix)
+	neighbour := f.Check == checkMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix))
 	if (f.Check != checkMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
 		return false
 	}
@@ -177,7 +181,7 @@ func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) b
 	}
 	what := "no metadata service answers here"
 	if neighbour {
-		what = "nothing listens on this node port"
+		what = "nothing answers it here, for the control either"
 	}
 	f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
 	f.Actual = fmt.Sprintf("not applicable: %s: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", what, c.Vantage, seen.Class, alive)

@@ -49,6 +49,8 @@ func TestApplyControl(t *testing.T) {
 			{Check: "egress.must-fail", Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "timeout"},
 			{Check: "egress.must-fail", Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
 			{Check: "egress.must-fail", Subject: "node:2375 (container runtime API)", Status: report.Fail, Class: "answered"},
+			// No kube-proxy: the service address answers nobody.
+			{Check: "egress.must-fail", Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
 		}}
 	}
 	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
@@ -72,6 +74,7 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.sni-mismatch", Subject: "evil via router:443", Status: report.Pass, Class: "refused"},
 		{Check: "egress.must-fail", Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "answered", Evidence: "10.0.0.7:10250: TLS 1.3"},
 		{Check: "egress.must-fail", Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
+		{Check: "egress.must-fail", Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
 	}})
 	type want struct {
 		status        report.Status
@@ -111,6 +114,7 @@ func TestApplyControl(t *testing.T) {
 			"egress.must-fail node:10250 (kubelet)":              {report.Pass, report.DenyProven, "answered"},
 			"egress.must-fail node:10255 (kubelet read-only)":    {report.Skip, "", "refused"},
 			"egress.must-fail node:2375 (container runtime API)": {report.Fail, "", ""},
+			"egress.must-fail kubernetes API 10.96.0.1:443":      {report.Skip, "", "timeout"},
 		}},
 		{"no control at all", nil, map[string]want{
 			"egress.must-fail live:443":               {report.Inconclusive, report.DenyUnproven, ""},
