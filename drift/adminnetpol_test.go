@@ -1,6 +1,7 @@
 package drift_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestANPTieJudgedAtWorst(t *testing.T) {
 			_, col := checkYAML(t, p, toYAML(t, objs))
 			var world []string
 			for _, f := range col.Findings {
-				if f.Check == drift.ANPWorld && f.Target == "pod/"+ns+"/agent" {
+				if f.Check == drift.ANPWorld && slices.Contains(targetsOf(f), "pod/"+ns+"/agent") {
 					world = append(world, f.Subject+" | "+f.Evidence)
 				}
 			}

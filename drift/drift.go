@@ -68,6 +68,10 @@ type Collector struct {
 	// unjudged are rules of a checked kind this run could not judge, with
 	// why: their summary line is a skip saying so, never a pass.
 	unjudged map[string]string
+	// shared are the egress policies' findings, folded one per policy
+	// object until the scan ends (shared.go).
+	shared      map[string]*sharedFinding
+	sharedOrder []string
 }
 
 // NewCollector returns an empty collector.
@@ -116,7 +120,7 @@ func (c *Collector) Add(fs []report.Finding) {
 	if c.locate != nil {
 		c.locate(fs)
 	}
-	c.emit(fs...)
+	c.emit(c.foldShared(fs)...)
 }
 
 // addLocated is Add for findings already located (FileScan's pods).
@@ -197,6 +201,7 @@ func (c *Collector) MissingNamespace(p *policy.Policy, ns, source string) {
 // Summary appends one passing finding per applicable rule that found no
 // drift, so a clean run still says what it proved.
 func (c *Collector) Summary(p *policy.Policy) {
+	c.flushShared()
 	var out []report.Finding
 	for i := range catalogue {
 		r := &catalogue[i]

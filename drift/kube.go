@@ -163,6 +163,7 @@ func (k *KubeScan) Run(ctx context.Context, col *Collector) error {
 		return err
 	}
 	ts.Flush(col)
+	col.flushShared()
 	col.RequireFound(e.p, k.Source, before)
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 func statusesByCheck(fs []report.Finding, target string) []string {
 	var out []string
 	for _, f := range fs {
-		if f.Target == target {
+		if slices.Contains(targetsOf(f), target) {
 			out = append(out, f.Check+"="+string(f.Status))
 		}
 	}

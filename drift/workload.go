@@ -302,8 +302,11 @@ func podsText(en *templateEntry) string {
 }
 
 func appendEvidence(ev, more string) string {
-	if ev == "" {
+	switch {
+	case ev == "":
 		return more
+	case more == "":
+		return ev
 	}
 	return ev + "; " + more
 }

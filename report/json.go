@@ -149,6 +149,17 @@ func appendFindingJSON(x []byte, f *Finding) ([]byte, error) {
 		x = append(x, ","+in+`"line": `...)
 		x = strconv.AppendInt(x, int64(f.Line), 10)
 	}
+	if len(f.Affects) > 0 {
+		x = append(x, ","+in+`"affects": [`...)
+		for i, a := range f.Affects {
+			if i > 0 {
+				x = append(x, ',')
+			}
+			x = append(x, in+"  "...)
+			x = AppendJSONString(x, a)
+		}
+		x = append(x, in+"]"...)
+	}
 	return append(x, "\n    }"...), nil
 }
 

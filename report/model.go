@@ -53,6 +53,7 @@ const (
 	TerminationMsgSize = result.TerminationMsgSize
 	GzipPrefix         = result.GzipPrefix
 	CheckTruncated     = result.CheckTruncated
+	MaxAffects         = result.MaxAffects
 )
 
 // Values of Finding.Deny: whether a control vantage proved a deny.

@@ -152,9 +152,11 @@ func sharedGroups(set FindingSet, hashes []uint64) (map[uint64]*sarifGroup, bool
 		} else if g.key != key {
 			collision = true
 		}
-		if f.Target != "" && !g.seen[f.Target] {
-			g.seen[f.Target] = true
-			g.targets = append(g.targets, f.Target)
+		for _, t := range findingTargets(f) {
+			if !g.seen[t] {
+				g.seen[t] = true
+				g.targets = append(g.targets, t)
+			}
 		}
 		return nil
 	})
@@ -196,10 +198,7 @@ func (s SARIF) writeResults(w io.Writer, run Run, set FindingSet, pre *sarifPrel
 			g := shared[hashes[first+k]]
 			switch {
 			case g == nil:
-				g = &sarifGroup{f: *fp}
-				if fp.Target != "" {
-					g.targets = []string{fp.Target}
-				}
+				g = &sarifGroup{f: *fp, targets: slices.Clone(findingTargets(fp))}
 			case g.first != first+k:
 				continue
 			}
@@ -256,9 +255,11 @@ func (s SARIF) writeWhole(w io.Writer, run Run) error {
 			byKey[key] = g
 			groups = append(groups, g)
 		}
-		if f.Target != "" && !g.seen[f.Target] {
-			g.seen[f.Target] = true
-			g.targets = append(g.targets, f.Target)
+		for _, t := range findingTargets(&f) {
+			if !g.seen[t] {
+				g.seen[t] = true
+				g.targets = append(g.targets, t)
+			}
 		}
 		return nil
 	})
@@ -625,6 +626,18 @@ func (s SARIF) appendResultText(x []byte, g *sarifGroup) []byte {
 		x = appendJSONInner(x, t)
 	}
 	return append(x, '"')
+}
+
+// findingTargets are the sandboxes a finding names: those a shared
+// object's finding affects, else its target (none when it has none).
+func findingTargets(f *Finding) []string {
+	switch {
+	case len(f.Affects) > 0:
+		return f.Affects
+	case f.Target != "":
+		return []string{f.Target}
+	}
+	return nil
 }
 
 // resultText is a result's message.

@@ -444,7 +444,8 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 }
 
 // The record: every string field as a uvarint length and its bytes, then
-// Seconds as IEEE bits and Line as a varint. A new Finding field must be
+// Seconds as IEEE bits, Line as a varint, and Affects as a uvarint count
+// and its strings as the fields are. A new Finding field must be
 // added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
 const recordStrings = 14
@@ -455,7 +456,36 @@ func encodeFinding(b []byte, f *Finding) []byte {
 		b = append(b, s...)
 	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
-	return binary.AppendVarint(b, int64(f.Line))
+	b = binary.AppendVarint(b, int64(f.Line))
+	b = binary.AppendUvarint(b, uint64(len(f.Affects)))
+	for _, s := range f.Affects {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// decodeAffects decodes the Affects list at the start of b and returns its
+// length.
+func decodeAffects(b []byte) ([]string, int, error) {
+	n, i := binary.Uvarint(b)
+	if i <= 0 || n > uint64(len(b)) {
+		return nil, 0, io.ErrUnexpectedEOF
+	}
+	if n == 0 {
+		return nil, i, nil
+	}
+	out := make([]string, 0, n)
+	for range n {
+		l, w := binary.Uvarint(b[i:])
+		if w <= 0 || uint64(len(b)-i-w) < l {
+			return nil, 0, io.ErrUnexpectedEOF
+		}
+		i += w
+		out = append(out, string(b[i:i+int(l)]))
+		i += int(l)
+	}
+	return out, i, nil
 }
 
 // decodeFinding decodes the record at the start of b into f and returns
@@ -488,10 +518,16 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 	if w <= 0 {
 		return 0, io.ErrUnexpectedEOF
 	}
+	i += w
+	affects, w, err := decodeAffects(b[i:])
+	if err != nil {
+		return 0, err
+	}
 	*f = Finding{
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
 		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]),
+		Affects: affects,
 	}
 	return i + w, nil
 }

@@ -165,6 +165,11 @@ func everyField(t *testing.T, s string, sec float64) Finding {
 				t.Fatalf("Finding.%s: a new pointer field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)
 			}
 			fv.Set(reflect.ValueOf(&Attempt{Attempted: true, Started: sec, Waited: 1, Timeout: 3, Errno: s}))
+		case reflect.Slice:
+			if fv.Type() != reflect.TypeFor[[]string]() {
+				t.Fatalf("Finding.%s: a new slice field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)
+			}
+			fv.Set(reflect.ValueOf([]string{s + "-" + v.Type().Field(i).Name, "", s}))
 		default:
 			t.Fatalf("Finding.%s: a %s field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name, fv.Kind())
 		}

@@ -129,6 +129,7 @@ func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []by
 			}
 			x = append(x, '\n')
 		}
+		x = t.appendAffects(x, f)
 	}
 	if passed > 0 {
 		x = append(x, "  "...)
@@ -137,6 +138,32 @@ func (t Text) appendBlock(x []byte, target string, width int, fs []Finding) []by
 		x = strconv.AppendInt(x, int64(passed), 10)
 		x = append(x, " passed\n"...)
 	}
+	return x
+}
+
+// textAffects is how many of a shared object's sandboxes the text report
+// names; the JSON report lists them all (up to MaxAffects).
+const textAffects = 5
+
+// appendAffects names the sandboxes a shared object's finding (an egress
+// policy's) applies to: the first few, then how many.
+func (t Text) appendAffects(x []byte, f *Finding) []byte {
+	if len(f.Affects) == 0 || f.Status == Pass {
+		return x
+	}
+	x = append(x, "       "...)
+	x = append(x, t.paint(ansiDim, "affects:")...)
+	x = append(x, ' ')
+	x = append(x, oneLine(strings.Join(f.Affects[:min(len(f.Affects), textAffects)], ", "))...)
+	if more := len(f.Affects) - textAffects; more > 0 {
+		x = append(x, " and "...)
+		x = strconv.AppendInt(x, int64(more), 10)
+		if len(f.Affects) >= MaxAffects {
+			x = append(x, '+') // the evidence has the count
+		}
+		x = append(x, " more"...)
+	}
+	x = append(x, '\n')
 	return x
 }
 

@@ -70,7 +70,15 @@ type Finding struct {
 	// SARIF annotates.
 	File string `json:"file,omitempty"`
 	Line int    `json:"line,omitempty"`
+	// Affects lists the sandboxes a finding about a shared object (an
+	// egress policy that selects many pods) applies to, as targets
+	// ("pod/NS/NAME"): the object is reported once, with them, not once
+	// per sandbox. At most MaxAffects are listed; Evidence gives the count.
+	Affects []string `json:"affects,omitempty"`
 }
+
+// MaxAffects bounds Finding.Affects: past it the evidence counts the rest.
+const MaxAffects = 1000
 
 // Values of Finding.Deny.
 const (
