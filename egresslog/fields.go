@@ -182,39 +182,57 @@ func isoMillis(b []byte) (int64, bool) {
 		mi, ok5 := digits(b[14:16])
 		s, ok6 := digits(b[17:19])
 		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && mo >= 1 && mo <= 12 {
-			rest := b[19:]
-			var ms int64
-			if len(rest) > 0 && rest[0] == '.' {
-				k := 1
-				scale := int64(100)
-				for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
-					ms += int64(rest[k]-'0') * scale
-					scale /= 10
-					k++
-				}
-				rest = rest[k:]
-			}
-			var off int64
-			switch {
-			case len(rest) == 1 && rest[0] == 'Z':
-			case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-				oh, ok1 := digits(rest[1:3])
-				om, ok2 := digits(rest[4:6])
-				if !ok1 || !ok2 {
-					return 0, false
-				}
-				off = (oh*60 + om) * 60
-				if rest[0] == '-' {
-					off = -off
-				}
-			default:
+			ms, rest := millis(b[19:])
+			off, known, ok := zoneOffset(rest)
+			if !known {
 				return parseTimeSlow(b)
+			}
+			if !ok {
+				return 0, false
 			}
 			secs := daysFromCivil(y, mo, d)*86400 + h*3600 + mi*60 + s - off
 			return secs*1000 + ms, true
 		}
 	}
 	return parseTimeSlow(b)
+}
+
+// millis reads an optional fraction of a second (".fff…") as
+// milliseconds, and returns what follows it.
+func millis(rest []byte) (int64, []byte) {
+	var ms int64
+	if len(rest) > 0 && rest[0] == '.' {
+		k := 1
+		scale := int64(100)
+		for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+			ms += int64(rest[k]-'0') * scale
+			scale /= 10
+			k++
+		}
+		rest = rest[k:]
+	}
+	return ms, rest
+}
+
+// zoneOffset reads a zone, "Z" or "±hh:mm", as seconds east of UTC; known
+// is false for any other layout, ok false for one that is not numbers.
+func zoneOffset(rest []byte) (off int64, known, ok bool) {
+	switch {
+	case len(rest) == 1 && rest[0] == 'Z':
+		return 0, true, true
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		oh, ok1 := digits(rest[1:3])
+		om, ok2 := digits(rest[4:6])
+		if !ok1 || !ok2 {
+			return 0, true, false
+		}
+		off = (oh*60 + om) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+		return off, true, true
+	}
+	return 0, false, false
 }
 
 func parseTimeSlow(b []byte) (int64, bool) {

@@ -241,23 +241,11 @@ func parseHubble(line []byte, r *Record, ps *parseState) (bool, string) {
 		}
 		return false, "not a Hubble flow (no verdict, no IP)"
 	}
-	if f.IP == nil || f.L4 == nil || len(f.L7) > 0 || f.TrafficDirection == "INGRESS" || (f.IsReply != nil && *f.IsReply) {
+	port, ok := f.opening()
+	if !ok {
 		return false, ""
 	}
-	switch {
-	case f.L4.TCP != nil:
-		if !f.L4.TCP.Flags["SYN"] || f.L4.TCP.Flags["ACK"] {
-			return false, "" // mid-connection
-		}
-		r.Port = f.L4.TCP.DestinationPort
-	case f.L4.UDP != nil:
-		r.Port = f.L4.UDP.DestinationPort
-	default:
-		return false, ""
-	}
-	if r.Port == 53 {
-		return false, ""
-	}
+	r.Port = port
 	if f.Time != "" {
 		if ms, ok := isoMillis([]byte(f.Time)); ok {
 			r.Time = ms
@@ -280,6 +268,28 @@ func parseHubble(line []byte, r *Record, ps *parseState) (bool, string) {
 	p := ps.json.pack(f.IP.Source, sandbox, host)
 	r.Client, r.Sandbox, r.Host = ps.json.slice(p[0]), ps.json.slice(p[1]), ps.json.slice(p[2])
 	return true, ""
+}
+
+// opening is the destination port of a flow that opens a connection out
+// of the pod: a TCP SYN or a UDP datagram, not a reply, not DNS, not an
+// L7 record; false for any other flow.
+func (f *hubbleFlow) opening() (int, bool) {
+	if f.IP == nil || f.L4 == nil || len(f.L7) > 0 || f.TrafficDirection == "INGRESS" || (f.IsReply != nil && *f.IsReply) {
+		return 0, false
+	}
+	var port int
+	switch {
+	case f.L4.TCP != nil:
+		if !f.L4.TCP.Flags["SYN"] || f.L4.TCP.Flags["ACK"] {
+			return 0, false // mid-connection
+		}
+		port = f.L4.TCP.DestinationPort
+	case f.L4.UDP != nil:
+		port = f.L4.UDP.DestinationPort
+	default:
+		return 0, false
+	}
+	return port, port != 53
 }
 
 // Envoy's default access log format (configuration/observability/access_log):

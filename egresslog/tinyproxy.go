@@ -90,41 +90,46 @@ func tinyproxyEvents(ref time.Time, loc *time.Location) func(line []byte, no int
 			t = time.Date(year-1, time.Month(m), int(d), int(h), int(mi), int(s), int(ms)*1e6, loc)
 		}
 		ev.time = t.UnixMilli()
-		msg := bytes.TrimLeft(rest, " ")
-		switch {
-		case bytes.HasPrefix(msg, []byte("Connect (file descriptor ")):
-			fd, client, ok := tpDescriptor(msg[len("Connect (file descriptor "):])
-			if !ok {
-				return tpEvent{}, false, "a Connect line without its descriptor and client"
-			}
-			ev.kind, ev.fd, ev.client = tpConnect, fd, client
-		case bytes.HasPrefix(msg, []byte("Request (file descriptor ")):
-			fd, req, ok := tpDescriptor(msg[len("Request (file descriptor "):])
-			if !ok {
-				return tpEvent{}, false, "a Request line without its descriptor and request"
-			}
-			method, rest := field(req)
-			url, _ := field(rest)
-			host, port, ok := urlHostPort(url, string(method) == "CONNECT")
-			if !ok {
-				return ev, false, "" // a request with no destination (a stats page, a bad request)
-			}
-			ev.kind, ev.fd, ev.method, ev.host, ev.port = tpRequest, fd, method, host, port
-		case bytes.HasPrefix(msg, []byte("Established connection to host \"")):
-			ev.kind, ev.host = tpAllowed, tpQuotedHost(msg[len("Established connection to host \""):])
-		case bytes.HasPrefix(msg, []byte("Proxying refused on filtered domain \"")):
-			ev.kind, ev.host = tpDenied, tpQuotedHost(msg[len("Proxying refused on filtered domain \""):])
-		case bytes.HasPrefix(msg, []byte("Refused CONNECT method on port ")):
-			p, ok := atoi(bytes.TrimSpace(msg[len("Refused CONNECT method on port "):]))
-			if !ok {
-				return ev, false, ""
-			}
-			ev.kind, ev.port = tpDeniedPort, int(p)
-		default:
-			return ev, false, "" // a tinyproxy line that decides nothing
-		}
-		return ev, true, ""
+		return tpMessage(ev, bytes.TrimLeft(rest, " "))
 	}
+}
+
+// tpMessage reads what a tinyproxy line says after its time and pid into
+// ev: a connection, a request, a destination allowed or refused.
+func tpMessage(ev tpEvent, msg []byte) (tpEvent, bool, string) {
+	switch {
+	case bytes.HasPrefix(msg, []byte("Connect (file descriptor ")):
+		fd, client, ok := tpDescriptor(msg[len("Connect (file descriptor "):])
+		if !ok {
+			return tpEvent{}, false, "a Connect line without its descriptor and client"
+		}
+		ev.kind, ev.fd, ev.client = tpConnect, fd, client
+	case bytes.HasPrefix(msg, []byte("Request (file descriptor ")):
+		fd, req, ok := tpDescriptor(msg[len("Request (file descriptor "):])
+		if !ok {
+			return tpEvent{}, false, "a Request line without its descriptor and request"
+		}
+		method, rest := field(req)
+		url, _ := field(rest)
+		host, port, ok := urlHostPort(url, string(method) == "CONNECT")
+		if !ok {
+			return ev, false, "" // a request with no destination (a stats page, a bad request)
+		}
+		ev.kind, ev.fd, ev.method, ev.host, ev.port = tpRequest, fd, method, host, port
+	case bytes.HasPrefix(msg, []byte("Established connection to host \"")):
+		ev.kind, ev.host = tpAllowed, tpQuotedHost(msg[len("Established connection to host \""):])
+	case bytes.HasPrefix(msg, []byte("Proxying refused on filtered domain \"")):
+		ev.kind, ev.host = tpDenied, tpQuotedHost(msg[len("Proxying refused on filtered domain \""):])
+	case bytes.HasPrefix(msg, []byte("Refused CONNECT method on port ")):
+		p, ok := atoi(bytes.TrimSpace(msg[len("Refused CONNECT method on port "):]))
+		if !ok {
+			return ev, false, ""
+		}
+		ev.kind, ev.port = tpDeniedPort, int(p)
+	default:
+		return ev, false, "" // a tinyproxy line that decides nothing
+	}
+	return ev, true, ""
 }
 
 func isUpper(b []byte) bool {
