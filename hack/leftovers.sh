@@ -15,7 +15,7 @@
 #            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
-#            squid, labtool servers), its network namespaces and what
+#            squid, the lab's Go servers), its network namespaces and what
 #            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)

@@ -17,9 +17,8 @@ HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 # shellcheck source=addrs.sh
 . "$HERE/addrs.sh"
 LAB="$HERE/lab"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-TOOL="$HERE/labtool.py"
+# the lab's own clients (dns, sweep), from the binary `lab up` built
+TOOL="$LAB_DIR/bin/sandprobe-lab"
 export LAB_QUIET=1
 
 FULL="" KEEP=""
@@ -73,7 +72,7 @@ record PASS "lab up (cold)" "${UP_COLD}s"
 record PASS "lab up (over a running lab)" "${UP_AGAIN}s"
 # shellcheck disable=SC1091
 . "$LAB_DIR/lab.env"
-check "lab.json is valid JSON" ok "$("$PY" -c 'import json,sys; json.load(open(sys.argv[1])); print("ok")' "$LAB_DIR/lab.json" 2>&1)"
+check "lab.json is valid JSON" ok "$(jq -e . "$LAB_DIR/lab.json" >/dev/null 2>&1 && echo ok)"
 check "lab status says up" "lab: up" "$("$LAB" status | head -1 | awk '{print $1, $2}')"
 
 # ------------------------------------------------------------------ safety
@@ -134,7 +133,7 @@ check "sp-router forwards (only between lab links)" "1 1" "$(ip netns exec "$NS_
 check "sandbox resolv.conf points at the lab resolver" "$RESOLVER_IP4 $RESOLVER_IP6" "$(awk '/^nameserver/ {print $2}' "/etc/netns/$NS_SANDBOX/resolv.conf" | paste -sd' ')"
 
 # ------------------------------------------------------------------ DNS
-dnsq() { sbx "$PY" "$TOOL" dns "$@" 2>&1; }
+dnsq() { sbx "$TOOL" dns "$@" 2>&1; }
 # the sandbox's resolver answers the allowed names (and the proxy's) only:
 # everything else is REFUSED, as a DNS proxy with an allow-list does
 for h in "${ALLOWED_HOSTS[@]}"; do
@@ -150,7 +149,7 @@ for n in blocked.lab.test exfil.lab.test "$METADATA_NAME" "$RANDNAME.lab.test" "
 done
 check "dns x.sbx.svc.cluster.local -> NXDOMAIN (a pod's search list)" NXDOMAIN "$(dnsq x.sbx.svc.cluster.local A --server "$RESOLVER_IP4")"
 # the internet's DNS (the authority), reachable from the service namespaces only
-auth() { ip netns exec "$NS_DNS" "$PY" "$TOOL" dns "$@" 2>&1; }
+auth() { ip netns exec "$NS_DNS" "$TOOL" dns "$@" 2>&1; }
 check "authority: blocked.lab.test" "NOERROR 10.99.20.20" "$(auth blocked.lab.test A --server "$AUTHORITY_IP4")"
 check "authority: canary wildcard" "NOERROR $DNS_OPEN_IP4" "$(auth "$RANDNAME.$CANARY_ZONE" A --server "$AUTHORITY_IP6")"
 check "authority: anything else NXDOMAIN" NXDOMAIN "$(auth "$RANDNAME.example.org" A --server "$AUTHORITY_IP4")"
@@ -207,7 +206,7 @@ check "200 concurrent HTTPS via proxy all 200" "200x200" "$codes"
 # and 200 concurrent direct connections to live listeners (egress-open)
 "$LAB" break egress-open >/dev/null 2>&1
 args=(); for i in $(seq 1 100); do args+=("a$i=10.99.20.10:80" "b$i=[fd99:0:0:11::11]:80"); done
-codes=$(sbx "$PY" "$TOOL" sweep --timeout 10 "${args[@]}" | awk '{print $2}' | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')
+codes=$(sbx "$TOOL" sweep --timeout 10 "${args[@]}" | awk '{print $2}' | sort | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ')
 check "200 concurrent direct connections answered" "OK:objects.git.lab.testx100 OK:raw-dropx100" "$codes"
 "$LAB" heal egress-open >/dev/null 2>&1
 
@@ -255,7 +254,7 @@ sweep() {
     if [ "$fam" = 6 ]; then args+=("$key=[$addr]:$port"); else args+=("$key=$addr:$port"); fi
   done
   SWEEP=()
-  while read -r key res; do SWEEP[$key]=$res; done < <(sbx "$PY" "$TOOL" sweep --timeout 2.5 "${args[@]}")
+  while read -r key res; do SWEEP[$key]=$res; done < <(sbx "$TOOL" sweep --timeout 2.5 "${args[@]}")
 }
 
 # expect_sweep LABEL OPEN_PREDICATE : every target must answer iff predicate says so,

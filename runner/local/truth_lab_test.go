@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandprobe/sandprobe/internal/lab"
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/report"
@@ -229,28 +230,20 @@ spec:
 // BlackHoleCluster under outboundTrafficPolicy REGISTRY_ONLY).
 func sidecar(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", "sp-sandbox", "python3", "-c", `
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 15001))
-s.listen(512)
-print("ready", flush=True)
-while True:
-    c, _ = s.accept()
-    c.close()
-`)
-	out, err := cmd.StdoutPipe()
+	ln, err := lab.ListenIn("sp-sandbox", "tcp4", "0.0.0.0:15001")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if _, err := out.Read(make([]byte, 6)); err != nil {
 		t.Fatalf("the blackhole did not start: %v", err)
 	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 	netnsNft(t, "sp-sandbox", "sp_test_sidecar", ` chain out {
   type nat hook output priority -100; policy accept;
   ip daddr 10.99.20.0/24 tcp dport { 80, 443 } redirect to :15001
