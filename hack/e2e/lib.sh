@@ -161,7 +161,7 @@ enforcers() {
   local args=() ip
   for ip in $(probe_ips "$job"); do args+=(--probe-ip "$ip"); done
   ((${#args[@]})) || fail "no probe pod address was seen for $job (see $out/$job.pods)"
-  python3 hack/e2e/enforcers.py --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
+  go run ./hack/e2e/enforcers --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
     --lab-json "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/lab.json" "${args[@]}" "$@" > "$out/$job.enforcers" 2>&1
 }
 

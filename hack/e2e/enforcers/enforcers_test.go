@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestEnforcers: each verdict attributed to the stage the witness saw it
+// stop at; with --expect healthy, the one that left the node fails the run.
+func TestEnforcers(t *testing.T) {
+	args := []string{"--junit", "testdata/run.xml", "--witness", "testdata/witness.json", "--lab-json", "testdata/lab.json", "--probe-ip", "10.244.0.7"}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	want := `egress.must-fail blocked.lab.test:443 via proxy  pass  CONNECT blocked.lab.test:443 at 10.99.31.28:3128  the proxy's deny
+egress.must-fail 10.99.20.10:80 direct           pass  10.99.20.10:80                                    kube-router's NetworkPolicy (REJECT at the node)
+egress.must-fail exfil.lab.test:443 direct       FAIL  10.99.20.21:443 (exfil.lab.test)                  nobody: it left the node for the lab and answered
+egress.dns-bypass 10.99.20.53:53/udp             pass  10.99.20.53:53/udp                                the cluster's safety net (dropped at the node)
+egress.dns-exfil                                 pass  a random name                                     the lab resolver (answers no name it does not serve)
+enforced by: the proxy's deny 1, kube-router's NetworkPolicy 1, nobody 1, the cluster's safety net 1, the lab resolver 1
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(append(args, "--expect", "healthy"), &out, &errb); code != 1 {
+		t.Fatalf("--expect healthy: exit %d, want 1", code)
+	}
+	for _, w := range []string{"egress.must-fail exfil.lab.test:443 direct: FAIL, nobody", "egress.dns-bypass 10.99.20.53:53/udp: pass, the cluster's safety net (dropped at the node) (want pass by kube-router's NetworkPolicy)"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	if code := run([]string{"--junit", "testdata/run.xml"}, &out, &errb); code != 2 {
+		t.Errorf("missing flags: exit %d, want 2", code)
+	}
+}
