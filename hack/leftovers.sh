@@ -16,7 +16,7 @@
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
 #            squid, the lab's Go servers), its network namespaces and what
-#            attach-cluster adds to the root namespace (hack/lab/addrs.sh)
+#            attach-cluster adds to the root namespace (hack/lab/lab names)
 #   envtest  kube-apiserver and etcd of envtest (their k8s_test_framework
 #            dirs), kwok's controller and scheduler (the simulated fleet)
 #   tests    what tests start and must stop themselves: Prometheus,
@@ -169,9 +169,9 @@ for c in "${components[@]}"; do
       pidfiles lab "$LAB_DIR/pids"
       procs_with lab "$LAB_DIR/"
       # The namespaces, root-namespace link and nftables tables this
-      # checkout's lab makes (hack/lab/addrs.sh): what `lab down` removes.
+      # checkout's lab makes (`hack/lab/lab names`): what `lab down` removes.
       # Namespaces another version of the lab made are that version's.
-      read -r -a lab_state < <(bash -c '. hack/lab/addrs.sh; echo "$IF_HOST_CLUSTER|${ATTACH_NFT_TABLE#inet }|${NFT_TABLE#inet } ${LAB_NAMESPACES[*]}"')
+      read -r -a lab_state < <(hack/lab/lab names)
       IFS='|' read -r lab_link lab_attach_table lab_table <<<"${lab_state[0]}"
       for n in "${lab_state[@]:1}"; do
         [[ -e $NETNS_DIR/$n ]] && found lab "network namespace $n"

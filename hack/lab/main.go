@@ -1,28 +1,83 @@
-// Command lab runs sandprobe's network lab (hack/lab/README.md). So far it
-// holds the lab's servers and the clients its selftest uses; hack/lab/lab
-// starts them.
+// Command lab runs sandprobe's network lab (hack/lab/README.md): network
+// namespaces joined by veth pairs, an nftables "CNI", a resolver, a
+// filtering forward proxy, allowed hosts, live must-fail targets and
+// switchable broken states. The lab itself is internal/lab; this is its
+// command line, for people and scripts (hack/lab/lab runs it):
+//
+//	lab up | down | status | env | json | rules | source-hash
+//	lab break STATE [NAME] | lab heal [STATE [NAME]]
+//	lab proxy [tinyproxy|squid]  the proxy's flavour (heal returns to tinyproxy)
+//	lab exec CMD...        run CMD inside sp-sandbox
+//	lab attach-cluster [--engine] [POD_CIDR] | lab detach-cluster
+//	                       let a test cluster's pods (default 10.244.0.0/24) in
+//	                       as a second sandbox, under the same rules; with
+//	                       --engine the lab only routes them and the cluster's
+//	                       own NetworkPolicy engine is what keeps them in
+//	lab selftest [...]     the lab's self-test
+//
+// and the lab's own daemons and clients: serve, authority, dns, connect,
+// sweep.
+//
+// Safety: no lab interface is ever created in the root namespace, sp-router
+// has no default route, and the root namespace gets no route into the lab.
+// No packet can leave loopback + the lab namespaces.
 package main
 
 import (
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/sandprobe/sandprobe/internal/lab"
 )
+
+const usage = `usage: lab up | down | status | env | json | rules | source-hash
+       lab break STATE [NAME] | lab heal [STATE [NAME]]
+       lab proxy [tinyproxy|squid]
+       lab exec CMD...
+       lab attach-cluster [--engine] [POD_CIDR] | lab detach-cluster
+       lab selftest [--full] [--keep]`
 
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// exitError carries an exit code other than 1.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
 func run(args []string) int {
-	cmds := map[string]func([]string) error{
+	cmd := ""
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	daemons := map[string]func([]string) error{
 		"serve": cmdServe, "authority": cmdAuthority, "dns": cmdDNS, "connect": cmdConnect, "sweep": cmdSweep,
 	}
-	if len(args) == 0 || cmds[args[0]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: lab serve|authority|dns|connect|sweep ...")
-		return 2
+	var err error
+	switch {
+	case daemons[cmd] != nil:
+		err = daemons[cmd](args)
+	case cmd == "" || cmd == "help" || cmd == "-h" || cmd == "--help":
+		fmt.Println(usage)
+		fmt.Println("broken states: " + strings.Join(lab.BrokenStates, " "))
+		return 0
+	default:
+		err = labCommand(cmd, args)
 	}
-	if err := cmds[args[0]](args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "lab:", err)
-		return 1
+	if err == nil {
+		return 0
 	}
-	return 0
+	if e, ok := err.(exitError); ok {
+		if e.msg != "" {
+			fmt.Fprintln(os.Stderr, e.msg)
+		}
+		return e.code
+	}
+	fmt.Fprintln(os.Stderr, "lab:", err)
+	return 1
 }

@@ -62,14 +62,14 @@ func cmdSweep(args []string) error {
 	if err != nil {
 		return err
 	}
-	targets := make([]lab.Target, 0, len(pos))
+	targets := make([]lab.SweepTarget, 0, len(pos))
 	for _, p := range pos {
 		key, hp, ok := strings.Cut(p, "=")
 		i := strings.LastIndex(hp, ":")
 		if !ok || i < 0 {
 			return fmt.Errorf("sweep: target %q: want KEY=HOST:PORT", p)
 		}
-		targets = append(targets, lab.Target{Key: key, HostPort: net.JoinHostPort(strings.Trim(hp[:i], "[]"), hp[i+1:])})
+		targets = append(targets, lab.SweepTarget{Key: key, HostPort: net.JoinHostPort(strings.Trim(hp[:i], "[]"), hp[i+1:])})
 	}
 	for i, r := range lab.Sweep(targets, seconds(*timeout)) {
 		fmt.Println(targets[i].Key, r)

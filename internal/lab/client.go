@@ -143,13 +143,13 @@ func Fetch(hostport string, timeout time.Duration) string {
 	return "OK:?"
 }
 
-// Target is one destination of a sweep.
-type Target struct{ Key, HostPort string }
+// SweepTarget is one destination of a sweep.
+type SweepTarget struct{ Key, HostPort string }
 
 // Sweep fetches every target at once and returns the results in order.
-func Sweep(targets []Target, timeout time.Duration) []string {
-	m := iter.Mapper[Target, string]{MaxGoroutines: len(targets) + 1}
-	return m.Map(targets, func(t *Target) string { return Fetch(t.HostPort, timeout) })
+func Sweep(targets []SweepTarget, timeout time.Duration) []string {
+	m := iter.Mapper[SweepTarget, string]{MaxGoroutines: len(targets) + 1}
+	return m.Map(targets, func(t *SweepTarget) string { return Fetch(t.HostPort, timeout) })
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
