@@ -112,7 +112,7 @@ func moreCommands(l *lab.Lab, cmd string, args []string) error {
 	switch cmd {
 	case "exec":
 		if len(args) == 0 {
-			return errors.New("usage: lab exec CMD...")
+			return exitError{1, "lab: usage: lab exec CMD..."}
 		}
 		if _, err := os.Stat("/run/netns/" + lab.NSSandbox); err != nil {
 			return errors.New("lab is not up")

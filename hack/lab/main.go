@@ -24,6 +24,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -72,7 +73,8 @@ func run(args []string) int {
 	if err == nil {
 		return 0
 	}
-	if e, ok := err.(exitError); ok {
+	var e exitError
+	if errors.As(err, &e) {
 		if e.msg != "" {
 			fmt.Fprintln(os.Stderr, e.msg)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -45,7 +46,8 @@ func (s *selftestRun) dns() {
 	s.check("getent (libc resolver) api.lab.test", "10.99.10.10", firstField(sbx("getent", "ahostsv4", "api.lab.test")))
 	err := exec.Command("ip", "netns", "exec", lab.NSSandbox, "getent", "hosts", rnd+".lab.test").Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	}
 	s.check("getent "+rnd+".lab.test fails (exit 2)", "2", itoa(code))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -26,7 +27,8 @@ func curlBody(args ...string) string {
 
 func curlExit(args ...string) string {
 	err := exec.Command("ip", append([]string{"netns", "exec", lab.NSSandbox, "curl", "-sS", "--max-time", "5"}, args...)...).Run()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return itoa(ee.ExitCode())
 	}
 	return "0"

@@ -105,7 +105,7 @@ var AllowedHosts = []Host{
 // proxy must not allow (sp-api is a front, as a CDN edge is).
 var FrontedHosts = []Host{{"fronted.lab.test", "10.99.10.10", "fd99:0:0:10::10", NSAPI}}
 
-// ProxyFlavours: tinyproxy filters on the CONNECT host (the default);
+// ProxyFlavours are the proxies `lab proxy` runs: tinyproxy filters on the CONNECT host (the default);
 // squid also checks the TLS server name.
 var ProxyFlavours = []string{"tinyproxy", "squid"}
 
@@ -118,7 +118,7 @@ type Standin struct {
 	StandsFor []string
 }
 
-// MetadataStandins: instance metadata (AWS and its IPv6, GCP, Azure,
+// MetadataStandins stand in for instance metadata (AWS and its IPv6, GCP, Azure,
 // OCI), container task metadata (ECS, Fargate), Alibaba Cloud.
 var MetadataStandins = []Standin{
 	{MetadataIP4, MetadataIP6, []string{"169.254.169.254", "fd00:ec2::254"}},
