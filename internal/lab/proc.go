@@ -20,6 +20,7 @@ func (l *Lab) pidFile(name string) string { return filepath.Join(l.Dir, "pids", 
 
 // start runs argv in ns in the background as daemon name.
 func (l *Lab) start(name, ns string, argv ...string) error {
+	closeInherited()
 	logf, err := os.OpenFile(filepath.Join(l.Dir, "logs", name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -34,6 +35,23 @@ func (l *Lab) start(name, ns string, argv ...string) error {
 	// reap it if it dies while this command still runs (so "died" shows)
 	go cmd.Wait()
 	return os.WriteFile(l.pidFile(name), fmt.Appendf(nil, "%d\n", cmd.Process.Pid), 0o644)
+}
+
+// closeInherited marks every descriptor above stderr close-on-exec: what
+// this process inherited without that flag (a caller's lock, as flock(1)
+// and the demo's `exec {fd}>lock` pass one; a CI pipe) would otherwise
+// outlive it in every daemon it starts, and hold that lock for as long as
+// the lab runs.
+func closeInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 func (l *Lab) pidOf(name string) int {
