@@ -7,7 +7,10 @@ import (
 )
 
 // TestEnforcers: each verdict attributed to the stage the witness saw it
-// stop at; with --expect healthy, the one that left the node fails the run.
+// stop at (a neighbour, which the witness cannot see, to the node's INPUT
+// when the control proved it, or to no one when nothing answers it); with
+// --expect healthy, the one that left the node fails the run and the
+// not-applicable neighbour does not.
 func TestEnforcers(t *testing.T) {
 	args := []string{"--junit", "testdata/run.xml", "--witness", "testdata/witness.json", "--lab-json", "testdata/lab.json", "--probe-ip", "10.244.0.7"}
 	var out, errb bytes.Buffer
@@ -19,7 +22,9 @@ egress.must-fail 10.99.20.10:80 direct           pass  10.99.20.10:80           
 egress.must-fail exfil.lab.test:443 direct       FAIL  10.99.20.21:443 (exfil.lab.test)                  nobody: it left the node for the lab and answered
 egress.dns-bypass 10.99.20.53:53/udp             pass  10.99.20.53:53/udp                                the cluster's safety net (dropped at the node)
 egress.dns-exfil                                 pass  a random name                                     the lab resolver (answers no name it does not serve)
-enforced by: the proxy's deny 1, kube-router's NetworkPolicy 1, nobody 1, the cluster's safety net 1, the lab resolver 1
+egress.must-fail node:10250 (kubelet)            pass  node:10250 (kubelet)                              kube-router's NetworkPolicy (INPUT: the node's own address; the control reached it)
+egress.must-fail kubernetes API 10.96.0.1:443    skip  kubernetes API 10.96.0.1:443                      nothing answers it (not applicable): the control got nothing either
+enforced by: kube-router's NetworkPolicy 2, the proxy's deny 1, nobody 1, the cluster's safety net 1, the lab resolver 1, nothing answers it 1
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
@@ -33,6 +38,9 @@ enforced by: the proxy's deny 1, kube-router's NetworkPolicy 1, nobody 1, the cl
 		if !strings.Contains(errb.String(), w) {
 			t.Errorf("stderr lacks %q:\n%s", w, errb.String())
 		}
+	}
+	if strings.Contains(errb.String(), "kubernetes API") || strings.Contains(errb.String(), "node:10250") {
+		t.Errorf("--expect healthy flags a neighbour:\n%s", errb.String())
 	}
 	if code := run([]string{"--junit", "testdata/run.xml"}, &out, &errb); code != 2 {
 		t.Errorf("missing flags: exit %d, want 2", code)
