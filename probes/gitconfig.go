@@ -32,90 +32,113 @@ func (e gitConfigEntry) FullKey() string {
 func parseGitConfig(r io.Reader) ([]gitConfigEntry, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var (
-		out           []gitConfigEntry
-		section, sub  string
-		lineNo, start int
-		pending       strings.Builder // a value continued on the next line
-		cont          bool
-		entry         gitConfigEntry
-	)
+	var p gitConfigParser
 	for sc.Scan() {
-		lineNo++
+		p.lineNo++
 		line := sc.Text()
-		if lineNo == 1 {
+		if p.lineNo == 1 {
 			line = strings.TrimPrefix(line, "\ufeff")
 		}
-		if cont {
-			v, more, err := gitConfigValue(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineNo, err)
-			}
-			pending.WriteString(v)
-			if cont = more; !cont {
-				entry.Value = pending.String()
-				out = append(out, entry)
-			}
-			continue
+		var err error
+		if p.cont {
+			err = p.continued(line)
+		} else {
+			err = p.line(line)
 		}
-		rest := strings.TrimLeft(line, " \t")
-		for rest != "" {
-			switch rest[0] {
-			case '#', ';':
-				rest = ""
-				continue
-			case '[':
-				var err error
-				section, sub, rest, err = gitConfigSection(rest)
-				if err != nil {
-					return nil, fmt.Errorf("line %d: %w", lineNo, err)
-				}
-				rest = strings.TrimLeft(rest, " \t")
-				continue
-			}
-			if section == "" {
-				return nil, fmt.Errorf("line %d: a key outside any section", lineNo)
-			}
-			n := 0
-			for n < len(rest) && (isAlnum(rest[n]) || rest[n] == '-') {
-				n++
-			}
-			if n == 0 {
-				return nil, fmt.Errorf("line %d: not a key", lineNo)
-			}
-			entry = gitConfigEntry{Section: section, Subsection: sub, Key: strings.ToLower(rest[:n]), Line: lineNo}
-			start = lineNo
-			after := strings.TrimLeft(rest[n:], " \t")
-			if after == "" || after[0] == '#' || after[0] == ';' {
-				out = append(out, entry)
-				break
-			}
-			if after[0] != '=' {
-				return nil, fmt.Errorf("line %d: want = after the key", lineNo)
-			}
-			entry.HasValue = true
-			v, more, err := gitConfigValue(after[1:])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineNo, err)
-			}
-			if more {
-				pending.Reset()
-				pending.WriteString(v)
-				cont = true
-			} else {
-				entry.Value = v
-				out = append(out, entry)
-			}
-			break
+		if err != nil {
+			return nil, err
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if cont {
-		return nil, fmt.Errorf("line %d: the value continues past the end of the file", start)
+	if p.cont {
+		return nil, fmt.Errorf("line %d: the value continues past the end of the file", p.start)
 	}
-	return out, nil
+	return p.out, nil
+}
+
+// gitConfigParser is parseGitConfig's state between lines.
+type gitConfigParser struct {
+	out           []gitConfigEntry
+	section, sub  string
+	lineNo, start int
+	pending       strings.Builder // a value continued on the next line
+	cont          bool
+	entry         gitConfigEntry
+}
+
+// continued reads a line that continues the pending value.
+func (p *gitConfigParser) continued(line string) error {
+	v, more, err := gitConfigValue(line)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", p.lineNo, err)
+	}
+	p.pending.WriteString(v)
+	if p.cont = more; !p.cont {
+		p.entry.Value = p.pending.String()
+		p.out = append(p.out, p.entry)
+	}
+	return nil
+}
+
+// line reads a line of its own: comments, section headers, then a key.
+func (p *gitConfigParser) line(line string) error {
+	rest := strings.TrimLeft(line, " \t")
+	for rest != "" {
+		switch rest[0] {
+		case '#', ';':
+			return nil
+		case '[':
+			var err error
+			p.section, p.sub, rest, err = gitConfigSection(rest)
+			if err != nil {
+				return fmt.Errorf("line %d: %w", p.lineNo, err)
+			}
+			rest = strings.TrimLeft(rest, " \t")
+			continue
+		}
+		return p.key(rest)
+	}
+	return nil
+}
+
+// key reads "key", "key = value" or the start of a continued value.
+func (p *gitConfigParser) key(rest string) error {
+	if p.section == "" {
+		return fmt.Errorf("line %d: a key outside any section", p.lineNo)
+	}
+	n := 0
+	for n < len(rest) && (isAlnum(rest[n]) || rest[n] == '-') {
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("line %d: not a key", p.lineNo)
+	}
+	p.entry = gitConfigEntry{Section: p.section, Subsection: p.sub, Key: strings.ToLower(rest[:n]), Line: p.lineNo}
+	p.start = p.lineNo
+	after := strings.TrimLeft(rest[n:], " \t")
+	if after == "" || after[0] == '#' || after[0] == ';' {
+		p.out = append(p.out, p.entry)
+		return nil
+	}
+	if after[0] != '=' {
+		return fmt.Errorf("line %d: want = after the key", p.lineNo)
+	}
+	p.entry.HasValue = true
+	v, more, err := gitConfigValue(after[1:])
+	if err != nil {
+		return fmt.Errorf("line %d: %w", p.lineNo, err)
+	}
+	if more {
+		p.pending.Reset()
+		p.pending.WriteString(v)
+		p.cont = true
+	} else {
+		p.entry.Value = v
+		p.out = append(p.out, p.entry)
+	}
+	return nil
 }
 
 // gitConfigSection parses `[section]`, `[section "sub"]` or the old

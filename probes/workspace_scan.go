@@ -375,59 +375,97 @@ func (s *wsScanner) hooksDir(rel, why string) {
 
 // gitKeyWhy says why a git config key matters, or "" when it does not.
 func gitKeyWhy(e gitConfigEntry) string {
-	sec, key, sub := e.Section, e.Key, e.Subsection
-	isFalse := func() bool {
-		switch strings.ToLower(strings.TrimSpace(e.Value)) {
-		case "false", "no", "off", "0":
-			return true
-		}
-		return false
+	if e.Section == "core" {
+		return gitCoreWhy(e)
 	}
-	isBool := func() bool {
-		switch strings.ToLower(strings.TrimSpace(e.Value)) {
-		case "", "true", "yes", "on", "1", "false", "no", "off", "0":
-			return true
-		}
-		return !e.HasValue
+	if why := gitCommandWhy(e); why != "" {
+		return why
 	}
+	sec, key := e.Section, e.Key
 	switch {
-	case sec == "core" && key == "hookspath":
-		return "moves git's hooks to a directory of the phase's choosing"
-	case sec == "core" && key == "fsmonitor" && !isBool():
-		return "git runs this command on every status, diff and commit"
-	case sec == "core" && (key == "sshcommand" || key == "gitproxy" || key == "askpass" || key == "editor" || key == "pager"):
-		return "git runs this command (core." + key + ")"
-	case sec == "core" && key == "worktree":
-		return "points git at another work tree"
-	case sec == "sequence" && key == "editor", sec == "diff" && sub == "" && key == "external",
-		sec == "gpg" && key == "program", sec == "credential" && key == "helper":
-		return "git runs this command (" + sec + "." + key + ")"
 	case sec == "include" && key == "path", sec == "includeif" && key == "path":
 		return "pulls another config file into git's"
+	case sec == "url" && (key == "insteadof" || key == "pushinsteadof"):
+		return "rewrites where git fetches from or pushes to"
+	case sec == "protocol" && key == "allow":
+		return "allows transports (ext:: runs commands)"
+	case sec == "http" && key == "proxy":
+		return "sends git's HTTP traffic through another proxy"
+	case sec == "http" && key == "sslverify" && gitFalse(e):
+		return "turns off TLS verification for git"
+	case sec == "http" && key == "sslcainfo":
+		return "replaces the CAs git trusts"
+	}
+	return ""
+}
+
+// gitCoreWhy is gitKeyWhy for the core section.
+func gitCoreWhy(e gitConfigEntry) string {
+	switch key := e.Key; {
+	case key == "hookspath":
+		return "moves git's hooks to a directory of the phase's choosing"
+	case key == "fsmonitor" && !gitBool(e):
+		return "git runs this command on every status, diff and commit"
+	case key == "sshcommand" || key == "gitproxy" || key == "askpass" || key == "editor" || key == "pager":
+		return "git runs this command (core." + key + ")"
+	case key == "worktree":
+		return "points git at another work tree"
+	}
+	return ""
+}
+
+// gitCommandWhy is gitKeyWhy for the keys (outside core) whose value is a
+// command git runs: external tools, filters, diff and merge drivers,
+// shell aliases, submodule updates, a remote's transport.
+func gitCommandWhy(e gitConfigEntry) string {
+	sec, key, sub := e.Section, e.Key, e.Subsection
+	if gitToolKey(e) {
+		return "git runs this command (" + sec + "." + key + ")"
+	}
+	shell := strings.HasPrefix(strings.TrimSpace(e.Value), "!")
+	switch {
 	case sec == "filter" && (key == "clean" || key == "smudge" || key == "process"):
 		return "git runs this filter command on checkout and add"
 	case sec == "diff" && sub != "" && (key == "textconv" || key == "command"):
 		return "git runs this diff driver command"
 	case sec == "merge" && sub != "" && key == "driver":
 		return "git runs this merge driver command"
-	case sec == "url" && (key == "insteadof" || key == "pushinsteadof"):
-		return "rewrites where git fetches from or pushes to"
-	case sec == "alias" && strings.HasPrefix(strings.TrimSpace(e.Value), "!"):
+	case sec == "alias" && shell:
 		return "a shell alias: git runs it as a command"
-	case sec == "submodule" && key == "update" && strings.HasPrefix(strings.TrimSpace(e.Value), "!"):
+	case sec == "submodule" && key == "update" && shell:
 		return "git runs this command on submodule update"
 	case sec == "remote" && (key == "uploadpack" || key == "receivepack"):
 		return "git runs this command for the remote's transport"
-	case sec == "protocol" && key == "allow":
-		return "allows transports (ext:: runs commands)"
-	case sec == "http" && key == "proxy":
-		return "sends git's HTTP traffic through another proxy"
-	case sec == "http" && key == "sslverify" && isFalse():
-		return "turns off TLS verification for git"
-	case sec == "http" && key == "sslcainfo":
-		return "replaces the CAs git trusts"
 	}
 	return ""
+}
+
+// gitToolKey says whether the key names an external tool git runs: the
+// sequence editor, an external diff, the signing program, a credential
+// helper.
+func gitToolKey(e gitConfigEntry) bool {
+	sec, key := e.Section, e.Key
+	return sec == "sequence" && key == "editor" || sec == "diff" && e.Subsection == "" && key == "external" ||
+		sec == "gpg" && key == "program" || sec == "credential" && key == "helper"
+}
+
+// gitFalse says whether a config value is git's false.
+func gitFalse(e gitConfigEntry) bool {
+	switch strings.ToLower(strings.TrimSpace(e.Value)) {
+	case "false", "no", "off", "0":
+		return true
+	}
+	return false
+}
+
+// gitBool says whether a config value is a boolean (a key without a value
+// is true).
+func gitBool(e gitConfigEntry) bool {
+	switch strings.ToLower(strings.TrimSpace(e.Value)) {
+	case "", "true", "yes", "on", "1", "false", "no", "off", "0":
+		return true
+	}
+	return !e.HasValue
 }
 
 var safeSubsection = regexp.MustCompile(`^[A-Za-z0-9._:/+-]{1,80}$`)
