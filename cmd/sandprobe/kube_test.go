@@ -171,3 +171,29 @@ func TestCompletionNamespaces(t *testing.T) {
 		t.Errorf("render -n without a cluster: %q, want the policy's namespaces", got)
 	}
 }
+
+// TestVerifyImageKubeBadInput: verify-image --backend kube refuses, in one
+// line and before any cluster is asked, what cannot work.
+func TestVerifyImageKubeBadInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no namespace", []string{"--image", "x"}, "--namespace is required"},
+		{"no image", []string{"-n", "ci"}, "--image is required"},
+		{"docker's runtime", []string{"-n", "ci", "--image", "x", "--runtime", "runsc"}, "--runtime"},
+		{"bad --env", []string{"-n", "ci", "--image", "x", "--env", "NOEQUALS"}, "--env"},
+		{"pull policy", []string{"-n", "ci", "--image", "x", "--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{"missing kubeconfig", []string{"-n", "ci", "--image", "x", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
+		{"unknown backend", []string{"--backend", "podman"}, "--backend"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"verify-image", "--backend", "kube", "--policy", "../../fixtures/scratch-policy.yaml"}, c.args...)
+			code, _, stderr := runApp(t, "", args...)
+			if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line naming %s", code, stderr, c.want)
+			}
+		})
+	}
+}

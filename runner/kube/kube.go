@@ -119,6 +119,14 @@ type Backend struct {
 	// Command replaces the probe container's command and arguments (tests
 	// use it for probes that crash, hang or lie).
 	Command []string
+	// ImageOnly makes this verify-image's backend: the pod, shaped like a
+	// sandbox of the policy and running spec.image.ref, verifies the image,
+	// not where it stands, so nothing governing the sandbox namespaces is
+	// surveyed (no parity, no strays; NoNetwork leaves out the control).
+	ImageOnly bool
+	// Env is added to the probe container's environment, as a sandbox's
+	// pod would set it (KEY=VALUE).
+	Env []string
 	// Progress, when set, hears what the backend is waiting for; "" means
 	// it is done waiting.
 	Progress func(msg string)

@@ -127,6 +127,12 @@ func (b *Backend) adaptContainer(c *corev1.Container, probe bool) {
 	if probe && len(b.Command) > 0 {
 		c.Command, c.Args = append([]string(nil), b.Command...), nil
 	}
+	if probe {
+		for _, kv := range b.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+		}
+	}
 }
 
 // runtimeClass is the class the namespace's probe runs under: the chosen

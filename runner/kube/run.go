@@ -70,7 +70,9 @@ func (b *Backend) prepare(ctx context.Context, spec runner.ProbeSpec) (*run, err
 	var sv *survey
 	prep := pool.New().WithErrors().WithMaxGoroutines(cmp.Or(b.Parallel, DefaultParallel))
 	read := surveyed(namespaces, b.wantsControl(spec), b.controlNamespace())
-	prep.Go(func() error { sv = b.survey(ctx, spec.Policy, read); return nil })
+	if !b.ImageOnly {
+		prep.Go(func() error { sv = b.survey(ctx, spec.Policy, read); return nil })
+	}
 	for _, ns := range namespaces {
 		prep.Go(func() error { return b.Sweep(ctx, ns, me) })
 	}
@@ -102,7 +104,7 @@ func (b *Backend) plan(ctx context.Context, r *run) (runPlan, error) {
 			return runPlan{}, err
 		}
 	}
-	if r.survey.err == nil && !spec.NoNetwork {
+	if r.survey != nil && r.survey.err == nil && !spec.NoNetwork {
 		in.strays = r.survey.strays
 	}
 	p := in.plan()
