@@ -89,8 +89,12 @@ func (a *app) verifyImage(ctx context.Context, vf *verifyFlags, spec runner.Prob
 		if err != nil {
 			return report.Run{}, err
 		}
+		note := withEntrypoint(ctx, be, image, vf.docker.entrypointTimeout)
 		run, _ := probeCycle(be, "kube").Run(ctx, spec) // a cluster that does not answer is exit 3
 		done()
+		if note != "" {
+			run.Notes = append(run.Notes, note)
+		}
 		run.Notes = append(run.Notes, fmt.Sprintf("image %s, namespace %s, runtime class %s, no network checks", image, vf.kube.namespace, orDefault(runtimeClassOf(be.RuntimeClass, spec.Policy), "(none)")))
 		return run, nil
 	}

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
@@ -69,4 +76,44 @@ func (k *verifyKubeFlags) backend(a *app, d *dockerFlags, p *policy.Policy, logg
 		Progress: pr.show, Logger: logger,
 	}
 	return be, pr.done, nil
+}
+
+// imageCommand reads the image's ENTRYPOINT and CMD from its registry, for
+// image.entrypoint: the pod runs the image by reference, and nothing on
+// this machine holds its configuration. Credentials are the Docker
+// config's, as for a pull.
+func imageCommand(ctx context.Context, image string) ([]string, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return nil, fmt.Errorf("--image %q: %w", image, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
+		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
+	if err != nil {
+		return nil, fmt.Errorf("read the configuration of %s from its registry: %w", image, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("read the configuration of %s: %w", image, err)
+	}
+	return append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...), nil
+}
+
+// withEntrypoint hands the image's own command to the probe (check
+// image.entrypoint), or says in a note why it is not tried.
+func withEntrypoint(ctx context.Context, be *kube.Backend, image string, timeout time.Duration) string {
+	if timeout <= 0 {
+		return ""
+	}
+	argv, err := imageCommand(ctx, image)
+	switch {
+	case err != nil:
+		return "image.entrypoint not tried: " + err.Error() + " (--entrypoint-timeout 0 leaves it out)"
+	case len(argv) == 0:
+		return "image.entrypoint not tried: the image has no ENTRYPOINT or CMD"
+	}
+	be.ImageCommand, be.ImageCommandTimeout = argv, timeout
+	return ""
 }

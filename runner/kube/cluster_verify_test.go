@@ -4,13 +4,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
 	"github.com/sandprobe/sandprobe/report"
@@ -104,6 +113,18 @@ func TestClusterVerifyImage(t *testing.T) {
 	)
 	testenv.ClusterImage(t, good, rootfs(t, map[string]string{"/usr/bin/git": e.bin}, map[string]string{"/etc/os-release": "ID=verify-good"}))
 	testenv.ClusterImage(t, nogit, rootfs(t, nil, map[string]string{"/etc/os-release": "ID=verify-nogit"}))
+	// Images whose ENTRYPOINT verify-image reads from a registry: one that
+	// exits 0, one that writes to the read-only root.
+	reg := registryHost(t)
+	entryOK := e.registryImage(t, reg, "verify-entry-ok", map[string]string{"/usr/bin/git": e.bin}, []string{"/usr/bin/git", "version"})
+	entryRO := e.registryImage(t, reg, "verify-entry-ro", map[string]string{"/usr/bin/git": e.bin}, []string{"/usr/bin/git", "cache", "seal", "/tmp", "--manifest", "/app.seal"})
+	// An image whose registry has gone: its entrypoint cannot be read.
+	gone := registryHost(t)
+	noRegistry := e.registryImage(t, gone, "verify-no-registry", map[string]string{"/usr/bin/git": e.bin}, []string{"/usr/bin/git", "version"})
+	closeRegistry(t, gone)
+	// The other images are in no registry: their entrypoint is left out, so
+	// that verify-image asks nothing of the network but loopback.
+	noEntry := []string{"--entrypoint-timeout", "0"}
 	cases := []struct {
 		name, image string
 		args        []string
@@ -111,12 +132,18 @@ func TestClusterVerifyImage(t *testing.T) {
 		want        map[string]report.Status
 		says        string // in the report's text
 	}{
-		{"conformant under gvisor", good, nil, report.ExitOK,
+		{"conformant under gvisor", good, noEntry, report.ExitOK,
 			map[string]report.Status{"tools.run git": report.Pass, "runtime.isolation gvisor": report.Pass}, ""},
-		{"tool missing", nogit, nil, report.ExitNonConformant,
+		{"tool missing", nogit, noEntry, report.ExitNonConformant,
 			map[string]report.Status{"tools.run git": report.Fail}, "install git in the image"},
-		{"runtime class not declared", good, []string{"--runtime-class", "runc"}, report.ExitCouldNotRun, nil, "not one of the policy's spec.runtime.classNames"},
-		{"no namespace is bad input", good, []string{"--namespace", ""}, report.ExitBadInput, nil, "--namespace is required"},
+		{"entrypoint starts", entryOK, nil, report.ExitOK,
+			map[string]report.Status{"image.entrypoint /usr/bin/git": report.Pass, "tools.run git": report.Pass}, ""},
+		{"entrypoint writes the read-only root", entryRO, nil, report.ExitNonConformant,
+			map[string]report.Status{"image.entrypoint /usr/bin/git": report.Fail}, "/app.seal"},
+		{"entrypoint left out", entryRO, []string{"--entrypoint-timeout", "0"}, report.ExitOK, nil, ""},
+		{"no registry to read the entrypoint from", noRegistry, nil, report.ExitOK, nil, "image.entrypoint not tried"},
+		{"runtime class not declared", good, append([]string{"--runtime-class", "runc"}, noEntry...), report.ExitCouldNotRun, nil, "not one of the policy's spec.runtime.classNames"},
+		{"no namespace is bad input", good, append([]string{"--namespace", ""}, noEntry...), report.ExitBadInput, nil, "--namespace is required"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,7 +226,8 @@ func TestClusterVerifyImageDebian(t *testing.T) {
 			testenv.DockerImage(t, host, c.image)
 			ref := e.clusterCopy(t, host, c.image)
 			start := time.Now()
-			k := e.verify(t, string(policyDoc), ref, "--env", "HOME=/tmp")
+			// Their entrypoint is Docker's to try: they are in no registry.
+			k := e.verify(t, string(policyDoc), ref, "--env", "HOME=/tmp", "--entrypoint-timeout", "0")
 			t.Logf("kube: exit %d in %.1fs", k.code, time.Since(start).Seconds())
 			if k.code != c.code {
 				t.Errorf("kube: exit %d, want %d:\n%s\n%s", k.code, c.code, strings.Join(k.failing(), "\n"), k.stderr)
@@ -258,4 +286,50 @@ func verdictDiff(docker, kube map[string]report.Status) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// registryHost serves a registry on loopback (go-containerregistry's, in
+// memory) for the test's lifetime: verify-image --backend kube reads an
+// image's ENTRYPOINT and CMD from its registry.
+func registryHost(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New())
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	registries.Store(host, srv)
+	return host
+}
+
+// registries are the test registries by host, for closeRegistry.
+var registries sync.Map
+
+// closeRegistry stops a registry: its port then refuses.
+func closeRegistry(t testing.TB, host string) {
+	t.Helper()
+	if srv, ok := registries.LoadAndDelete(host); ok {
+		srv.(*httptest.Server).Close()
+	}
+}
+
+// registryImage makes an image under reg/NAME:kube-test twice over: its
+// root (files copied from the host) in the cluster's containerd, which the
+// pod runs, and its configuration (the ENTRYPOINT) in the registry, which
+// verify-image reads. The cluster reaches no registry, so the pod's image
+// comes from containerd (pull policy Never).
+func (e *clusterEnv) registryImage(t testing.TB, reg, imageName string, files map[string]string, entrypoint []string) string {
+	t.Helper()
+	ref := reg + "/" + imageName + ":kube-test"
+	img, err := mutate.Config(empty.Image, v1.Config{Entrypoint: entrypoint, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	testenv.ClusterImage(t, ref, rootfs(t, files, map[string]string{"/etc/os-release": "ID=" + imageName}))
+	return ref
 }

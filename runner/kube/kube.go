@@ -127,6 +127,11 @@ type Backend struct {
 	// Env is added to the probe container's environment, as a sandbox's
 	// pod would set it (KEY=VALUE).
 	Env []string
+	// ImageCommand, when set, is the image's own ENTRYPOINT and CMD: the
+	// probe starts it under the pod's constraints (check image.entrypoint)
+	// and watches it for ImageCommandTimeout.
+	ImageCommand        []string
+	ImageCommandTimeout time.Duration
 	// Progress, when set, hears what the backend is waiting for; "" means
 	// it is done waiting.
 	Progress func(msg string)

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -61,6 +62,10 @@ func (b *Backend) probePod(r *run, pl placement) *corev1.Pod {
 		// Where a pod without the sandbox labels stands, the question is
 		// what it can reach; its identity and filesystem are drift's.
 		args = append(args, "--only", "egress")
+	}
+	if len(b.ImageCommand) > 0 && pl.stray == nil {
+		argv, _ := json.Marshal(b.ImageCommand) // a []string always marshals
+		args = append(args, "--image-command", string(argv), "--image-command-timeout", b.ImageCommandTimeout.String())
 	}
 	name := podName(p.Metadata.Name, r.id, pl.node)
 	if pl.stray != nil {
