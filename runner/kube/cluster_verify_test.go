@@ -168,126 +168,6 @@ func TestClusterVerifyImage(t *testing.T) {
 	}
 }
 
-// clusterCopy puts an image of the test Docker engine into the cluster's
-// containerd (which reaches no registry), once per image id: its file
-// system, exported from a container of it, becomes a one-layer image.
-func (e *clusterEnv) clusterCopy(t testing.TB, host, image string) string {
-	t.Helper()
-	docker := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("docker", args...)
-		cmd.Env = append(os.Environ(), "DOCKER_HOST="+host)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	id := strings.TrimPrefix(docker("image", "inspect", "-f", "{{.Id}}", image), "sha256:")
-	name := strings.SplitN(strings.TrimPrefix(image, "sandprobe/"), ":", 2)[0]
-	ref := "sandprobe.local/" + name + ":" + id[:12]
-	ls, _ := exec.Command("ctr", "--address", "/run/sandprobe-cluster/containerd/containerd.sock", "-n", "k8s.io", "images", "ls", "-q").Output()
-	if slices.Contains(strings.Fields(string(ls)), ref) {
-		return ref
-	}
-	tar := filepath.Join(t.TempDir(), name+".tar")
-	cid := docker("create", image, "/bin/true")
-	defer docker("rm", cid)
-	docker("export", "-o", tar, cid)
-	testenv.ClusterImage(t, ref, tar)
-	return ref
-}
-
-// TestClusterVerifyImageDebian: the Debian + Chromium test image and its
-// sabotaged variants (hack/images), verified under gVisor both on the
-// cluster (--backend kube, runtime class gvisor) and on the Docker engine
-// (runsc), with fixtures/image-policy.yaml. Each variant fails naming its
-// cause on the cluster; every verdict that differs between the two
-// backends is listed, and only the known differences are allowed.
-func TestClusterVerifyImageDebian(t *testing.T) {
-	e := newClusterEnv(t)
-	host := testenv.DockerHost(t)
-	testenv.DockerRuntime(t, host, "runsc-nonet")
-	policyDoc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "fixtures", "image-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		image string
-		code  int
-		fails string // a check that must fail on the cluster
-	}{
-		{"sandprobe/debian-chromium:test", report.ExitOK, ""},
-		{"sandprobe/debian-nogit:test", report.ExitNonConformant, "tools.run git"},
-		{"sandprobe/debian-nochromium:test", report.ExitNonConformant, "browser.screenshot"},
-	}
-	for _, c := range cases {
-		t.Run(strings.TrimPrefix(c.image, "sandprobe/"), func(t *testing.T) {
-			testenv.DockerImage(t, host, c.image)
-			ref := e.clusterCopy(t, host, c.image)
-			start := time.Now()
-			// Their entrypoint is Docker's to try: they are in no registry.
-			k := e.verify(t, string(policyDoc), ref, "--env", "HOME=/tmp", "--entrypoint-timeout", "0")
-			t.Logf("kube: exit %d in %.1fs", k.code, time.Since(start).Seconds())
-			if k.code != c.code {
-				t.Errorf("kube: exit %d, want %d:\n%s\n%s", k.code, c.code, strings.Join(k.failing(), "\n"), k.stderr)
-			}
-			if c.fails != "" && !slices.ContainsFunc(k.failing(), func(s string) bool { return strings.HasPrefix(s, c.fails) }) {
-				t.Errorf("kube: %s does not fail:\n%s", c.fails, strings.Join(k.failing(), "\n"))
-			}
-			if left := e.probeObjects(t); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-			d := e.verifyDocker(t, host, string(policyDoc), c.image)
-			for _, diff := range verdictDiff(d.verdicts, k.verdicts) {
-				t.Logf("docker vs kube: %s", diff)
-			}
-		})
-	}
-}
-
-// verifyDocker is the same verification on the Docker engine under runsc.
-func (e *clusterEnv) verifyDocker(t testing.TB, host, policyDoc, image string) verifyResult {
-	t.Helper()
-	dir := t.TempDir()
-	pol, jsonFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "report.json")
-	if err := os.WriteFile(pol, []byte(policyDoc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(e.bin, "verify-image", "--policy", pol, "--image", image, "--runtime", "runsc-nonet", "--runtime-class", "gvisor",
-		"--env", "HOME=/tmp", "--docker-host", host, "--json", jsonFile, "-o", "text")
-	out, _ := cmd.CombinedOutput()
-	r := verifyResult{runResult: runResult{stderr: string(out)}, verdicts: map[string]report.Status{}}
-	b, err := os.ReadFile(jsonFile)
-	if err != nil {
-		t.Fatalf("docker: no report: %v\n%s", err, out)
-	}
-	if err := json.Unmarshal(b, &r.report); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range r.report.Findings {
-		r.verdicts[f.Name()] = f.Status
-	}
-	return r
-}
-
-// verdictDiff lists the checks whose verdicts differ between two reports.
-func verdictDiff(docker, kube map[string]report.Status) []string {
-	var out []string
-	for name, d := range docker {
-		if k := kube[name]; k != d {
-			out = append(out, fmt.Sprintf("%s: docker %s, kube %q", name, d, k))
-		}
-	}
-	for name, k := range kube {
-		if _, ok := docker[name]; !ok {
-			out = append(out, fmt.Sprintf("%s: docker (none), kube %s", name, k))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // registryHost serves a registry on loopback (go-containerregistry's, in
 // memory) for the test's lifetime: verify-image --backend kube reads an
 // image's ENTRYPOINT and CMD from its registry.
@@ -332,4 +212,43 @@ func (e *clusterEnv) registryImage(t testing.TB, reg, imageName string, files ma
 	}
 	testenv.ClusterImage(t, ref, rootfs(t, files, map[string]string{"/etc/os-release": "ID=" + imageName}))
 	return ref
+}
+
+// TestClusterVerifyImageRuntimeClass: an image whose tool starts under
+// runc but not under gVisor (built for a newer kernel than gVisor's 4.4.0:
+// "FATAL: kernel too old") passes on the runc class and fails, naming the
+// cause, on the class the sandboxes run under.
+func TestClusterVerifyImageRuntimeClass(t *testing.T) {
+	e := newClusterEnv(t)
+	misbehave := filepath.Join(t.TempDir(), "misbehave")
+	build := exec.Command("go", "build", "-o", misbehave, "./runner/kube/testdata/misbehave")
+	build.Dir = testenv.ModuleRoot(t)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build misbehave: %v\n%s", err, out)
+	}
+	const image = "sandprobe.local/verify-newkernel:kube-test"
+	testenv.ClusterImage(t, image, rootfs(t, map[string]string{"/usr/bin/git": misbehave}, map[string]string{"/misbehave.mode": "newkernel 5.4"}))
+	doc := strings.Replace(verifyPolicy, "runtime: {classNames: [gvisor]}", "runtime: {classNames: [gvisor, runc], isolation: {runc: none}}", 1)
+	for _, c := range []struct {
+		class string
+		code  int
+		git   report.Status
+	}{
+		{"runc", report.ExitOK, report.Pass},
+		{"gvisor", report.ExitNonConformant, report.Fail},
+	} {
+		t.Run(c.class, func(t *testing.T) {
+			r := e.verify(t, doc, image, "--runtime-class", c.class, "--entrypoint-timeout", "0")
+			if r.code != c.code || r.verdicts["tools.run git"] != c.git {
+				t.Errorf("exit %d, tools.run git %q; want %d, %s:\n%s\n%s", r.code, r.verdicts["tools.run git"], c.code, c.git, strings.Join(r.failing(), "\n"), r.stderr)
+			}
+			if c.git == report.Fail && !strings.Contains(strings.Join(r.failing(), "\n"), "kernel too old") {
+				t.Errorf("the failure does not name the cause:\n%s", strings.Join(r.failing(), "\n"))
+			}
+			if left := e.probeObjects(t); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
 }

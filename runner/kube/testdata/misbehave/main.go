@@ -12,6 +12,9 @@
 //	settle D    sleep for duration D, then run the real probe
 //	            (/sandprobe-probe.real) as asked: a probe that lets the
 //	            NetworkPolicy engine program its pod first
+//	newkernel V exit 1 with glibc's "FATAL: kernel too old" when the
+//	            kernel release is older than V (as a binary built for a
+//	            newer kernel does under gVisor's 4.4.0), else exit 0
 package main
 
 import (
@@ -31,7 +34,9 @@ func main() {
 		os.Exit(2)
 	}
 	mode, arg, _ := strings.Cut(strings.TrimSpace(string(raw)), " ")
-	fmt.Fprintf(os.Stderr, "misbehave: %s %s\n", mode, arg)
+	if mode != "newkernel" { // it says what glibc says, and nothing else
+		fmt.Fprintf(os.Stderr, "misbehave: %s %s\n", mode, arg)
+	}
 	switch mode {
 	case "exit":
 		n, _ := strconv.Atoi(arg)
@@ -47,6 +52,8 @@ func main() {
 		fmt.Println(arg)
 	case "stale":
 		stale()
+	case "newkernel":
+		newKernel(arg)
 	case "settle":
 		d, _ := time.ParseDuration(arg)
 		time.Sleep(d)
@@ -93,4 +100,40 @@ func stale() {
 	err := syscall.Exec(args[0], args, os.Environ())
 	fmt.Fprintln(os.Stderr, "misbehave: exec:", err)
 	os.Exit(2)
+}
+
+// newKernel exits 1 as glibc does when the running kernel is older than
+// the one it was built for ("FATAL: kernel too old"), else 0.
+func newKernel(want string) {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		fmt.Fprintln(os.Stderr, "misbehave: uname:", err)
+		os.Exit(2)
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	if older(string(b), want) {
+		fmt.Fprintln(os.Stderr, "FATAL: kernel too old")
+		os.Exit(1)
+	}
+	fmt.Println("kernel " + string(b))
+}
+
+// older compares the major.minor of two kernel releases.
+func older(release, want string) bool {
+	num := func(s string) (int, int) {
+		major, rest, _ := strings.Cut(s, ".")
+		minor, _, _ := strings.Cut(rest, ".")
+		a, _ := strconv.Atoi(major)
+		b, _ := strconv.Atoi(strings.TrimRightFunc(minor, func(r rune) bool { return r < '0' || r > '9' }))
+		return a, b
+	}
+	ra, rb := num(release)
+	wa, wb := num(want)
+	return ra < wa || (ra == wa && rb < wb)
 }
