@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"sort"
@@ -82,15 +83,34 @@ func LoadFile(path string) (*Policy, []byte, error) {
 func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
+		return nil, &FileError{Path: path, Err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read policy %s: %w", path, err)
+		return nil, &FileError{Path: path, Err: err}
 	}
 	return data, nil
 }
+
+// FileError is a file that could not be read. It reads as "FILE: message",
+// the message without the path again ("policy.yaml: no such file or
+// directory").
+type FileError struct {
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	msg := e.Err.Error()
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		msg = pe.Err.Error()
+	}
+	return e.Path + ": " + msg
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
 
 // Load decodes a policy strictly, applies defaults and validates it. The
 // error, if any, joins one *FieldError per problem found.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 )
@@ -24,6 +25,10 @@ func LoadPath(path string, stdin io.Reader) (*Policy, []byte, error) {
 // WriteProblems prints every problem of a failed load, one a line, as
 // PATH:LINE: field: message (PATH: err when it holds no field problems).
 func WriteProblems(w io.Writer, path string, err error) {
+	if fe := (*FileError)(nil); errors.As(err, &fe) {
+		fmt.Fprintln(w, fe.Error()) // FILE: message, once
+		return
+	}
 	probs := Problems(err)
 	if len(probs) == 0 {
 		fmt.Fprintf(w, "%s: %v\n", path, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -46,7 +47,7 @@ func commands() []command {
 		{"probe", "the in-sandbox half: run the checks here and print the result as JSON", "--policy FILE [--nonce N] [flags]", 0, (*app).cmdProbe},
 		{"validate", "check a policy file and print every problem with its YAML path", "-f POLICY [--effective]", 0, (*app).cmdValidate},
 		{"checks", "list the check catalogue: id, what it proves, how to fix it", "[-o text|json|markdown]", 0, (*app).cmdChecks},
-		{"install", "copy this static binary to DEST (the probe pod's init container, for a probe in the sandbox's own image)", "DEST", 1, (*app).cmdInstall},
+		{"copy-self", "copy this static binary to DEST (an init container that puts sandprobe in a sandbox's own image; installs nothing in a cluster)", "DEST", 1, (*app).cmdCopySelf},
 		{"drift", "compare live pods, Sandboxes, egress policies and Docker containers with the policy; exit 0/1/2/3", "--policy FILE [--kubeconfig PATH [--context NAME] | --docker | -f FILE | --inspect FILE]... [flags]", 0, (*app).cmdDrift},
 		{"scan-workspace", "between two phases: name every file on the shared workspace that would run, or change how tools run, in the next phase, against the baseline the trusted step sealed", "DIR [--baseline FILE | --seal FILE] [flags]", 1, (*app).cmdScanWorkspace},
 		{"egress-usage", "the proxy's record held against the policy: each allowance's use, unused ones, risky wildcards, denied attempts, what the policy would block", "--policy FILE --log FILE... [--unused-days N] [flags]", 0, (*app).cmdEgressUsage},
@@ -84,6 +85,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// fileErr says a file that could not be read as "FLAG FILE: message" (the
+// operating system's message, without the operation and the path again);
+// any other error as oneLineErr does.
+func fileErr(flag string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return flag + " " + pe.Path + ": " + pe.Err.Error()
+	}
+	return oneLineErr(err)
 }
 
 // oneLineErr flattens an error onto one line.

@@ -64,8 +64,9 @@ func (a *app) rootCommand(code *int) *cobra.Command {
 // run function called with the exit code kept.
 func (a *app) cobraCommand(c command, code *int) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   c.name,
-		Short: c.summary,
+		Use:     c.name,
+		Short:   c.summary,
+		Aliases: commandAliases[c.name],
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case c.args == 0 && len(args) > 0:

@@ -71,7 +71,7 @@ func TestCompletionBash(t *testing.T) {
 		want, not []string
 		exactly   bool
 	}{
-		{line: "sandprobe ", want: []string{"run", "drift", "verify-image", "serve", "probe", "validate", "checks", "render", "install", "completion", "help"}},
+		{line: "sandprobe ", want: []string{"run", "drift", "verify-image", "serve", "probe", "validate", "checks", "render", "copy-self", "completion", "help"}, not: []string{"install"}},
 		{line: "sandprobe ver", want: []string{"verify-image", "version"}, exactly: true},
 		{line: "sandprobe dr", want: []string{"drift"}, exactly: true},
 		{line: "sandprobe run --backend ", want: []string{"local", "docker", "kube"}, exactly: true},
@@ -220,6 +220,7 @@ func TestUsageErrorsOneLine(t *testing.T) {
 		{[]string{"serve", "--history", "many"}, `"--history"`},
 		{[]string{"run", "--policy"}, "--policy"},
 		{[]string{"validate", "-f", "../../fixtures/policy.yaml", "extra"}, `unexpected argument "extra"`},
+		{[]string{"copy-self"}, "DEST"},
 		{[]string{"install"}, "DEST"},
 		{[]string{"help", "frobnicate"}, `unknown help topic "frobnicate"`},
 	}

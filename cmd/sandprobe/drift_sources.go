@@ -104,7 +104,7 @@ func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *
 	if len(o.files) > 0 {
 		scan := &drift.FileScan{Engine: newEngine(), Paths: o.files, Stdin: a.stdin, Namespace: o.namespace, NamespaceLabels: o.nsLabels, Recursive: o.recursive}
 		if err := scan.Run(col); err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", oneLineErr(err))
+			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", fileErr("-f", err))
 			return false
 		}
 		if col.Scanned == 0 {
@@ -119,7 +119,7 @@ func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *
 			err = drift.CheckInspectFile(newEngine(), data, path, col)
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "sandprobe drift: %v\n", err)
+			fmt.Fprintf(a.stderr, "sandprobe drift: %s\n", fileErr("--inspect", err))
 			return false
 		}
 	}

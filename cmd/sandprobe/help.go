@@ -42,7 +42,33 @@ func commandHelp(w io.Writer, cmd *cobra.Command, c command) {
 			fmt.Fprintf(w, "\n%s:\n%s", t, fs.FlagUsages())
 		}
 	}
-	fmt.Fprint(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\n")
+	fmt.Fprint(w, "\n"+exitFooter(c.name)+"\n")
+}
+
+// exitCodesConformance is what a command that judges sandboxes exits with.
+const exitCodesConformance = "Exit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run."
+
+// exitFooters are the exit codes of the commands that do not judge
+// sandboxes, each in its own words; the others exit as
+// exitCodesConformance says.
+var exitFooters = map[string]string{
+	"serve":          "Exit codes (when it stops): 0 stopped by SIGINT or SIGTERM, 2 bad input or usage, 3 could not serve.",
+	"validate":       "Exit codes: 0 valid, 2 invalid (each problem with its file, line and YAML path) or bad usage, 3 could not run.",
+	"render":         "Exit codes: 0 rendered, 2 bad input or usage (one line per problem), 3 could not write.",
+	"checks":         "Exit codes: 0 listed, 2 bad usage, 3 could not write.",
+	"version":        "Exit codes: 0 printed, 2 bad usage, 3 could not write.",
+	"copy-self":      "Exit codes: 0 copied, 2 bad usage, 3 could not copy.",
+	"cache seal":     "Exit codes: 0 sealed, 2 bad input or usage, 3 could not seal.",
+	"cache verify":   "Exit codes: 0 the cache matches its seal, 1 it does not, 2 bad input or usage, 3 could not run.",
+	"scan-workspace": "Exit codes: 0 nothing on the workspace would run or change how tools run beyond the baseline, 1 something would, 2 bad input or usage, 3 could not run.",
+}
+
+// exitFooter is a command's exit codes.
+func exitFooter(name string) string {
+	if f, ok := exitFooters[name]; ok {
+		return f
+	}
+	return exitCodesConformance
 }
 
 // groupHelp prints the help of a command that groups subcommands.
@@ -56,8 +82,7 @@ func groupHelp(w io.Writer, c command) {
 	for _, s := range subs {
 		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.summary)
 	}
-	fmt.Fprintf(w, "\nRun `sandprobe help %s COMMAND` for a command's flags.\n", c.name)
-	fmt.Fprint(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\n")
+	fmt.Fprintf(w, "\nRun `sandprobe help %s COMMAND` for a command's flags and exit codes.\n", c.name)
 }
 
 func upperFirst(s string) string {
@@ -76,7 +101,7 @@ func (a *app) usage(w io.Writer) {
 	for _, c := range cmds {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nExit codes: 0 conformant, 1 not conformant, 2 bad input or usage, 3 could not run.\nRun `sandprobe help COMMAND` (or `sandprobe COMMAND -h`) for a command's flags.\n")
+	fmt.Fprintf(w, "\nExit codes of the commands that judge sandboxes (run, drift, verify-image, …): 0 conformant, 1 not conformant,\n2 bad input or usage, 3 could not run. Run `sandprobe help COMMAND` (or `sandprobe COMMAND -h`) for a\ncommand's flags and its exit codes.\n")
 }
 
 // setHelp makes help ours: the command list for the root, the grouped

@@ -92,9 +92,14 @@ func (o *outputs) check() error {
 			o.sarif.BaseDir = wd
 		}
 	}
-	if o.sarifFile != "" {
-		if err := checkWritableDir(o.sarifFile); err != nil {
-			return fmt.Errorf("--sarif: %w", err)
+	for _, f := range [][2]string{{"--sarif", o.sarifFile}, {"--json", o.jsonFile}, {"--junit", o.junitFile}, {"--metrics-file", o.metricsFile}} {
+		if f[1] == "" {
+			continue
+		}
+		// Found before the run: a report that cannot be written after
+		// minutes of probing is a mistake in the command line.
+		if err := checkWritableDir(f[1]); err != nil {
+			return fmt.Errorf("%s %w", f[0], err)
 		}
 	}
 	return o.checkFiles()
@@ -106,7 +111,7 @@ func (o *outputs) checkFiles() error {
 		// Found before the run, not after it: a page that cannot be
 		// written is a mistake in the command line.
 		if err := checkWritableDir(o.htmlFile); err != nil {
-			return fmt.Errorf("--html: %w", err)
+			return fmt.Errorf("--html %w", err)
 		}
 	}
 	if o.pushgateway != "" {

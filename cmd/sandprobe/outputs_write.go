@@ -45,9 +45,10 @@ func (o *outputs) write(ctx context.Context, a *app, run report.Run, verbose boo
 
 // checkWritableDir makes sure a file can be created beside path (the
 // atomic write's temporary file) and that path is not a directory.
+// Its error reads "FILE: message".
 func checkWritableDir(path string) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
+		return fmt.Errorf("%s: is a directory", path)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
 	if err != nil {
@@ -55,7 +56,7 @@ func checkWritableDir(path string) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("cannot write %s: %w", path, err)
+		return fmt.Errorf("%s: cannot write: %w", path, err)
 	}
 	f.Close()
 	os.Remove(f.Name())

@@ -385,19 +385,27 @@ func TestServePage(t *testing.T) {
 	})
 }
 
-// TestHTMLFlagBadInput: a page that cannot be written, or a history that
-// keeps nothing, is found before anything runs: one line, exit 2.
+// TestHTMLFlagBadInput: a page or report that cannot be written, a file
+// that cannot be read, or a history that keeps nothing, is found before
+// anything runs: one line, exit 2, "FLAG FILE: message" (or "FILE:
+// message" for the policy, as its problems read).
 func TestHTMLFlagBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		args   []string
 		stderr string
 	}{
-		{[]string{"run", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe run: --html: cannot write " + filepath.Join(dir, "missing", "page.html") + ": no such file or directory"},
-		{[]string{"run", "--policy", localPolicy, "--html", dir}, "sandprobe run: --html: " + dir + " is a directory"},
-		{[]string{"serve", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe serve: --html: cannot write"},
+		{[]string{"run", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe run: --html " + filepath.Join(dir, "missing", "page.html") + ": cannot write: no such file or directory"},
+		{[]string{"run", "--policy", localPolicy, "--html", dir}, "sandprobe run: --html " + dir + ": is a directory"},
+		{[]string{"serve", "--policy", localPolicy, "--html", filepath.Join(dir, "missing", "page.html")}, "sandprobe serve: --html " + filepath.Join(dir, "missing", "page.html") + ": cannot write"},
 		{[]string{"serve", "--policy", localPolicy, "--history", "0"}, "sandprobe serve: --history: want 1 to 10000 runs, got 0"},
-		{[]string{"drift", "--policy", localPolicy, "-f", "testdata/would-refuse-pods.yaml", "--html", dir}, "sandprobe drift: --html: " + dir + " is a directory"},
+		{[]string{"drift", "--policy", localPolicy, "-f", "testdata/would-refuse-pods.yaml", "--html", dir}, "sandprobe drift: --html " + dir + ": is a directory"},
+		{[]string{"drift", "--policy", localPolicy, "-f", "testdata/would-refuse-pods.yaml", "--json", filepath.Join(dir, "missing", "r.json")}, "sandprobe drift: --json " + filepath.Join(dir, "missing", "r.json") + ": cannot write: no such file or directory"},
+		{[]string{"drift", "--policy", localPolicy, "-f", filepath.Join(dir, "nothing.yaml")}, "sandprobe drift: -f " + filepath.Join(dir, "nothing.yaml") + ": no such file or directory"},
+		{[]string{"drift", "--policy", localPolicy, "--inspect", filepath.Join(dir, "nothing.json")}, "sandprobe drift: --inspect " + filepath.Join(dir, "nothing.json") + ": no such file or directory"},
+		{[]string{"run", "--policy", filepath.Join(dir, "nothing.yaml")}, filepath.Join(dir, "nothing.yaml") + ": no such file or directory"},
+		{[]string{"validate", "-f", filepath.Join(dir, "nothing.yaml")}, filepath.Join(dir, "nothing.yaml") + ": no such file or directory"},
+		{[]string{"validate"}, "sandprobe validate: -f is required"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runApp(t, "", c.args...)

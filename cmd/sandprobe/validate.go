@@ -24,7 +24,7 @@ func (a *app) cmdValidate(fs *pflag.FlagSet) runFunc {
 	fs.BoolVar(&effective, "effective", false, "print the policy with every default filled in and every weakening it declares; exit 2 if a weakening is not written in the file")
 	return func(context.Context, []string) int {
 		if file == "" {
-			fmt.Fprintln(a.stderr, "sandprobe: --policy is required")
+			fmt.Fprintln(a.stderr, "sandprobe validate: -f is required (the policy file to check, or - for stdin)")
 			return report.ExitBadInput
 		}
 		var (
