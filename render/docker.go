@@ -90,7 +90,7 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 	var size string
 	if s.Filesystem.SizeLimit != "" {
 		if n, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
-			size = ",size=" + strconv.FormatInt(int64(n), 10)
+			size = ",size=" + dockerBytes(int64(n))
 		}
 	}
 	for _, w := range s.Filesystem.Writable {
@@ -163,7 +163,7 @@ func dockerLimitFlags(s *policy.Spec) []string {
 	}
 	if v := s.Resources.Limits["memory"]; v != "" {
 		if n, err := policy.ParseQuantity(v); err == nil {
-			f = append(f, "--memory", strconv.FormatInt(int64(n), 10))
+			f = append(f, "--memory", dockerBytes(int64(n)))
 		}
 	}
 	if v := s.Resources.Limits["cpu"]; v != "" {
@@ -172,4 +172,35 @@ func dockerLimitFlags(s *policy.Spec) []string {
 		}
 	}
 	return f
+}
+
+// dockerBytes writes a byte count in the largest unit Docker reads that
+// holds it whole (6g, 512m, 64k; else bytes): --memory and a tmpfs size
+// read as a person writes them, and mean exactly the policy's quantity.
+func dockerBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// DockerNotes are what a `docker run` of the policy will not do as the
+// policy says: a declared proxy that the container cannot reach, because
+// its network is none (spec.docker.network unset: the default). The run
+// would still be tight, but every allowance would fail.
+func DockerNotes(p *policy.Policy) []string {
+	s := &p.Spec
+	if s.Egress.Proxy == "" || (s.Docker.Network != "" && s.Docker.Network != "none") {
+		return nil
+	}
+	how := "spec.docker.network is none"
+	if s.Docker.Network == "" {
+		how = "spec.docker.network is unset, so the container runs with --network none"
+	}
+	return []string{fmt.Sprintf("%s, but spec.egress.proxy declares %s: the container cannot reach the proxy, so every allowance fails; set spec.docker.network to a network that reaches the proxy and nothing else (docs/docker.md)", how, s.Egress.Proxy)}
 }

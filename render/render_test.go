@@ -106,8 +106,8 @@ func TestDockerArgv(t *testing.T) {
 	cmd := render.Docker(p, render.DockerOptions{Nonce: "n", ProbeImage: "sandprobe:test"})
 	flags := strings.Join(cmd.Flags, " ")
 	for _, want := range []string{"--read-only", "--user 65532:65532", "--cap-drop ALL", "--security-opt no-new-privileges",
-		"--pids-limit 256", "--memory 536870912", "--cpus 1", "--network sandprobe-drift-internal",
-		"--tmpfs /workspace:rw,mode=1777,size=67108864", "-e https_proxy=http://10.213.7.2:3128",
+		"--pids-limit 256", "--memory 512m", "--cpus 1", "--network sandprobe-drift-internal",
+		"--tmpfs /workspace:rw,mode=1777,size=64m", "-e https_proxy=http://10.213.7.2:3128",
 		"--mount type=bind,src=/var/lib/sandprobe-creds/git-token,dst=/run/secrets/git-token,readonly", "--label sandbox=true"} {
 		if !strings.Contains(flags, want) {
 			t.Errorf("flags lack %q:\n%s", want, flags)

@@ -65,6 +65,9 @@ func (a *app) cmdRender(fs *pflag.FlagSet) runFunc {
 			return a.renderRBAC(p, namespace)
 		case "docker", "docker-json":
 			cmd := render.Docker(p, render.DockerOptions{Name: name, Image: image, ProbeImage: probeImage, ProbeBinary: probeBinary, Nonce: nonce})
+			for _, n := range render.DockerNotes(p) {
+				fmt.Fprintf(a.stderr, "%s: note: %s\n", policyPath, n)
+			}
 			if format == "docker" {
 				fmt.Fprintln(a.stdout, cmd.String())
 				break

@@ -53,3 +53,19 @@ func TestRenderAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderDockerNotes: --format docker writes Docker's units (512m, not
+// 536870912), and notes on stderr a proxy the container cannot reach
+// because its network is none; a policy whose network reaches the proxy
+// gets no note.
+func TestRenderDockerNotes(t *testing.T) {
+	code, stdout, stderr := runApp(t, "", "render", "--format", "docker", "--policy", "../../fixtures/policy.yaml")
+	if code != 0 || !strings.Contains(stderr, "note: spec.docker.network is unset, so the container runs with --network none, but spec.egress.proxy declares http://egress-proxy.sandbox-system:3128") ||
+		strings.Count(stderr, "\n") != 1 || !strings.Contains(stdout, "--network none") || !strings.Contains(stdout, "--memory 6g") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runApp(t, "", "render", "--format", "docker", "--policy", "../../fixtures/docker-policy.yaml")
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "--memory 512m") || !strings.Contains(stdout, "size=64m") {
+		t.Errorf("a network that reaches the proxy: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
