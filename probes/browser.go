@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
 
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/result"
 )
 
@@ -84,19 +85,8 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 	spec := env.Policy.Spec.Browser
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout.Duration)
 	defer cancel()
-	steps := &browserSteps{last: time.Now()}
-	exp := fmt.Sprintf("a headless Chromium writes a %dx%d screenshot of a self-contained page to %s within %s", shotWidth, shotHeight, spec.WriteTo, spec.Timeout.Duration)
-	home := homeState()
-	// failAt builds the failure for a step, with everything seen so far.
-	failAt := func(step, actual, fix, output string) []result.Finding {
-		ev := steps.String() + "; " + home.describe()
-		if output = strings.TrimSpace(output); output != "" {
-			ev += "; browser output: " + clipText(strings.Join(strings.Fields(output), " "), 1200)
-		}
-		f := fail(step, exp, actual, ev)
-		f.Fix = fix
-		return []result.Finding{f}
-	}
+	r := &screenshotRun{ctx: ctx, env: env, spec: spec, steps: &browserSteps{last: time.Now()}, home: homeState(), output: &tailBuffer{max: 32 << 10}}
+	r.exp = fmt.Sprintf("a headless Chromium writes a %dx%d screenshot of a self-contained page to %s within %s", shotWidth, shotHeight, spec.WriteTo, spec.Timeout.Duration)
 
 	path, err := findBrowser(spec.Path)
 	if err != nil {
@@ -104,22 +94,21 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 		if spec.Path != "" {
 			fix = fmt.Sprintf("spec.browser.path is %s: install Chromium there or correct the path", spec.Path)
 		}
-		return failAt("locate", "no browser binary: "+err.Error(), fix, "")
+		return r.failAt("locate", "no browser binary: "+err.Error(), fix, "")
 	}
-	steps.mark("locate", path)
+	r.steps.mark("locate", path)
 
 	profile, err := os.MkdirTemp(spec.WriteTo, ".sandprobe-browser-profile-")
 	if err != nil {
-		return failAt("profile", fmt.Sprintf("cannot create a fresh profile directory under %s: %s", spec.WriteTo, errnoName(err)),
+		return r.failAt("profile", fmt.Sprintf("cannot create a fresh profile directory under %s: %s", spec.WriteTo, errnoName(err)),
 			fmt.Sprintf("make %s writable by uid %d (a tmpfs or emptyDir, mode 1777; in a Docker image, chmod 1777 the directory: runc gives a tmpfs the mode of the image directory it covers)", spec.WriteTo, os.Getuid()),
 			describeDir(spec.WriteTo))
 	}
 	// Chromium's helpers can write into the profile a moment after it exits.
 	defer removeAllRetry(profile)
-	steps.mark("profile", profile)
+	r.steps.mark("profile", profile)
 
-	output := &tailBuffer{max: 32 << 10}
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.CombinedOutput(output)}
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.CombinedOutput(r.output)}
 	for _, f := range browserFlags(profile) {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
 		if hasValue {
@@ -132,21 +121,54 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
 	defer cancelBrowser()
-	timedOut := func(step string) []result.Finding {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return []result.Finding{errorf(step, "interrupted during %s", step)}
-		}
-		return failAt(step, fmt.Sprintf("timed out during %s after %s", step, spec.Timeout.Duration),
-			"Chromium did not finish in time: give the sandbox more CPU and memory or raise spec.browser.timeout; the browser output in the evidence shows where it stalled",
-			output.String())
-	}
+	return r.shoot(bctx)
+}
 
+// screenshotRun is one browser.screenshot check: what it expects, the
+// steps done so far, HOME's state and the browser's output, for the
+// evidence of whichever step fails.
+type screenshotRun struct {
+	ctx    context.Context
+	env    *Env
+	spec   policy.Browser
+	exp    string
+	steps  *browserSteps
+	home   home
+	output *tailBuffer
+}
+
+// failAt builds the failure for a step, with everything seen so far.
+func (r *screenshotRun) failAt(step, actual, fix, output string) []result.Finding {
+	ev := r.steps.String() + "; " + r.home.describe()
+	if output = strings.TrimSpace(output); output != "" {
+		ev += "; browser output: " + clipText(strings.Join(strings.Fields(output), " "), 1200)
+	}
+	f := fail(step, r.exp, actual, ev)
+	f.Fix = fix
+	return []result.Finding{f}
+}
+
+// timedOut is the finding for a step the check's deadline (or an
+// interruption) cut short.
+func (r *screenshotRun) timedOut(step string) []result.Finding {
+	if errors.Is(r.ctx.Err(), context.Canceled) {
+		return []result.Finding{errorf(step, "interrupted during %s", step)}
+	}
+	return r.failAt(step, fmt.Sprintf("timed out during %s after %s", step, r.spec.Timeout.Duration),
+		"Chromium did not finish in time: give the sandbox more CPU and memory or raise spec.browser.timeout; the browser output in the evidence shows where it stalled",
+		r.output.String())
+}
+
+// shoot launches the browser in bctx, renders the page, captures, writes
+// and decodes the screenshot, and closes the browser.
+func (r *screenshotRun) shoot(bctx context.Context) []result.Finding {
+	ctx, spec, steps, output := r.ctx, r.spec, r.steps, r.output
 	if err := chromedp.Do(bctx); err != nil {
 		if ctx.Err() != nil {
-			return timedOut("launch")
+			return r.timedOut("launch")
 		}
-		actual, fix := diagnoseLaunch(err, output.String(), home, env)
-		return failAt("launch", actual, fix, output.String())
+		actual, fix := diagnoseLaunch(err, output.String(), r.home, r.env)
+		return r.failAt("launch", actual, fix, output.String())
 	}
 	version := ""
 	if b := chromedp.FromContext(bctx).Browser; b != nil {
@@ -160,9 +182,9 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 	// the viewport override makes the page exactly the size checked below.
 	if err := chromedp.Do(bctx, chromedp.EmulateViewport(shotWidth, shotHeight), chromedp.Navigate(screenshotPage())); err != nil {
 		if ctx.Err() != nil {
-			return timedOut("render")
+			return r.timedOut("render")
 		}
-		return failAt("render", "the page did not load: "+err.Error(),
+		return r.failAt("render", "the page did not load: "+err.Error(),
 			"Chromium started but could not render a local page: read the browser output in the evidence (often /dev/shm too small or a crashed renderer: give the sandbox more memory)", output.String())
 	}
 	steps.mark("render", "")
@@ -170,15 +192,15 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 	shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		if ctx.Err() != nil {
-			return timedOut("capture")
+			return r.timedOut("capture")
 		}
-		return failAt("capture", "no screenshot: "+err.Error(), "Chromium rendered the page but could not capture it: read the browser output in the evidence", output.String())
+		return r.failAt("capture", "no screenshot: "+err.Error(), "Chromium rendered the page but could not capture it: read the browser output in the evidence", output.String())
 	}
 	steps.mark("capture", fmt.Sprintf("%d bytes", len(shot)))
 
-	file := filepath.Join(spec.WriteTo, "sandprobe-screenshot-"+fileSafe(env.Nonce)+".png")
+	file := filepath.Join(spec.WriteTo, "sandprobe-screenshot-"+fileSafe(r.env.Nonce)+".png")
 	if err := os.WriteFile(file, shot, 0o644); err != nil {
-		return failAt("write", fmt.Sprintf("cannot write the screenshot to %s: %s", file, errnoName(err)),
+		return r.failAt("write", fmt.Sprintf("cannot write the screenshot to %s: %s", file, errnoName(err)),
 			fmt.Sprintf("make %s writable by uid %d (spec.browser.writeTo must lie under a writable mount)", spec.WriteTo, os.Getuid()), "")
 	}
 	defer os.Remove(file)
@@ -186,13 +208,13 @@ func checkBrowserScreenshot(ctx context.Context, env *Env) []result.Finding {
 
 	detail, err := verifyScreenshot(file)
 	if err != nil {
-		return failAt("decode", err.Error(), "Chromium wrote a screenshot that does not show the page: look for a renderer crash or missing fonts/libraries in the browser output", output.String())
+		return r.failAt("decode", err.Error(), "Chromium wrote a screenshot that does not show the page: look for a renderer crash or missing fonts/libraries in the browser output", output.String())
 	}
 	steps.mark("decode", detail)
 
 	chromedp.Cancel(bctx) // a graceful close, so the profile is complete when removed
 	steps.mark("close", "")
-	return []result.Finding{pass(spec.WriteTo, exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", shotWidth, shotHeight), steps.String()+"; "+home.describe())}
+	return []result.Finding{pass(spec.WriteTo, r.exp, fmt.Sprintf("a %dx%d screenshot rendered, written and decoded", shotWidth, shotHeight), steps.String()+"; "+r.home.describe())}
 }
 
 // findBrowser resolves the policy's path or the first known name on PATH.

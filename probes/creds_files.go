@@ -158,65 +158,7 @@ const credFilesExp = "no credential file readable beyond the declared credential
 // …) — leaving out what the policy declares. Each is named by path and what
 // it holds; its content is read to tell, and never reported.
 func checkCredFiles(_ context.Context, env *Env) []result.Finding {
-	var declared []string
-	for _, c := range env.Policy.Spec.Credentials {
-		declared = append(declared, c.MountPath)
-	}
-	isDeclared := func(p string) bool {
-		return slices.ContainsFunc(declared, func(d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") })
-	}
-	homes := []string{envValue(env.Environ, "HOME"), "/root"}
-	if entries, err := os.ReadDir("/home"); err == nil {
-		for _, e := range entries {
-			homes = append(homes, filepath.Join("/home", e.Name()))
-		}
-	}
-	if ws := env.Policy.Spec.Phases.Workspace; ws != "" {
-		homes = append(homes, ws)
-	}
-	type candidate struct {
-		path string
-		cf   credFile
-	}
-	var cands []candidate
-	seen := map[string]bool{}
-	addCand := func(p string, cf credFile) {
-		if p == "" || seen[p] || isDeclared(p) {
-			return
-		}
-		seen[p] = true
-		cands = append(cands, candidate{p, cf})
-	}
-	var looked []string
-	for _, h := range homes {
-		if h == "" || slices.Contains(looked, h) {
-			continue
-		}
-		looked = append(looked, h)
-		for _, cf := range credFiles {
-			addCand(filepath.Join(h, cf.rel), cf)
-		}
-	}
-	for _, ev := range credEnvFiles {
-		for _, p := range filepath.SplitList(envValue(env.Environ, ev.env)) {
-			if p == "" || !filepath.IsAbs(p) {
-				continue
-			}
-			if ev.file != "" {
-				p = filepath.Join(p, ev.file)
-			}
-			var holds func([]byte) bool
-			switch ev.env {
-			case "KUBECONFIG":
-				holds = kubeconfigHoldsCred
-			case "DOCKER_CONFIG":
-				holds = dockerConfigHoldsAuth
-			case "NPM_CONFIG_USERCONFIG":
-				holds = npmrcHoldsAuth
-			}
-			addCand(p, credFile{rel: p, what: ev.what + " (named by $" + ev.env + ")", holds: holds})
-		}
-	}
+	cands, looked := credCandidates(env)
 	var out []result.Finding
 	for _, c := range cands {
 		b, err := readSmallRegular(c.path, 4<<20)
@@ -237,4 +179,83 @@ func checkCredFiles(_ context.Context, env *Env) []result.Finding {
 			fmt.Sprintf("%d places tools keep credentials, under %s and where the environment points tools, opened as uid %d", len(cands), strings.Join(looked, ", "), os.Getuid())))
 	}
 	return out
+}
+
+// credCandidate is a place a tool keeps a credential, and what it holds.
+type credCandidate struct {
+	path string
+	cf   credFile
+}
+
+// credCandidates lists where to look, each place once and none the policy
+// declares: the credential files under every home, then the files the
+// environment names; and the homes looked in.
+func credCandidates(env *Env) ([]credCandidate, []string) {
+	var declared []string
+	for _, c := range env.Policy.Spec.Credentials {
+		declared = append(declared, c.MountPath)
+	}
+	isDeclared := func(p string) bool {
+		return slices.ContainsFunc(declared, func(d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") })
+	}
+	var cands []credCandidate
+	seen := map[string]bool{}
+	addCand := func(p string, cf credFile) {
+		if p == "" || seen[p] || isDeclared(p) {
+			return
+		}
+		seen[p] = true
+		cands = append(cands, credCandidate{p, cf})
+	}
+	var looked []string
+	for _, h := range credHomes(env) {
+		if h == "" || slices.Contains(looked, h) {
+			continue
+		}
+		looked = append(looked, h)
+		for _, cf := range credFiles {
+			addCand(filepath.Join(h, cf.rel), cf)
+		}
+	}
+	for _, ev := range credEnvFiles {
+		for _, p := range filepath.SplitList(envValue(env.Environ, ev.env)) {
+			if p == "" || !filepath.IsAbs(p) {
+				continue
+			}
+			if ev.file != "" {
+				p = filepath.Join(p, ev.file)
+			}
+			addCand(p, credFile{rel: p, what: ev.what + " (named by $" + ev.env + ")", holds: envFileHolds(ev.env)})
+		}
+	}
+	return cands, looked
+}
+
+// credHomes are the sandbox's HOME, root's and every user's home, and the
+// shared workspace.
+func credHomes(env *Env) []string {
+	homes := []string{envValue(env.Environ, "HOME"), "/root"}
+	if entries, err := os.ReadDir("/home"); err == nil {
+		for _, e := range entries {
+			homes = append(homes, filepath.Join("/home", e.Name()))
+		}
+	}
+	if ws := env.Policy.Spec.Phases.Workspace; ws != "" {
+		homes = append(homes, ws)
+	}
+	return homes
+}
+
+// envFileHolds tells whether a file named by the variable holds a
+// credential (nil: any readable file counts).
+func envFileHolds(variable string) func([]byte) bool {
+	switch variable {
+	case "KUBECONFIG":
+		return kubeconfigHoldsCred
+	case "DOCKER_CONFIG":
+		return dockerConfigHoldsAuth
+	case "NPM_CONFIG_USERCONFIG":
+		return npmrcHoldsAuth
+	}
+	return nil
 }

@@ -216,61 +216,8 @@ func judgeScope(ctx context.Context, c *kubeCred, name, ns string, scope policy.
 	if err := c.post(ctx, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", rr, &rr); err != nil {
 		return scopeError(subject, exp, c, err)
 	}
-	// Every rule, expanded to grants; what the scope does not cover is excess.
-	var excess []grant
-	rules := 0
-	for _, r := range rr.Status.ResourceRules {
-		rules++
-		groups := r.APIGroups
-		if len(groups) == 0 {
-			groups = []string{""}
-		}
-		for _, g := range groups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					if gr := (grant{g, res, v}); !covers(scope, gr) && !slices.Contains(excess, gr) {
-						excess = append(excess, gr)
-					}
-				}
-			}
-		}
-	}
-	var nonResource []string
-	for _, r := range rr.Status.NonResourceRules {
-		rules++
-		for _, v := range r.Verbs {
-			if v != "get" && v != "head" {
-				nonResource = append(nonResource, v+" "+strings.Join(r.NonResourceURLs, ","))
-			}
-		}
-	}
-	// The verbs that matter, one question each, answered by every
-	// authorizer (the rules review may be incomplete under a webhook).
-	type answer struct {
-		grant
-		allowed bool
-		err     error
-	}
-	answers := make([]answer, len(scopeQuestions)) // each goroutine writes its own slot
-	p := pool.New().WithMaxGoroutines(4)
-	for i, q := range scopeQuestions {
-		p.Go(func() {
-			var ar accessReview
-			ar.APIVersion, ar.Kind = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
-			res, sub, _ := strings.Cut(q.resource, "/")
-			attrs := map[string]string{"verb": q.verb, "group": q.group, "resource": res}
-			if sub != "" {
-				attrs["subresource"] = sub
-			}
-			if !q.cluster {
-				attrs["namespace"] = ns
-			}
-			ar.Spec.ResourceAttributes = attrs
-			err := c.post(ctx, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ar, &ar)
-			answers[i] = answer{q.grant, ar.Status.Allowed, err}
-		})
-	}
-	p.Wait()
+	excess, nonResource, rules := excessRules(&rr, scope)
+	answers := askScopeQuestions(ctx, c, ns)
 	var may, denied []string
 	for _, a := range answers {
 		if a.err != nil {
@@ -308,6 +255,71 @@ func judgeScope(ctx context.Context, c *kubeCred, name, ns string, scope policy.
 		return f
 	}
 	return pass(subject, exp, fmt.Sprintf("no more than declared: %d rules within the scope, every verb that matters beyond it denied", rules), evidence)
+}
+
+// excessRules expands every rule of the review to grants and returns what
+// the scope does not cover (resource grants, and non-resource verbs other
+// than get and head), and how many rules there were.
+func excessRules(rr *rulesReview, scope policy.CredentialScope) (excess []grant, nonResource []string, rules int) {
+	for _, r := range rr.Status.ResourceRules {
+		rules++
+		groups := r.APIGroups
+		if len(groups) == 0 {
+			groups = []string{""}
+		}
+		for _, g := range groups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if gr := (grant{g, res, v}); !covers(scope, gr) && !slices.Contains(excess, gr) {
+						excess = append(excess, gr)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range rr.Status.NonResourceRules {
+		rules++
+		for _, v := range r.Verbs {
+			if v != "get" && v != "head" {
+				nonResource = append(nonResource, v+" "+strings.Join(r.NonResourceURLs, ","))
+			}
+		}
+	}
+	return excess, nonResource, rules
+}
+
+// scopeAnswer is the API server's answer to one of scopeQuestions.
+type scopeAnswer struct {
+	grant
+	allowed bool
+	err     error
+}
+
+// askScopeQuestions asks the verbs that matter, one question each,
+// answered by every authorizer (the rules review may be incomplete under
+// a webhook).
+func askScopeQuestions(ctx context.Context, c *kubeCred, ns string) []scopeAnswer {
+	answers := make([]scopeAnswer, len(scopeQuestions)) // each goroutine writes its own slot
+	p := pool.New().WithMaxGoroutines(4)
+	for i, q := range scopeQuestions {
+		p.Go(func() {
+			var ar accessReview
+			ar.APIVersion, ar.Kind = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
+			res, sub, _ := strings.Cut(q.resource, "/")
+			attrs := map[string]string{"verb": q.verb, "group": q.group, "resource": res}
+			if sub != "" {
+				attrs["subresource"] = sub
+			}
+			if !q.cluster {
+				attrs["namespace"] = ns
+			}
+			ar.Spec.ResourceAttributes = attrs
+			err := c.post(ctx, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ar, &ar)
+			answers[i] = scopeAnswer{q.grant, ar.Status.Allowed, err}
+		})
+	}
+	p.Wait()
+	return answers
 }
 
 // scopeError is a question the API server did not answer: an error, never

@@ -195,37 +195,9 @@ func exchange(ctx context.Context, network, server, name string, qtype dnsmessag
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	var resp []byte
-	if network == "tcp" {
-		if _, err := conn.Write(binary.BigEndian.AppendUint16(nil, uint16(len(req)))); err != nil {
-			return dnsReply{}, err
-		}
-		if _, err := conn.Write(req); err != nil {
-			return dnsReply{}, err
-		}
-		var n uint16
-		if err := binary.Read(conn, binary.BigEndian, &n); err != nil {
-			return dnsReply{}, err
-		}
-		resp = make([]byte, n)
-		if _, err := io.ReadFull(conn, resp); err != nil {
-			return dnsReply{}, err
-		}
-	} else {
-		if _, err := conn.Write(req); err != nil {
-			return dnsReply{}, err
-		}
-		buf := make([]byte, 1500)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return dnsReply{}, err
-			}
-			if n >= 2 && binary.BigEndian.Uint16(buf) == id {
-				resp = buf[:n]
-				break
-			}
-		}
+	resp, err := roundTrip(conn, network, req, id)
+	if err != nil {
+		return dnsReply{}, err
 	}
 	var p dnsmessage.Parser
 	h, err := p.Start(resp)
@@ -239,31 +211,71 @@ func exchange(ctx context.Context, network, server, name string, qtype dnsmessag
 		return dnsReply{}, fmt.Errorf("garbled DNS answer from %s: %w", server, err)
 	}
 	r := dnsReply{server: server, rcode: h.RCode}
+	err = r.readAnswers(&p)
+	return r, err
+}
+
+// roundTrip sends req over conn and reads its answer: length-prefixed over
+// tcp; over udp, the first datagram with the question's id.
+func roundTrip(conn net.Conn, network string, req []byte, id uint16) ([]byte, error) {
+	if network == "tcp" {
+		if _, err := conn.Write(binary.BigEndian.AppendUint16(nil, uint16(len(req)))); err != nil {
+			return nil, err
+		}
+		if _, err := conn.Write(req); err != nil {
+			return nil, err
+		}
+		var n uint16
+		if err := binary.Read(conn, binary.BigEndian, &n); err != nil {
+			return nil, err
+		}
+		resp := make([]byte, n)
+		if _, err := io.ReadFull(conn, resp); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	if _, err := conn.Write(req); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1500)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		if n >= 2 && binary.BigEndian.Uint16(buf) == id {
+			return buf[:n], nil
+		}
+	}
+}
+
+// readAnswers adds the answer's A and AAAA addresses to r.
+func (r *dnsReply) readAnswers(p *dnsmessage.Parser) error {
 	for {
 		ah, err := p.AnswerHeader()
 		if err != nil {
-			break
+			return nil
 		}
 		switch ah.Type {
 		case dnsmessage.TypeA:
 			a, err := p.AResource()
 			if err != nil {
-				return r, err
+				return err
 			}
 			r.addrs = append(r.addrs, netip.AddrFrom4(a.A).String())
 		case dnsmessage.TypeAAAA:
 			a, err := p.AAAAResource()
 			if err != nil {
-				return r, err
+				return err
 			}
 			r.addrs = append(r.addrs, netip.AddrFrom16(a.AAAA).String())
 		default:
 			if err := p.SkipAnswer(); err != nil {
-				return r, err
+				return err
 			}
 		}
 	}
-	return r, nil
 }
 
 // ask puts one question to the configured servers in turn, the way the C
