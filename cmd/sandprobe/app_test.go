@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +257,36 @@ func TestValidatePortZeroAndEffective(t *testing.T) {
 	code, _, stderr = runApp(t, "", "validate", "-f", fx+"policy.yaml")
 	if code != 0 || !strings.Contains(stderr, "warning: spec.probe.image: spec.image.requireDigest is set but the probe image ghcr.io/sandprobe/sandprobe:latest (the default) is not pinned by digest") {
 		t.Errorf("unpinned probe image: exit %d, stderr %s", code, stderr)
+	}
+}
+
+// TestCronJobStreams: run as the CronJob runs it (the kube backend, -o
+// text, --log-format json) keeps the report on stdout and only JSON log
+// records on stderr, also when it cannot reach the cluster: the container
+// runtime's log files keep each line's stream, so a log pipeline reads
+// the records and a person the report.
+func TestCronJobStreams(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600)
+	code, stdout, stderr := runApp(t, "", "run", "--backend=kube", "--kubeconfig", kc, "--policy=../../manifests/policy.yaml", "--control-namespace=sandprobe-system",
+		"--per-node", "--probe-image=ghcr.io/sandprobe/sandprobe@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae", "-o=text", "--log-format=json")
+	if code != 3 || !strings.Contains(stdout, "COULD NOT CHECK (exit 3)") || strings.Contains(stdout, `{"time"`) {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["msg"] == nil {
+			t.Errorf("stderr line is no JSON log record: %q", l)
+		}
+	}
+	if !strings.Contains(stderr, "cannot reach the cluster") {
+		t.Errorf("the reason is not logged: %q", stderr)
 	}
 }

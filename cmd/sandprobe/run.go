@@ -45,6 +45,12 @@ func (a *app) cmdRun(fs *pflag.FlagSet) runFunc {
 			return report.ExitBadInput
 		}
 		defer cyc.close()
+		if lf.format == "json" {
+			// The CronJob's stderr is a stream of JSON log records, its
+			// stdout the report: what the run says goes to the log too.
+			cyc.say = func(msg string) { logger.Error(msg) }
+			out.warn = func(msg string) { logger.Warn(msg) }
+		}
 		out.policy = cyc.policy
 		run := cyc.run(ctx)
 		if err := out.write(ctx, a, run, lf.verbose); err != nil {
