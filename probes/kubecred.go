@@ -166,16 +166,46 @@ func kubeconfigCred(path string) (*kubeCred, error) {
 	if !found {
 		return nil, fmt.Errorf("kubeconfig %s: no context %q", path, ctxName)
 	}
-	rel := func(p string) string { // kubeconfig paths are relative to the file
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(filepath.Dir(path), p)
-	}
+	rd := kubeconfigReader{kc: &kc, path: path}
 	c := &kubeCred{namespace: ns, from: fmt.Sprintf("kubeconfig %s (context %s)", path, ctxName)}
+	tlsCfg, err := rd.cluster(c, clusterName)
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.user(c, userName, tlsCfg); err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		c.secrets = append(c.secrets, c.token)
+	}
+	c.client = httpClient(tlsCfg)
+	return c, nil
+}
+
+// kubeconfigReader reads the parts of a kubeconfig file that a context
+// names.
+type kubeconfigReader struct {
+	kc   *kubeconfig
+	path string
+}
+
+// rel resolves a path in the kubeconfig: relative to the file.
+func (rd kubeconfigReader) rel(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(rd.path), p)
+}
+
+// cluster sets c's server from the named cluster (https only: the probe
+// sends no credential in the clear) and returns the TLS configuration
+// that trusts its CA.
+func (rd kubeconfigReader) cluster(c *kubeCred, clusterName string) (*tls.Config, error) {
+	path := rd.path
 	var caPEM []byte
+	var err error
 	insecure, serverName := false, ""
-	for _, cl := range kc.Clusters {
+	for _, cl := range rd.kc.Clusters {
 		if cl.Name != clusterName {
 			continue
 		}
@@ -187,7 +217,7 @@ func kubeconfigCred(path string) (*kubeCred, error) {
 				return nil, fmt.Errorf("kubeconfig %s: cluster %s: certificate-authority-data is not base64", path, clusterName)
 			}
 		case cl.Cluster.CA != "":
-			if caPEM, err = os.ReadFile(rel(cl.Cluster.CA)); err != nil {
+			if caPEM, err = os.ReadFile(rd.rel(cl.Cluster.CA)); err != nil {
 				return nil, fmt.Errorf("kubeconfig %s: cluster %s: %w", path, clusterName, err)
 			}
 		}
@@ -202,8 +232,16 @@ func kubeconfigCred(path string) (*kubeCred, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: cluster %s: %w", path, clusterName, err)
 	}
+	return tlsCfg, nil
+}
+
+// user sets c's credential from the named user: a token, a token file or
+// a client certificate (into tlsCfg); never a plugin, which would run a
+// program the kubeconfig names.
+func (rd kubeconfigReader) user(c *kubeCred, userName string, tlsCfg *tls.Config) error {
+	path := rd.path
 	userFound := false
-	for _, u := range kc.Users {
+	for _, u := range rd.kc.Users {
 		if u.Name != userName {
 			continue
 		}
@@ -211,38 +249,34 @@ func kubeconfigCred(path string) (*kubeCred, error) {
 		us := u.User
 		switch {
 		case !us.Exec.IsZero() || !us.AuthProvider.IsZero():
-			return nil, fmt.Errorf("kubeconfig %s: user %s gets its credential from a plugin (exec or auth-provider); the probe runs no program from a kubeconfig", path, userName)
+			return fmt.Errorf("kubeconfig %s: user %s gets its credential from a plugin (exec or auth-provider); the probe runs no program from a kubeconfig", path, userName)
 		case us.Token != "":
 			c.token = us.Token
 		case us.TokenFile != "":
-			b, err := os.ReadFile(rel(us.TokenFile))
+			b, err := os.ReadFile(rd.rel(us.TokenFile))
 			if err != nil {
-				return nil, fmt.Errorf("kubeconfig %s: user %s: read tokenFile: %w", path, userName, err)
+				return fmt.Errorf("kubeconfig %s: user %s: read tokenFile: %w", path, userName, err)
 			}
 			c.token = strings.TrimSpace(string(b))
 		case us.CertData != "" || us.Cert != "":
-			certPEM, keyPEM, err := clientPair(us.CertData, us.KeyData, rel(us.Cert), rel(us.Key))
+			certPEM, keyPEM, err := clientPair(us.CertData, us.KeyData, rd.rel(us.Cert), rd.rel(us.Key))
 			if err != nil {
-				return nil, fmt.Errorf("kubeconfig %s: user %s: %w", path, userName, err)
+				return fmt.Errorf("kubeconfig %s: user %s: %w", path, userName, err)
 			}
 			pair, err := tls.X509KeyPair(certPEM, keyPEM)
 			if err != nil {
-				return nil, fmt.Errorf("kubeconfig %s: user %s: the client certificate and key do not make a pair", path, userName)
+				return fmt.Errorf("kubeconfig %s: user %s: the client certificate and key do not make a pair", path, userName)
 			}
 			tlsCfg.Certificates = []tls.Certificate{pair}
 			c.secrets = append(c.secrets, string(keyPEM), strings.TrimSpace(us.KeyData))
 		default:
-			return nil, fmt.Errorf("kubeconfig %s: user %s has no token, tokenFile or client certificate", path, userName)
+			return fmt.Errorf("kubeconfig %s: user %s has no token, tokenFile or client certificate", path, userName)
 		}
 	}
 	if !userFound {
-		return nil, fmt.Errorf("kubeconfig %s: no user %q", path, userName)
+		return fmt.Errorf("kubeconfig %s: no user %q", path, userName)
 	}
-	if c.token != "" {
-		c.secrets = append(c.secrets, c.token)
-	}
-	c.client = httpClient(tlsCfg)
-	return c, nil
+	return nil
 }
 
 func clientPair(certData, keyData, certFile, keyFile string) ([]byte, []byte, error) {
