@@ -163,8 +163,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		}
 		return out
 	}
-	plan, notes := PlanEgress(e)
-	plan = append(plan, planNeighbours(e, &env.Policy.Spec, env.Environ, nodePorts())...)
+	plan, notes := planRun(env)
 	for _, n := range notes {
 		out[n.Check] = append(out[n.Check], n)
 	}
@@ -227,6 +226,14 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		out[a.Check] = append(out[a.Check], f)
 	}
 	return out
+}
+
+// planRun is the run's plan: the policy's attempts and the neighbours
+// derived from where the probe stands.
+func planRun(env *Env) ([]Attempt, []result.Finding) {
+	e := env.Policy.Spec.Egress
+	plan, notes := PlanEgress(e)
+	return append(plan, planNeighbours(e, &env.Policy.Spec, env.Environ, nodePorts())...), notes
 }
 
 func joinText(a, b string) string {
