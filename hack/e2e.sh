@@ -193,6 +193,7 @@ ok "kube-router applies $("$netpol" policies "$sandbox_ns" agent-1 | paste -sd,)
 
 step "healthy run" "a Job from the CronJob (kubectl create job --from=cronjob/sandprobe) probes like a sandbox"
 expect_green sandprobe-healthy
+source hack/e2e/factory.sh   # the neighbours: the node's kubelet denied; an ipBlock for the node caught
 
 # ---- 1. a rule widened "for a minute" ------------------------------------------------------
 step "regression 1: an allow-all 'for a minute'" "an additive NetworkPolicy allowing 0.0.0.0/0 in the sandbox namespace"
