@@ -131,61 +131,70 @@ func FuzzHostRule(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Round trip: the canonical form parses to the same rule.
-		r2, err := ParseHostRule(r.String())
-		if err != nil || r2 != r {
-			t.Fatalf("%q -> %q -> %+v (%v)", rule, r.String(), r2, err)
-		}
-		// Never broader than written: the canonical host is the written one,
-		// lower-cased, less at most one trailing dot; "*" only from "*".
-		written, _, _ := splitHostPort(rule)
-		written = strings.TrimSuffix(strings.TrimPrefix(written, "["), "]")
-		lw := lowerASCII(written)
-		if r.Host != lw && r.Host+"." != lw {
-			if a, err := netip.ParseAddr(written); err != nil || a.String() != netip.MustParseAddr(r.Host).String() {
-				t.Fatalf("%q parsed to host %q, not what it says", rule, r.Host)
-			}
-		}
-		if r.Host == "*" && lw != "*" {
-			t.Fatalf("%q parsed to \"*\": one stray character allows every host", rule)
-		}
-		m := r.Matches(host, port)
-		// A name that is not a DNS name (nor an address) never matches.
-		if _, ok := CanonicalName(host); !ok && m {
-			if _, err := netip.ParseAddr(host); err != nil {
-				t.Fatalf("%s matches %q, which is not a DNS name", r, host)
-			}
-		}
-		// Case and one trailing dot never change the answer.
-		if !strings.HasSuffix(host, ".") {
-			for _, v := range []string{strings.ToUpper(host), host + ".", strings.ToUpper(host) + ".", strings.ToLower(host)} {
-				if _, err := netip.ParseAddr(host); err == nil {
-					break // addresses have no case or trailing dot
-				}
-				if !isASCII(host) {
-					break // ToUpper/ToLower change non-ASCII names into other names
-				}
-				if r.Matches(v, port) != m {
-					t.Fatalf("%s: case/trailing dot changed the answer for %q (%v) vs %q (%v)", r, host, m, v, !m)
-				}
-			}
-		}
-		// A wildcard never matches its apex.
-		if strings.HasPrefix(r.Host, "*.") && r.Matches(r.Host[2:], r.Port) {
-			t.Fatalf("%s matches its apex", r)
-		}
-		// A rule covers itself, and what it covers it matches.
-		if !r.Covers(r) {
-			t.Fatalf("%s does not cover itself", r)
-		}
-		if o, err := ParseHostRule(host); err == nil && r.Covers(o) {
-			for _, n := range []string{o.Host, strings.TrimPrefix(o.Host, "*."), "x." + strings.TrimPrefix(o.Host, "*.")} {
-				if o.Matches(n, o.Port) && !r.Matches(n, o.Port) {
-					t.Fatalf("%s covers %s, which matches %q, but %s does not", r, o, n, r)
-				}
-			}
-		}
+		checkRuleAsWritten(t, rule, r)
+		checkRuleMatches(t, r, host, port)
 	})
+}
+
+// checkRuleAsWritten: the canonical form parses to the same rule, and is
+// never broader than written (the written host, lower-cased, less at most
+// one trailing dot; "*" only from "*").
+func checkRuleAsWritten(t *testing.T, rule string, r HostRule) {
+	t.Helper()
+	r2, err := ParseHostRule(r.String())
+	if err != nil || r2 != r {
+		t.Fatalf("%q -> %q -> %+v (%v)", rule, r.String(), r2, err)
+	}
+	written, _, _ := splitHostPort(rule)
+	written = strings.TrimSuffix(strings.TrimPrefix(written, "["), "]")
+	lw := lowerASCII(written)
+	if r.Host != lw && r.Host+"." != lw {
+		if a, err := netip.ParseAddr(written); err != nil || a.String() != netip.MustParseAddr(r.Host).String() {
+			t.Fatalf("%q parsed to host %q, not what it says", rule, r.Host)
+		}
+	}
+	if r.Host == "*" && lw != "*" {
+		t.Fatalf("%q parsed to \"*\": one stray character allows every host", rule)
+	}
+}
+
+// checkRuleMatches: what r matches is a DNS name or an address, the same
+// whatever its case and one trailing dot; a wildcard never matches its
+// apex; r covers itself, and matches what a rule it covers matches.
+func checkRuleMatches(t *testing.T, r HostRule, host string, port int) {
+	t.Helper()
+	m := r.Matches(host, port)
+	if _, ok := CanonicalName(host); !ok && m {
+		if _, err := netip.ParseAddr(host); err != nil {
+			t.Fatalf("%s matches %q, which is not a DNS name", r, host)
+		}
+	}
+	if !strings.HasSuffix(host, ".") {
+		for _, v := range []string{strings.ToUpper(host), host + ".", strings.ToUpper(host) + ".", strings.ToLower(host)} {
+			if _, err := netip.ParseAddr(host); err == nil {
+				break // addresses have no case or trailing dot
+			}
+			if !isASCII(host) {
+				break // ToUpper/ToLower change non-ASCII names into other names
+			}
+			if r.Matches(v, port) != m {
+				t.Fatalf("%s: case/trailing dot changed the answer for %q (%v) vs %q (%v)", r, host, m, v, !m)
+			}
+		}
+	}
+	if strings.HasPrefix(r.Host, "*.") && r.Matches(r.Host[2:], r.Port) {
+		t.Fatalf("%s matches its apex", r)
+	}
+	if !r.Covers(r) {
+		t.Fatalf("%s does not cover itself", r)
+	}
+	if o, err := ParseHostRule(host); err == nil && r.Covers(o) {
+		for _, n := range []string{o.Host, strings.TrimPrefix(o.Host, "*."), "x." + strings.TrimPrefix(o.Host, "*.")} {
+			if o.Matches(n, o.Port) && !r.Matches(n, o.Port) {
+				t.Fatalf("%s covers %s, which matches %q, but %s does not", r, o, n, r)
+			}
+		}
+	}
 }
 
 func isASCII(s string) bool {

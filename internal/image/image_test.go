@@ -186,28 +186,7 @@ func TestContents(t *testing.T) {
 		} else if ld != sharedDigest {
 			t.Errorf("the base layer differs between platforms: %s and %s", sharedDigest, ld)
 		}
-		files := map[string]*tar.Header{}
-		contents := map[string][]byte{}
-		for _, l := range layers {
-			if mt, _ := l.MediaType(); mt != "application/vnd.oci.image.layer.v1.tar+gzip" {
-				t.Errorf("layer media type %s", mt)
-			}
-			hdrs, data := layerEntries(t, l)
-			var names []string
-			for _, h := range hdrs {
-				names = append(names, h.Name)
-				files[h.Name] = h
-				if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" || !h.ModTime.Equal(epoch) {
-					t.Errorf("%s %s: owner %d:%d (%q:%q), time %s", want, h.Name, h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime)
-				}
-			}
-			if !sort.StringsAreSorted(names) {
-				t.Errorf("%s: layer entries not sorted: %v", want, names)
-			}
-			for k, v := range data {
-				contents[k] = v
-			}
-		}
+		files, contents := imageFiles(t, want, layers)
 		for name, mode := range map[string]int64{
 			"sandprobe": 0o755, "sandprobe-probe": 0o755, "etc/ssl/certs/ca-certificates.crt": 0o644,
 			"etc/passwd": 0o644, "etc/group": 0o644, "tmp/": 0o1777, "etc/sandprobe-lab/ca.pem": 0o644, "etc/hosts": 0o644,
@@ -228,6 +207,36 @@ func TestContents(t *testing.T) {
 			t.Errorf("%s: /etc/passwd has no nonroot: %q", want, contents["etc/passwd"])
 		}
 	}
+}
+
+// imageFiles reads every layer's entries (checking each layer's media
+// type, the entries' order, owner and time) into the image's files by
+// name, and their contents.
+func imageFiles(t *testing.T, want string, layers []v1.Layer) (map[string]*tar.Header, map[string][]byte) {
+	t.Helper()
+	files := map[string]*tar.Header{}
+	contents := map[string][]byte{}
+	for _, l := range layers {
+		if mt, _ := l.MediaType(); mt != "application/vnd.oci.image.layer.v1.tar+gzip" {
+			t.Errorf("layer media type %s", mt)
+		}
+		hdrs, data := layerEntries(t, l)
+		var names []string
+		for _, h := range hdrs {
+			names = append(names, h.Name)
+			files[h.Name] = h
+			if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" || !h.ModTime.Equal(epoch) {
+				t.Errorf("%s %s: owner %d:%d (%q:%q), time %s", want, h.Name, h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime)
+			}
+		}
+		if !sort.StringsAreSorted(names) {
+			t.Errorf("%s: layer entries not sorted: %v", want, names)
+		}
+		for k, v := range data {
+			contents[k] = v
+		}
+	}
+	return files, contents
 }
 
 // TestArchive: the archive holds the OCI layout ctr images import reads
