@@ -56,7 +56,58 @@ func TestTerminationMessage(t *testing.T) {
 		h := sha256.Sum256([]byte(noisy.Findings[i].Subject))
 		noisy.Findings[i].Evidence = fmt.Sprintf("%x%x", h, sha256.Sum256(h[:]))
 	}
-	msg, err := noisy.TerminationMessage(TerminationMsgSize)
+	back, compressed, err := roundTripMessage(t, noisy)
+	if err != nil || !compressed || !back.Compact || len(back.Findings) != len(noisy.Findings) || back.Findings[0].Evidence != "" {
+		t.Errorf("noisy evidence: compressed %v, compact %v, %d of %d findings, err %v: want every finding, without its texts", compressed, back.Compact, len(back.Findings), len(noisy.Findings), err)
+	}
+	// Every must-fail target answering (an allow-all "for a minute"): many
+	// failures, each with evidence of its own, beside as many passes. Every
+	// finding still arrives, failures with their verdicts, nothing cut: a
+	// cut result would be an error (exit 3), not the failure it is.
+	open := allowAll(noisy)
+	back, compressed, err = roundTripMessage(t, open)
+	if err != nil || !compressed || len(back.Findings) != len(open.Findings) || back.OmittedPasses != 0 {
+		t.Fatalf("an allow-all: compressed %v, %d of %d findings (%d passes omitted), err %v: want every finding", compressed, len(back.Findings), len(open.Findings), back.OmittedPasses, err)
+	}
+	checkSameFindings(t, back.Findings, open.Findings)
+	checkTooBigToCompress(t, res)
+	if _, _, err := DecodeTerminationMessage(GzipPrefix + "not base64!"); err == nil {
+		t.Errorf("garbage behind the prefix decoded")
+	}
+}
+
+// checkSameFindings: every finding arrived, in order, a failure with its
+// verdict.
+func checkSameFindings(t *testing.T, got, sent []Finding) {
+	t.Helper()
+	for i, f := range got {
+		if f.Check != sent[i].Check || f.Status != sent[i].Status || f.Subject != sent[i].Subject || (f.Status == Fail && f.Actual == "") {
+			t.Errorf("finding %d: %s %s %s %q, the probe's %s %s %s", i, f.Check, f.Subject, f.Status, f.Actual, sent[i].Check, sent[i].Subject, sent[i].Status)
+		}
+	}
+}
+
+// checkTooBigToCompress: a result too large to compress into the message
+// is sent in its compact form.
+func checkTooBigToCompress(t *testing.T, res ProbeResult) {
+	t.Helper()
+	big := res
+	for i := range 2000 {
+		big.Findings = append(big.Findings, Finding{Check: "creds.env-secrets", Subject: fmt.Sprintf("K%x_KEY", i*7919), Status: Pass, Evidence: strings.Repeat(fmt.Sprint(i), 9)})
+	}
+	msg, err := big.TerminationMessage(TerminationMsgSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, compressed, err := DecodeTerminationMessage(string(msg)); err != nil || compressed || !strings.Contains(string(doc), `"compact":true`) {
+		t.Errorf("too large to compress into the message: compressed %v, err %v, want the compact form", compressed, err)
+	}
+}
+
+// roundTripMessage writes r as a termination message and reads it back.
+func roundTripMessage(t *testing.T, r ProbeResult) (ProbeResult, bool, error) {
+	t.Helper()
+	msg, err := r.TerminationMessage(TerminationMsgSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,52 +116,21 @@ func TestTerminationMessage(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(doc, &back)
 	}
-	if err != nil || !compressed || !back.Compact || len(back.Findings) != len(noisy.Findings) || back.Findings[0].Evidence != "" {
-		t.Errorf("noisy evidence: compressed %v, compact %v, %d of %d findings, err %v: want every finding, without its texts", compressed, back.Compact, len(back.Findings), len(noisy.Findings), err)
-	}
-	// Every must-fail target answering (an allow-all "for a minute"): many
-	// failures, each with evidence of its own, beside as many passes. Every
-	// finding still arrives, failures with their verdicts, nothing cut: a
-	// cut result would be an error (exit 3), not the failure it is.
-	open := noisy
-	open.Findings = append([]Finding(nil), noisy.Findings...)
+	return back, compressed, err
+}
+
+// allowAll is r with its first 36 must-fail targets answering, each
+// failure with evidence of its own.
+func allowAll(r ProbeResult) ProbeResult {
+	open := r
+	open.Findings = append([]Finding(nil), r.Findings...)
 	for i := range 36 {
 		h := sha256.Sum256([]byte(fmt.Sprint("open", i)))
 		open.Findings[i] = Finding{Check: "egress.must-fail", Subject: fmt.Sprintf("10.99.%d.%d:443", i, i*7), Status: Fail, Class: "answered",
 			Expected: "no answer (any failure)", Actual: fmt.Sprintf("answered: 10.99.%d.%d:443: connected", i, i*7), Evidence: fmt.Sprintf("%x%x", h, sha256.Sum256(h[:])),
 			Fix: fmt.Sprintf("a rule that blocked 10.99.%d.%d:443 is gone or was widened: restore the deny (NetworkPolicy, firewall) for it", i, i*7), Attempt: &Attempt{Attempted: true, Started: float64(i) / 1000, Waited: 0.004, Timeout: 2, Addresses: []AddressAttempt{{Address: fmt.Sprintf("10.99.%d.%d:443", i, i*7), Class: "answered", Waited: 0.004}}}}
 	}
-	msg, err = open.TerminationMessage(TerminationMsgSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, compressed, err = DecodeTerminationMessage(string(msg))
-	back = ProbeResult{}
-	if err == nil {
-		err = json.Unmarshal(doc, &back)
-	}
-	if err != nil || !compressed || len(back.Findings) != len(open.Findings) || back.OmittedPasses != 0 {
-		t.Fatalf("an allow-all: compressed %v, %d of %d findings (%d passes omitted), err %v: want every finding", compressed, len(back.Findings), len(open.Findings), back.OmittedPasses, err)
-	}
-	for i, f := range back.Findings {
-		if f.Check != open.Findings[i].Check || f.Status != open.Findings[i].Status || f.Subject != open.Findings[i].Subject || (f.Status == Fail && f.Actual == "") {
-			t.Errorf("finding %d: %s %s %s %q, the probe's %s %s %s", i, f.Check, f.Subject, f.Status, f.Actual, open.Findings[i].Check, open.Findings[i].Subject, open.Findings[i].Status)
-		}
-	}
-	big := res
-	for i := range 2000 {
-		big.Findings = append(big.Findings, Finding{Check: "creds.env-secrets", Subject: fmt.Sprintf("K%x_KEY", i*7919), Status: Pass, Evidence: strings.Repeat(fmt.Sprint(i), 9)})
-	}
-	msg, err = big.TerminationMessage(TerminationMsgSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if doc, compressed, err := DecodeTerminationMessage(string(msg)); err != nil || compressed || !strings.Contains(string(doc), `"compact":true`) {
-		t.Errorf("too large to compress into the message: compressed %v, err %v, want the compact form", compressed, err)
-	}
-	if _, _, err := DecodeTerminationMessage(GzipPrefix + "not base64!"); err == nil {
-		t.Errorf("garbage behind the prefix decoded")
-	}
+	return open
 }
 
 func TestCompactFitsTerminationMessage(t *testing.T) {
