@@ -62,7 +62,7 @@ func TrailAttempts(run report.Run, denyStatus []int) []TrailAttempt {
 		}
 		code, _ := strconv.Atoi(strings.SplitN(answer, " ", 2)[0])
 		t := TrailAttempt{Target: f.Target, Subject: f.Subject, Method: method, Host: strings.ToLower(d.DialHost()), Port: d.Port, Status: a.ProxyStatus,
-			MustFail: f.Check != "egress.allowed"}
+			MustFail: f.Role.MustStayClosed()}
 		switch {
 		case f.Class == policy.VerdictProxyDenied || contains(denyStatus, code):
 			t.Saw = egresslog.Denied

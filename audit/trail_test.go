@@ -19,11 +19,11 @@ func trailRun(start time.Time) report.Run {
 		return &report.Attempt{Attempted: true, Started: 0.2, Waited: 0.01, Timeout: 2, ProxyStatus: status}
 	}
 	return report.Run{StartedAt: start, Findings: []report.Finding{
-		{Check: "egress.allowed", Target: "local/sp-sandbox", Subject: "api.lab.test:443 via proxy", Status: report.Pass, Class: "answered", Attempt: att("CONNECT api.lab.test:443 → 200 Connection established")},
-		{Check: "egress.allowed", Target: "local/sp-sandbox", Subject: "api.lab.test:80 via proxy", Status: report.Pass, Class: "answered", Attempt: att("GET api.lab.test:80 → 200 OK")},
-		{Check: "egress.must-fail", Target: "local/sp-sandbox", Subject: "blocked.lab.test:443 via proxy", Status: report.Pass, Class: "proxy-denied", Attempt: att("403 Filtered")}, // a refusal keeps only the status
-		{Check: "egress.must-fail", Target: "local/sp-sandbox", Subject: "exfil.lab.test:443 via proxy", Status: report.Pass, Class: "proxy-denied", Attempt: att("CONNECT exfil.lab.test:443 → 200 Connection established; then inside TLS: 403 Forbidden (X-Squid-Error: ERR_ACCESS_DENIED 0)")},
-		{Check: "egress.must-fail", Target: "local/sp-sandbox", Subject: "10.99.20.10:443", Status: report.Pass, Class: "timeout", Attempt: &report.Attempt{Attempted: true}},
+		{Check: "egress.allowed", Role: report.RoleAllowance, Target: "local/sp-sandbox", Subject: "api.lab.test:443 via proxy", Status: report.Pass, Class: "answered", Attempt: att("CONNECT api.lab.test:443 → 200 Connection established")},
+		{Check: "egress.allowed", Role: report.RoleAllowance, Target: "local/sp-sandbox", Subject: "api.lab.test:80 via proxy", Status: report.Pass, Class: "answered", Attempt: att("GET api.lab.test:80 → 200 OK")},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Target: "local/sp-sandbox", Subject: "blocked.lab.test:443 via proxy", Status: report.Pass, Class: "proxy-denied", Attempt: att("403 Filtered")}, // a refusal keeps only the status
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Target: "local/sp-sandbox", Subject: "exfil.lab.test:443 via proxy", Status: report.Pass, Class: "proxy-denied", Attempt: att("CONNECT exfil.lab.test:443 → 200 Connection established; then inside TLS: 403 Forbidden (X-Squid-Error: ERR_ACCESS_DENIED 0)")},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Target: "local/sp-sandbox", Subject: "10.99.20.10:443", Status: report.Pass, Class: "timeout", Attempt: &report.Attempt{Attempted: true}},
 	}}
 }
 

@@ -25,7 +25,7 @@ import (
 // a probe check on a node (a must-fail destination that answered), a
 // drift rule on a pod, the runner's could-not-run as an error.
 func failingRun(e catalogue.Entry) report.Run {
-	f := report.Finding{Check: e.ID, Target: "node/worker-1", Namespace: "sandboxes", Status: report.Fail, Severity: e.Severity}
+	f := report.Finding{Check: e.ID, Target: "node/worker-1", Namespace: "sandboxes", Status: report.Fail, Severity: e.Severity, Role: e.Role}
 	run := report.Run{Policy: "p", Version: "v", DeclaredNamespaces: 1}
 	switch {
 	case e.Source == catalogue.SourceDrift:

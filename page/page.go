@@ -154,6 +154,7 @@ type row struct {
 	Since                          string
 	Use                            *allowanceUse // what the proxy's record shows of an allowance
 	allowance                      int           // spec.egress.allow index + 1 of an allowed row; 0 for none
+	role                           report.Role   // the finding's check's
 }
 
 type histCell struct{ Letter, Class, Title string }
@@ -226,16 +227,16 @@ func build(pg Page) view {
 	seen := map[key]bool{}
 	for _, f := range run.Findings {
 		r := mk(f)
-		switch f.Check {
-		case "egress.allowed":
+		switch f.Role {
+		case report.RoleAllowance:
 			// Listed below, in the policy's order.
-		case "egress.must-fail":
+		case report.RoleMustFail:
 			v.MustFail = append(v.MustFail, r)
-		case "egress.metadata":
+		case report.RoleMetadata:
 			v.Metadata = append(v.Metadata, r)
-		case "egress.proxy-bypass", "egress.sni-mismatch":
+		case report.RoleProxyBypass, report.RoleFronting:
 			v.Bypass = append(v.Bypass, r) // around the proxy: beside it, or through it under another name
-		case "egress.dns-exfil", "egress.dns-bypass":
+		case report.RoleDNSChannel, report.RoleDNSBypass:
 			v.DNS = append(v.DNS, r)
 		default:
 			if isDrift(f.Check) {
@@ -285,9 +286,9 @@ func attentionBefore(a, b row) bool {
 // attentionOrder puts what reopened first (a must-fail that answered), then
 // the other failures, then errors, then what could not be proven.
 func attentionOrder(r row) int {
-	egress := strings.HasPrefix(r.Check, "egress.")
+	egress := report.Area(r.Check) == "egress"
 	switch {
-	case r.S.Class == "fail" && egress && r.Check != "egress.allowed":
+	case r.S.Class == "fail" && egress && r.role != report.RoleAllowance:
 		return 0
 	case r.S.Class == "fail" && egress:
 		return 1
@@ -310,7 +311,7 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 		ID:    anchor(f),
 		Check: f.Check, Target: f.Target, Subject: f.Subject, Status: string(f.Status), Severity: string(f.Severity), S: statusOf(f.Status),
 		Class: f.Class, Expected: f.Expected, Actual: f.Actual, Fix: f.Fix,
-		Reason: reasons[f.Check+" "+f.Subject],
+		Reason: reasons[f.Check+" "+f.Subject], role: f.Role,
 	}
 	if r.Reason == "" {
 		r.Reason = checkReason(f.Check)
@@ -342,7 +343,7 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 		r.Path = "via proxy"
 	case strings.HasSuffix(f.Subject, " direct"):
 		r.Path = "direct (around the proxy)"
-	case strings.HasPrefix(f.Check, "egress.") && f.Check != "egress.dns-exfil":
+	case report.Area(f.Check) == "egress" && f.Role != report.RoleDNSChannel:
 		r.Path = "direct"
 	}
 	return r
@@ -368,7 +369,7 @@ func anchor(f report.Finding) string {
 func allowedRows(run report.Run, e policy.Egress, reasons map[string]string, hist *histView) []row {
 	byKey := map[string][]report.Finding{} // subject -> findings (one per target)
 	for _, f := range run.Findings {
-		if f.Check == "egress.allowed" {
+		if f.Role == report.RoleAllowance {
 			byKey[f.Subject] = append(byKey[f.Subject], f)
 		}
 	}
@@ -385,7 +386,7 @@ func allowedRows(run report.Run, e policy.Egress, reasons map[string]string, his
 		}
 		if len(fs) == 0 {
 			r := row{
-				ID: "allowed-" + anchor(report.Finding{Subject: subjects[0]}), Check: "egress.allowed", Subject: subjects[0],
+				ID: "allowed-" + anchor(report.Finding{Subject: subjects[0]}), Check: "egress.allowed", Subject: subjects[0], role: report.RoleAllowance,
 				S: status{"NO VERDICT", "error"}, Status: "none", Actual: "this run holds no verdict for this allowance (a run without network checks, or a probe that did not report)",
 			}
 			r.Host, r.Port, r.Reason = a.Host, strconv.Itoa(a.Port), a.Reason
@@ -406,7 +407,7 @@ func allowedRows(run report.Run, e policy.Egress, reasons map[string]string, his
 	// Findings for allowances the policy no longer names (a page rendered
 	// with another policy than the run's) still show.
 	for _, f := range run.Findings {
-		if f.Check == "egress.allowed" && !used[f.Subject] {
+		if f.Role == report.RoleAllowance && !used[f.Subject] {
 			out = append(out, hist.annotate(makeRow(run, f, reasons, e.Proxy)))
 		}
 	}

@@ -32,11 +32,11 @@ func runFor(p *policy.Policy, at time.Time, open ...string) report.Run {
 	run := report.Run{Policy: p.Metadata.Name, Version: "test", Backend: "local", StartedAt: at, Seconds: 2.1}
 	const target = "local/sp-sandbox"
 	for _, a := range p.Spec.Egress.Allow {
-		run.Findings = append(run.Findings, report.Finding{Check: "egress.allowed", Target: target, Subject: allowedSubject(a, true), Status: report.Pass, Class: "answered",
+		run.Findings = append(run.Findings, report.Finding{Check: "egress.allowed", Role: report.RoleAllowance, Target: target, Subject: allowedSubject(a, true), Status: report.Pass, Class: "answered",
 			Attempt: &report.Attempt{Attempted: true, Started: 0.01, Waited: 0.08, Timeout: 2}})
 	}
 	for _, s := range []string{"10.99.20.10:443", "10.99.20.11:443", "blocked.lab.test:443"} {
-		f := report.Finding{Check: "egress.must-fail", Target: target, Subject: s, Status: report.Pass, Class: "refused",
+		f := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Target: target, Subject: s, Status: report.Pass, Class: "refused",
 			Attempt: &report.Attempt{Attempted: true, Waited: 0.004, Timeout: 2, StoppedBy: report.StoppedByNetwork, Errno: "ECONNREFUSED"}}
 		for _, o := range open {
 			if o == s {
@@ -49,8 +49,8 @@ func runFor(p *policy.Policy, at time.Time, open ...string) report.Run {
 		run.Findings = append(run.Findings, f)
 	}
 	run.Findings = append(run.Findings,
-		report.Finding{Check: "egress.metadata", Target: target, Subject: "10.99.169.254:80", Status: report.Pass, Class: "timeout"},
-		report.Finding{Check: "egress.dns-exfil", Target: target, Subject: "*.lab.test", Status: report.Pass, Class: "dns-refused"},
+		report.Finding{Check: "egress.metadata", Role: report.RoleMetadata, Target: target, Subject: "10.99.169.254:80", Status: report.Pass, Class: "timeout"},
+		report.Finding{Check: "egress.dns-exfil", Role: report.RoleDNSChannel, Target: target, Subject: "*.lab.test", Status: report.Pass, Class: "dns-refused"},
 		report.Finding{Check: "identity.uid", Target: target, Status: report.Pass, Actual: "uid 65532"},
 	)
 	return run
@@ -306,7 +306,7 @@ func TestPageEscapes(t *testing.T) {
 	p := labPolicy(t)
 	run := runFor(p, t0)
 	evil := `<script>alert(1)</script><img src=https://attacker.example/x>`
-	run.Findings = append(run.Findings, report.Finding{Check: "egress.must-fail", Target: "local/" + evil, Subject: evil, Status: report.Fail, Actual: evil, Evidence: evil, Fix: evil})
+	run.Findings = append(run.Findings, report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Target: "local/" + evil, Subject: evil, Status: report.Fail, Actual: evil, Evidence: evil, Fix: evil})
 	doc := render(t, Page{Policy: p, Run: run, Now: t0})
 	rows(t, doc) // fails on a script element
 	if bytes.Contains(doc, []byte("<img")) || bytes.Contains(doc, []byte("<script")) {

@@ -66,6 +66,16 @@ func ControlPlan(e policy.Egress) []Attempt {
 // verdicts: pass means the attempt was made (whatever it got), error that
 // it could not be.
 func RunControl(ctx context.Context, env *Env) result.ProbeResult {
+	res := runControl(ctx, env)
+	byCheck := roles()
+	for i := range res.Findings {
+		res.Findings[i].Role = byCheck[res.Findings[i].Check]
+	}
+	res.DeclareRoles()
+	return res
+}
+
+func runControl(ctx context.Context, env *Env) result.ProbeResult {
 	res, start := newResult(env)
 	res.Vantage = VantageControl
 	e := env.Policy.Spec.Egress

@@ -185,6 +185,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	noControl := allowedTried == 0 && len(e.Allow) > 0
 	dns := dnsEvidence(plan, results)
 	np := readNoProxy(env.Environ)
+	byCheck := roles()
 	for i, a := range plan {
 		var f result.Finding
 		switch a.Check {
@@ -213,16 +214,9 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 			}
 		}
 		if e.Proxy != "" && !a.ViaProxy && (a.Check == checkMustFail || a.Check == checkMetadata) && a.Op == OpDial {
-			if entry := np.covers(a.Host, a.Port); entry != "" {
-				// Not a verdict of its own: the direct deny is what stops
-				// the clients NO_PROXY sends around the proxy.
-				why := fmt.Sprintf("%s=%q covers %s (entry %q): HTTP clients in the sandbox go to it directly, around the proxy and its record; only the direct deny stops them", np.name, strings.Join(np.entries, ","), a.Host, entry)
-				f.Evidence = joinText(f.Evidence, why)
-				if f.Status == result.Fail {
-					f.Fix += fmt.Sprintf("; and take %s out of %s", a.Host, np.name)
-				}
-			}
+			np.note(&f, a)
 		}
+		f.Role = byCheck[a.Check]
 		out[a.Check] = append(out[a.Check], f)
 	}
 	return out
@@ -234,6 +228,21 @@ func planRun(env *Env) ([]Attempt, []result.Finding) {
 	e := env.Policy.Spec.Egress
 	plan, notes := PlanEgress(e)
 	return append(plan, planNeighbours(e, &env.Policy.Spec, env.Environ, nodePorts())...), notes
+}
+
+// note says, on a direct deny's finding, that NO_PROXY sends the
+// sandbox's HTTP clients to its destination around the proxy. Not a
+// verdict of its own: the direct deny is what stops them.
+func (np noProxy) note(f *result.Finding, a Attempt) {
+	entry := np.covers(a.Host, a.Port)
+	if entry == "" {
+		return
+	}
+	why := fmt.Sprintf("%s=%q covers %s (entry %q): HTTP clients in the sandbox go to it directly, around the proxy and its record; only the direct deny stops them", np.name, strings.Join(np.entries, ","), a.Host, entry)
+	f.Evidence = joinText(f.Evidence, why)
+	if f.Status == result.Fail {
+		f.Fix += fmt.Sprintf("; and take %s out of %s", a.Host, np.name)
+	}
 }
 
 func joinText(a, b string) string {

@@ -71,6 +71,10 @@ type Check struct {
 	// is gone, high when one wall is down, medium for missing hardening in
 	// depth, low for what breaks the sandbox's work rather than its walls.
 	Severity result.Severity
+	// Role is what a finding of the check means beyond its own status (a
+	// deny the control must prove, an allowance, a DNS channel); "" for
+	// none. The runner, the metrics and the page read it from the finding.
+	Role result.Role
 	// Network checks send traffic; verify-image runs without them.
 	Network bool
 	// Late checks run after the quick local ones, concurrently: they are slow
@@ -191,37 +195,37 @@ func Catalogue() []Check {
 			Proves:  "each declared tool starts by name with its arguments and exits 0 within its timeout",
 			Fix:     "install the tool in the image, on PATH, runnable by the sandbox uid under a read-only root",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Image.Tools) > 0 }},
-		{ID: checkAllowed, Run: checkEgressAllowed, Severity: result.Medium, Network: true, Late: true,
+		{ID: checkAllowed, Run: checkEgressAllowed, Role: result.RoleAllowance, Severity: result.Medium, Network: true, Late: true,
 			Proves:  "each allowed host answers from inside the sandbox — through the proxy when one is declared (CONNECT for HTTPS, an absolute URL for HTTP) — and its TLS handshake completes (an HTTP status line for plain HTTP); a connection accepted and closed with nothing exchanged (a sidecar's blackhole) is intercepted: inconclusive",
 			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
-		{ID: checkMustFail, Run: checkEgressMustFail, Severity: result.Critical, Network: true, Late: true,
+		{ID: checkMustFail, Run: checkEgressMustFail, Role: result.RoleMustFail, Severity: result.Critical, Network: true, Late: true,
 			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR, and every neighbour derived from where the sandbox runs (its node's address from the downward API on the kubelet's 10250 and 10255, a container runtime's TCP API 2375 and 2376 and spec.egress.mustFail.nodePorts, subjects node:PORT; the API server's service address unless the policy allows it), fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status, over CONNECT and, for every target, over plain HTTP (a GET to port 80); each attempt made with its whole timeout; inconclusive when a connection was only accepted and closed with nothing exchanged (intercepted: a mesh sidecar, a transparent proxy), when nothing shows the network works, when only the resolver stopped a name and no address was dialled (a DNS-only block is no network deny), or when the failure cannot be told from the probe's own",
 			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
 			Applies: func(p *policy.Policy) bool {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0
 			}},
-		{ID: checkMetadata, Run: checkEgressMetadata, Severity: result.Critical, Network: true, Late: true,
+		{ID: checkMetadata, Run: checkEgressMetadata, Role: result.RoleMetadata, Severity: result.Critical, Network: true, Late: true,
 			Proves: "no cloud metadata address answers — 169.254.169.254, fd00:ec2::254, 169.254.170.2 and 100.100.100.200 on ports 80 and 443, unless the policy names others — directly, nor through the proxy (only its deny passes); a place the control vantage cannot reach either, while it reaches others on the same run, is not applicable (no metadata service answers there)",
 			Fix:    "block the metadata address in the sandbox's egress policy and in the proxy"},
-		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Severity: result.High, Network: true, Late: true,
+		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Role: result.RoleProxyBypass, Severity: result.High, Network: true, Late: true,
 			Proves:  "with a proxy declared, a direct connection to each allowed host's own addresses (resolved in the sandbox, or declared in the allowance) fails: nothing goes around the proxy; inconclusive when no address is known",
 			Fix:     "deny direct egress to allowed hosts; only the proxy may reach them",
 			Applies: func(p *policy.Policy) bool { return p.Spec.Egress.Proxy != "" && len(p.Spec.Egress.Allow) > 0 }},
-		{ID: checkSNIMismatch, Run: checkEgressSNIMismatch, Severity: result.High, Network: true, Late: true,
+		{ID: checkSNIMismatch, Run: checkEgressSNIMismatch, Role: result.RoleFronting, Severity: result.High, Network: true, Late: true,
 			Proves: "domain fronting through the proxy fails: in a tunnel the proxy opened for an allowed HTTPS host — which first answered through a tunnel of its own (TLS for its name verified, an HTTP answer) — a ClientHello naming a must-fail host (default a random name under .invalid) is cut off by the proxy (a quiet close counts only where the control vantage, asking the front directly, got an answer for that name), or refused with a status the proxy signs as its own; inconclusive when the allowed host did not answer first or the front is silent to the control too; not run when spec.egress.fronting.accepted says why the proxy cannot check SNI",
 			Fix:    "make the proxy check the TLS server name against its allow-list (Squid: ssl_bump peek step1, splice an ssl::server_name ACL, terminate all)",
 			Applies: func(p *policy.Policy) bool {
 				plan, _ := PlanEgress(p.Spec.Egress)
 				return slices.ContainsFunc(plan, func(a Attempt) bool { return a.Check == checkSNIMismatch })
 			}},
-		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Severity: result.High, Network: true, Late: true,
+		{ID: checkDNSExfil, Run: checkEgressDNSExfil, Role: result.RoleDNSChannel, Severity: result.High, Network: true, Late: true,
 			Proves: "the sandbox's resolver does not carry names outside the allow-list out: a random name under the canary zone and each must-fail host name do not resolve, and a random name under each declared domain is refused — or gets NXDOMAIN from a resolver shown not to forward (by the canary, a REFUSED, or a must-fail name the control vantage resolves: a name that does not exist gets NXDOMAIN from a forwarder too); NOERROR with no records is not resolved",
 			Fix:    "make the sandbox's resolver answer only the names it must and refuse the rest, never forward them",
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSExfil })
 			}},
-		{ID: checkDNSBypass, Run: checkEgressDNSBypass, Severity: result.High, Network: true, Late: true,
+		{ID: checkDNSBypass, Run: checkEgressDNSBypass, Role: result.RoleDNSBypass, Severity: result.High, Network: true, Late: true,
 			Proves: "no DNS server outside (spec.egress.dns.outsideResolvers, default the must-fail IPs) answers a direct query over UDP or TCP 53 while the control vantage gets an answer from it (else inconclusive: a deny unproven): DNS cannot go around the sandbox's resolver",
 			Fix:    "deny UDP and TCP 53 to everything but the sandbox's own resolver",
 			Applies: func(p *policy.Policy) bool {
@@ -293,6 +297,7 @@ func Run(ctx context.Context, env *Env, sel Selection) result.ProbeResult {
 	for _, fs := range results {
 		res.Findings = append(res.Findings, fs...)
 	}
+	res.DeclareRoles()
 	res.Seconds = env.Now().Sub(start).Seconds()
 	return res
 }
@@ -324,6 +329,9 @@ func runOne(ctx context.Context, env *Env, c Check) (out []result.Finding) {
 			f := &out[i]
 			if f.Check == "" {
 				f.Check = c.ID
+			}
+			if f.Role == "" && f.Check == c.ID {
+				f.Role = c.Role
 			}
 			if f.Fix == "" && (f.Status == result.Fail || f.Status == result.Error) {
 				f.Fix = c.Fix
@@ -380,4 +388,18 @@ func runLate(ctx context.Context, env *Env, cat []Check, idx []int, results [][]
 		p.Go(func() { results[i] = runOne(ctx, env, cat[i]) })
 	}
 	p.Wait()
+}
+
+// RoleOf returns the catalogue's role for a check ID ("" if it has none).
+func RoleOf(id string) result.Role { return roles()[id] }
+
+// roles maps each check ID of the catalogue to its role.
+func roles() map[string]result.Role {
+	m := map[string]result.Role{}
+	for _, c := range Catalogue() {
+		if c.Role != "" {
+			m[c.ID] = c.Role
+		}
+	}
+	return m
 }

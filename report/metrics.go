@@ -33,30 +33,21 @@ const (
 	MetricInfo                     = "sandprobe_info"
 )
 
-// Check IDs the metrics single out. The egress checks are written by the
-// probe; the metrics only rely on their IDs, Status and Class.
+// Check IDs and classes the metrics single out. The egress checks are
+// written by the probe; the metrics rely on their roles (Finding.Role,
+// from the catalogue row), Status and Class, never on their IDs.
 const (
+	// CheckEgressAllowed is the allowances' check (role RoleAllowance).
 	CheckEgressAllowed = "egress.allowed"
 	// CheckProbeRun is a probe that could not run (runner.CouldNotRun):
 	// its subject is the reason.
 	CheckProbeRun = "probe.run"
-	CheckDNSExfil = "egress.dns-exfil"
 	ClassAnswered = "answered"
 	// ClassProxyForwarded is a must-fail destination the proxy let through
 	// (5xx: only the upstream failed): open egress as soon as it is up.
 	ClassProxyForwarded = "proxy-forwarded"
 	driftPrefix         = "drift."
 )
-
-// mustFail reports whether a check's failure means a destination that must
-// stay closed was reachable.
-func mustFail(check string) bool {
-	switch check {
-	case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", CheckDNSExfil, "egress.dns-bypass", "egress.sni-mismatch":
-		return true
-	}
-	return false
-}
 
 // maxTargetsPerCheck bounds the target label of one check on one node. Most
 // subjects come from the policy, but a few come from the sandbox itself (the
@@ -377,7 +368,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 			if f.Deny == DenyUnproven {
 				unproven[node]++
 			}
-			if f.Check == CheckEgressAllowed && f.Status == Fail {
+			if f.Role == RoleAllowance && f.Status == Fail {
 				unreachable[node]++
 			}
 		}
@@ -511,16 +502,16 @@ func fleetChecks(all []checkSeries, severity map[string]string) (checks, failed 
 }
 
 // UnexpectedlyOpen reports whether a finding is a must-fail destination that
-// got through: a failed must-fail, metadata or proxy-bypass attempt whose
-// class is "answered", or a failed DNS exfiltration check (the name resolved,
-// whatever class it carries). A must-fail target that failed only because it
+// got through: a failed deny (a role that must stay closed) whose class is
+// "answered" or "proxy-forwarded", or a failed DNS channel (the name
+// resolved, whatever class it carries). A must-fail target that failed only because it
 // failed differently than pinned (refused instead of timeout) is still
 // closed and does not count.
 func UnexpectedlyOpen(f Finding) bool {
-	if f.Status != Fail || !mustFail(f.Check) {
+	if f.Status != Fail || !f.Role.MustStayClosed() {
 		return false
 	}
-	return f.Class == ClassAnswered || f.Class == ClassProxyForwarded || f.Check == CheckDNSExfil
+	return f.Class == ClassAnswered || f.Class == ClassProxyForwarded || f.Role == RoleDNSChannel
 }
 
 // NodeUnprobed reports whether a finding says a node of the sandbox pool got

@@ -20,8 +20,8 @@ func BenchmarkMetricsObserveAndWrite(b *testing.B) {
 			run.Findings = append(run.Findings, Finding{Check: fmt.Sprintf("fs.check-%d", c), Target: target, Status: Pass})
 		}
 		for _, host := range []string{"a:443", "b:443"} {
-			run.Findings = append(run.Findings, Finding{Check: "egress.allowed", Subject: host, Target: target, Status: Pass, Class: "answered"})
-			run.Findings = append(run.Findings, Finding{Check: "egress.must-fail", Subject: host, Target: target, Status: Fail, Class: "answered"})
+			run.Findings = append(run.Findings, Finding{Check: "egress.allowed", Role: RoleAllowance, Subject: host, Target: target, Status: Pass, Class: "answered"})
+			run.Findings = append(run.Findings, Finding{Check: "egress.must-fail", Role: RoleMustFail, Subject: host, Target: target, Status: Fail, Class: "answered"})
 		}
 	}
 	reg := prometheus.NewRegistry()

@@ -46,7 +46,7 @@ func fleetRun(t *testing.T, n int, broken func(i int) bool) (report.Run, int) {
 	}
 	plan, planned := probes.PlanEgress(p.Spec.Egress)
 	for _, a := range plan {
-		perNode = append(perNode, report.Finding{Check: a.Check, Subject: a.Subject, Class: "timeout"})
+		perNode = append(perNode, report.Finding{Check: a.Check, Subject: a.Subject, Class: "timeout", Role: probes.RoleOf(a.Check)})
 	}
 	perNode = append(perNode, planned...)
 	pairs := map[string]bool{}

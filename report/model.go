@@ -24,6 +24,8 @@ type (
 	AddressAttempt = result.AddressAttempt
 	// Severity is result.Severity.
 	Severity = result.Severity
+	// Role is result.Role.
+	Role = result.Role
 )
 
 // Severities, worst first.
@@ -32,6 +34,17 @@ const (
 	High     = result.High
 	Medium   = result.Medium
 	Low      = result.Low
+)
+
+// Roles of checks (result.Role).
+const (
+	RoleAllowance   = result.RoleAllowance
+	RoleMustFail    = result.RoleMustFail
+	RoleMetadata    = result.RoleMetadata
+	RoleProxyBypass = result.RoleProxyBypass
+	RoleFronting    = result.RoleFronting
+	RoleDNSBypass   = result.RoleDNSBypass
+	RoleDNSChannel  = result.RoleDNSChannel
 )
 
 // Statuses.

@@ -448,10 +448,10 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 // and its strings as the fields are. A new Finding field must be
 // added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
-const recordStrings = 14
+const recordStrings = 15
 
 func encodeFinding(b []byte, f *Finding) []byte {
-	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity)} {
+	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity), string(f.Role)} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -526,7 +526,7 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 	*f = Finding{
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
-		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]),
+		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]), Role: Role(fields[14]),
 		Affects: affects,
 	}
 	return i + w, nil

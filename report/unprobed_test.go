@@ -17,7 +17,7 @@ func TestUnprobedNodes(t *testing.T) {
 		target := "namespace/sandboxes/node/" + node
 		return []Finding{
 			{Check: "identity.uid", Target: target, Namespace: "sandboxes", Status: Pass},
-			{Check: "egress.must-fail", Subject: "example.com:443", Target: target, Namespace: "sandboxes", Status: Pass, Class: "timeout", Deny: DenyProven},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "example.com:443", Target: target, Namespace: "sandboxes", Status: Pass, Class: "timeout", Deny: DenyProven},
 		}
 	}
 	cnr := func(target, reason string) Finding {

@@ -65,6 +65,10 @@ type Finding struct {
 	// on the deny verdicts of egress.must-fail, egress.metadata and
 	// egress.proxy-bypass. An unproven deny is never a pass.
 	Deny string `json:"deny,omitempty"`
+	// Role is the check's role, from its catalogue row: what the runner,
+	// the metrics and the page make of the finding. Not in any report (the
+	// check says it); a probe's result declares it in Roles.
+	Role Role `json:"-"`
 	// File and Line say where the object (or the field) to fix is written,
 	// for drift findings on objects read from files (`drift -f`): what
 	// SARIF annotates.
@@ -135,6 +139,10 @@ type ProbeResult struct {
 	// OmittedPasses counts passing findings left out of it.
 	Compact       bool `json:"compact,omitempty"`
 	OmittedPasses int  `json:"omittedPasses,omitempty"`
+	// Roles declares the role of each check of Findings that has one (its
+	// catalogue row's): the runner stamps them on the findings
+	// (StampRoles) and drops the declaration, so no report shows it.
+	Roles map[string]Role `json:"roles,omitempty"`
 }
 
 // Counts tallies findings by status.

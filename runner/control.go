@@ -8,11 +8,6 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
-// Deny checks: their blocked verdicts need a control to count.
-var denyChecks = map[string]bool{"egress.must-fail": true, "egress.metadata": true, "egress.proxy-bypass": true, "egress.dns-bypass": true, checkSNIMismatch: true}
-
-const checkSNIMismatch = "egress.sni-mismatch"
-
 // Control is what a control vantage saw: for each destination (check and
 // subject), the control's finding. Err, when set, is why there is none.
 type Control struct {
@@ -37,11 +32,11 @@ func controlKey(check, subject string) string { return check + " " + subject }
 func NewControl(vantage string, res report.ProbeResult) *Control {
 	c := &Control{Vantage: vantage, Seen: map[string]report.Finding{}}
 	for _, f := range res.Findings {
-		if denyChecks[f.Check] || (f.Check == checkDNSExfil && strings.HasPrefix(f.Subject, dnsNamePrefix)) {
+		if f.Role.Deny() || (f.Role == report.RoleDNSChannel && strings.HasPrefix(f.Subject, dnsNamePrefix)) {
 			c.Seen[controlKey(f.Check, f.Subject)] = f
 			// A name resolved (from a hosts file, maybe) shows nothing of
 			// the control's network: only a destination that answered.
-			if denyChecks[f.Check] && f.Status == report.Pass && f.Class == report.ClassAnswered {
+			if f.Role.Deny() && f.Status == report.Pass && f.Class == report.ClassAnswered {
 				c.reached = append(c.reached, f.Name())
 			}
 		}
@@ -62,15 +57,12 @@ func (c *Control) aliveBy(key string) string {
 }
 
 const (
-	checkMetadata = "egress.metadata"
-	checkMustFail = "egress.must-fail"
 	// neighbourPrefix begins the subject of a neighbour the probe derives
 	// on its node (probes.NeighbourPrefix).
 	neighbourPrefix = "node:"
 	// apiServerPrefix begins the API server's service address the probe
 	// derives (no path to it for anyone: a cluster without kube-proxy).
 	apiServerPrefix = "kubernetes API "
-	checkDNSExfil   = "egress.dns-exfil"
 	// dnsNamePrefix begins the subject of a must-fail name asked for by
 	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
 	dnsNamePrefix   = "name "
@@ -91,14 +83,14 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 		// an inconclusive one (a dead network), or a failure in another
 		// way than pinned. Answers and could-not-checks are no denies.
 		blocked := f.Status == report.Pass || f.Status == report.Inconclusive || f.Status == report.Fail
-		if !denyChecks[f.Check] || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
+		if !f.Role.Deny() || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
 			continue
 		}
 		if f.Class == policy.VerdictIntercepted {
 			unproven(f, "something in the path took the connection and gave no proof of who it was (intercepted): nothing shows it was stopped")
 			continue
 		}
-		if f.Check == checkSNIMismatch {
+		if f.Role == report.RoleFronting {
 			// Fronting: only the proxy's refusals are denies. One it
 			// answered itself (in HTTP, or a signed deny status) is
 			// proven by its own word; a tunnel closed quietly at the
@@ -118,13 +110,13 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 			}
 			continue
 		}
-		if f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0 && f.Check != "egress.dns-bypass" {
+		if f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0 && f.Role != report.RoleDNSBypass {
 			// Only the sandbox's resolver stopped it: no address was
 			// dialled, so whatever the control reached, no path was tested.
 			unproven(f, "no address was dialled from the sandbox (its resolver stopped the name): a DNS-only block is not a network deny")
 			continue
 		}
-		if c != nil && c.Isolated != "" && f.Check != checkSNIMismatch {
+		if c != nil && c.Isolated != "" && f.Role != report.RoleFronting {
 			f.Deny = report.DenyProven
 			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
 			continue
@@ -171,8 +163,8 @@ func ApplyControl(res *report.ProbeResult, c *Control) {
 // on most nodes, a cluster without kube-proxy has no path to the service
 // address, and what answers nobody is nothing to keep the sandbox from.
 func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
-	neighbour := f.Check == checkMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix))
-	if (f.Check != checkMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
+	neighbour := f.Role == report.RoleMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix))
+	if (f.Role != report.RoleMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
 		return false
 	}
 	alive := c.aliveBy(controlKey(f.Check, f.Subject))
@@ -202,7 +194,7 @@ func applyDNSControl(res *report.ProbeResult, c *Control) {
 	proof := false
 	for i := range res.Findings {
 		f := &res.Findings[i]
-		if f.Check != checkDNSExfil || f.Status != report.Pass {
+		if f.Role != report.RoleDNSChannel || f.Status != report.Pass {
 			continue
 		}
 		switch {
@@ -241,7 +233,7 @@ func applyDNSControl(res *report.ProbeResult, c *Control) {
 	}
 	for i := range res.Findings {
 		f := &res.Findings[i]
-		if f.Check != checkDNSExfil || f.Status != report.Pass || f.Class != policy.VerdictNXDomain || !strings.HasPrefix(f.Subject, "*.") {
+		if f.Role != report.RoleDNSChannel || f.Status != report.Pass || f.Class != policy.VerdictNXDomain || !strings.HasPrefix(f.Subject, "*.") {
 			continue
 		}
 		f.Status, f.Deny, f.Fix = report.Inconclusive, report.DenyUnproven, fix

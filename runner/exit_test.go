@@ -12,7 +12,7 @@ import (
 // not trusted; the marker that ends a result cut to fit the termination
 // message is the encoder's, not a verdict, and is not held against it.
 func TestCheckExit(t *testing.T) {
-	fail := report.Finding{Check: "egress.must-fail", Subject: "10.0.0.1:443", Status: report.Fail}
+	fail := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "10.0.0.1:443", Status: report.Fail}
 	pass := report.Finding{Check: "identity.uid", Status: report.Pass}
 	cut := report.Finding{Check: report.CheckTruncated, Status: report.Error}
 	broken := report.Finding{Check: "fs.root-readonly", Status: report.Error}

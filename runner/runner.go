@@ -188,6 +188,14 @@ func ParseResult(target string, out []byte, nonce string) (report.ProbeResult, e
 			return res, &CouldNotRun{Target: target, Reason: ReasonGarbled, Detail: fmt.Sprintf("finding %d has no check or an unknown status %q", i, f.Status)}
 		}
 	}
+	res.StampRoles()
+	for i, f := range res.Findings {
+		// Every egress check of the probe has a role; one without is from
+		// a probe older than this runner, whose denies it cannot judge.
+		if f.Role == "" && report.Area(f.Check) == "egress" {
+			return res, &CouldNotRun{Target: target, Reason: ReasonGarbled, Detail: fmt.Sprintf("finding %d (%s) declares no role: a probe older than this runner, whose denies it cannot judge", i, f.Check)}
+		}
+	}
 	return res, nil
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 func egressOpen(target string, open bool) report.Finding {
-	f := report.Finding{Check: "egress.must-fail", Target: target, Subject: "192.0.2.10:443", Status: report.Pass, Class: "timeout"}
+	f := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Target: target, Subject: "192.0.2.10:443", Status: report.Pass, Class: "timeout"}
 	if open {
 		f.Status, f.Class = report.Fail, report.ClassAnswered
 	}

@@ -228,7 +228,7 @@ func (b *driftingBackend) Run(_ context.Context, spec runner.ProbeSpec) ([]repor
 		if spec.Scope != nil && !spec.Scope.Covers(ns, "n1") {
 			continue
 		}
-		f := report.Finding{Check: "egress.must-fail", Subject: "192.0.2.10:443", Namespace: ns, Status: report.Pass, Class: "timeout"}
+		f := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "192.0.2.10:443", Namespace: ns, Status: report.Pass, Class: "timeout"}
 		if ns == "a" && b.open.Load() {
 			f.Status, f.Class = report.Fail, report.ClassAnswered
 		}

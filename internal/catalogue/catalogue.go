@@ -34,6 +34,7 @@ type Entry struct {
 	ID       string
 	Source   string // one of the Source constants
 	Severity report.Severity
+	Role     report.Role // the probe's egress checks' (probes.Check.Role)
 	Proves   string
 	Fix      string
 	Network  bool // the probe's checks that send traffic
@@ -44,41 +45,48 @@ type Entry struct {
 func All() []Entry {
 	var out []Entry
 	for _, c := range probes.Catalogue() {
-		out = append(out, Entry{c.ID, SourceProbe, c.Severity, c.Proves, c.Fix, c.Network})
+		out = append(out, Entry{c.ID, SourceProbe, c.Severity, c.Role, c.Proves, c.Fix, c.Network})
 	}
 	for _, r := range drift.Rules() {
-		out = append(out, Entry{r.ID, SourceDrift, r.Severity, r.Proves, r.Fix, false})
+		out = append(out, Entry{r.ID, SourceDrift, r.Severity, "", r.Proves, r.Fix, false})
 	}
-	out = append(out, Entry{admission.CheckWouldRefuse, SourceAdmission, admission.Severity, admission.Proves, admission.Fix, false})
+	out = append(out, Entry{admission.CheckWouldRefuse, SourceAdmission, admission.Severity, "", admission.Proves, admission.Fix, false})
 	for _, c := range audit.Checks() {
-		out = append(out, Entry{c.ID, SourceEgressRecord, c.Severity, c.Proves, c.Fix, false})
+		out = append(out, Entry{c.ID, SourceEgressRecord, c.Severity, "", c.Proves, c.Fix, false})
 	}
 	for _, c := range cache.Checks() {
-		out = append(out, Entry{c.ID, SourceCache, c.Severity, c.Proves, c.Fix, false})
+		out = append(out, Entry{c.ID, SourceCache, c.Severity, "", c.Proves, c.Fix, false})
 	}
 	for _, c := range append(runner.Checks(), kube.Checks()...) {
-		out = append(out, Entry{c.ID, SourceRunner, c.Severity, c.Proves, "", false})
+		out = append(out, Entry{c.ID, SourceRunner, c.Severity, "", c.Proves, "", false})
 	}
-	out = append(out, Entry{drift.RunCheck, SourceRunner, drift.RunSeverity, "the drift phase listed and read every object it was to judge (an error names what it could not)", "", false})
+	out = append(out, Entry{drift.RunCheck, SourceRunner, drift.RunSeverity, "", "the drift phase listed and read every object it was to judge (an error names what it could not)", "", false})
 	return out
 }
 
-var severities = sync.OnceValue(func() map[string]report.Severity {
-	m := map[string]report.Severity{}
+var entries = sync.OnceValue(func() map[string]Entry {
+	m := map[string]Entry{}
 	for _, e := range All() {
-		m[e.ID] = e.Severity
+		m[e.ID] = e
 	}
 	return m
 })
 
 // Severity is a check's severity; "" for an ID no row declares.
-func Severity(id string) report.Severity { return severities()[id] }
+func Severity(id string) report.Severity { return entries()[id].Severity }
 
-// Fill gives every finding without a severity its check's.
+// Role is a check's role; "" for an ID no row gives one.
+func Role(id string) report.Role { return entries()[id].Role }
+
+// Fill gives every finding without a severity or a role its check's (a
+// run read back from a file carries no roles: no report shows them).
 func Fill(fs []report.Finding) {
 	for i := range fs {
 		if fs[i].Severity == "" {
 			fs[i].Severity = Severity(fs[i].Check)
+		}
+		if fs[i].Role == "" {
+			fs[i].Role = Role(fs[i].Check)
 		}
 	}
 }

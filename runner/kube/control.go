@@ -121,7 +121,7 @@ func (b *Backend) controlSummary(r *run, target, ns string, ctl report.ProbeResu
 		// The must-fail names it resolves for egress.dns-exfil are no
 		// destinations: a resolver that refuses them (the lab's, a
 		// filtering one) says nothing about the control's reach.
-		if c.Check == "egress.dns-exfil" {
+		if c.Role == report.RoleDNSChannel {
 			continue
 		}
 		dialled++

@@ -400,6 +400,7 @@ func TestWholeResultFromTerminationMessage(t *testing.T) {
 		for i := range res.Findings {
 			res.Findings[i].Evidence = "what was attempted and what stopped it"
 		}
+		declareRoles(&res)
 		msg, err := res.TerminationMessage(report.TerminationMsgSize)
 		if err != nil {
 			t.Error(err)

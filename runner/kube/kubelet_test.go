@@ -292,6 +292,7 @@ func (k *kubelet) answerControl(ctx context.Context, pod *corev1.Pod) {
 	}
 	k.bind(ctx, pod, "node-a")
 	k.running(ctx, pod)
+	declareRoles(&res)
 	msg, err := res.TerminationMessage(report.TerminationMsgSize)
 	if err != nil {
 		k.t.Error(err)
@@ -445,9 +446,22 @@ func ptr[T any](v T) *T { return &v }
 
 // jsonOf is the full (log) form of a result.
 func jsonOf(t *testing.T, res report.ProbeResult) string {
+	declareRoles(&res)
 	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// declareRoles does what the probe does before it prints its result: each
+// finding carries its check's role (the catalogue row's), and the result
+// declares them.
+func declareRoles(res *report.ProbeResult) {
+	for i := range res.Findings {
+		if res.Findings[i].Role == "" {
+			res.Findings[i].Role = probes.RoleOf(res.Findings[i].Check)
+		}
+	}
+	res.DeclareRoles()
 }

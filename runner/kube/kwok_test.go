@@ -129,6 +129,7 @@ func simulatedResultsBreaking(t testing.TB, p *policy.Policy, breakTarget string
 	msg := func(findings []report.Finding, vantage string) string {
 		r := base
 		r.Findings = findings
+		declareRoles(&r)
 		// kwok's templates cannot gzip, which is how a real probe fits a
 		// policy of seventy checks into the kubelet's 4 KiB: the simulated
 		// message is the plain compact JSON, whole (the runner reads both
