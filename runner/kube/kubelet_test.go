@@ -402,6 +402,7 @@ func probeResult(pod *corev1.Pod, kernel string, statuses ...report.Status) repo
 
 // message is the termination message the probe writes: the compact form.
 func message(t *testing.T, res report.ProbeResult) string {
+	declareRoles(&res)
 	b, err := res.CompactJSON(report.TerminationMsgSize)
 	if err != nil {
 		t.Fatal(err)
