@@ -427,14 +427,22 @@ func (m *egressModel) adminFindings(id, field string, rs adminRuleSource) []rule
 			inCluster = append(inCluster, "namespaces "+labelSelectorText(peer.namespaces, "every namespace"))
 		}
 		if peer.pods != nil && !(dnsOnly(ports) || m.adminPeerIsProxy(&peer.pods.NamespaceSelector, ports)) {
-			inCluster = append(inCluster, "pods "+labelSelectorText(&peer.pods.PodSelector, "every pod")+" in namespaces "+labelSelectorText(&peer.pods.NamespaceSelector, "every namespace"))
+			desc := "pods " + labelSelectorText(&peer.pods.PodSelector, "every pod") + " in namespaces " + labelSelectorText(&peer.pods.NamespaceSelector, "every namespace")
+			ns, known := netpolPeerNamespace(&peer.pods.NamespaceSelector, "")
+			switch v := m.judgePeer(ns, known, peer.pods.PodSelector.MatchLabels, ports); {
+			case v.explained:
+			case v.widened != nil:
+				out = append(out, widenedFinding(ANPPeer, id+" "+pfield, "Allow to "+desc+" on "+portText, id, pfield, v.widened))
+			default:
+				inCluster = append(inCluster, desc)
+			}
 		}
 		if peer.nodes != nil && !dnsOnly(ports) {
 			inCluster = append(inCluster, "nodes "+labelSelectorText(peer.nodes, "every node"))
 		}
 		for _, desc := range inCluster {
 			out = append(out, ruleFinding{check: ANPPeer, subject: id + " " + pfield, expected: m.peerExpected(), actual: "Allow to " + desc + " on " + portText,
-				fix: fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53) or the proxy", pfield, id)})
+				fix: fmt.Sprintf("remove %s from %s, or narrow it to cluster DNS (port 53), the proxy or a declared in-cluster peer", pfield, id)})
 		}
 	}
 	return out

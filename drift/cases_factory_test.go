@@ -1,12 +1,17 @@
 package drift_test
 
 import (
+	"strings"
+	"testing"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sandprobe/sandprobe/drift"
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
 )
 
 // factoryCases break the in-cluster peers of fixtures/factory-policy.yaml
@@ -81,4 +86,46 @@ func factoryObjects(p *policy.Policy, prefix string) []any {
 		out = append(out, c.pod(p, prefix))
 	}
 	return out
+}
+
+// TestAdminPeerToBroker: an admin network policy that allows the
+// sandboxes their broker's pods on its port is no drift; one that allows
+// every pod of the broker's namespace is named as widened.
+func TestAdminPeerToBroker(t *testing.T) {
+	p := loadPolicy(t, "factory-policy.yaml")
+	anp := func(name string, pods map[string]any) *unstructured.Unstructured {
+		return admin(drift.AdminNetworkPolicyKind, name, map[string]any{
+			"priority": int64(10), "subject": nsSubject("factory-sandboxes"),
+			"egress": []any{egressRule("Allow", []any{map[string]any{"pods": map[string]any{
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "factory"}},
+				"podSelector":       map[string]any{"matchLabels": pods},
+			}}}, portNumber(8080))},
+		})
+	}
+	for _, c := range []struct {
+		name string
+		pods map[string]any
+		want int
+	}{
+		{"the broker's pods", map[string]any{"app": "model-broker"}, 0},
+		{"every pod of the broker's namespace", map[string]any{}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := append(declaredNamespaces(p), anp("to-broker", c.pods), hardenedPod(p, "factory-sandboxes", "agent"))
+			objs = append(objs, egressBase(p, true)...)
+			_, col := checkYAML(t, p, toYAML(t, objs))
+			n := 0
+			for _, f := range col.Findings {
+				if f.Check == drift.ANPPeer && f.Status == report.Fail {
+					n++
+					if !strings.Contains(f.Actual, "every pod of namespace factory") || !strings.Contains(f.Fix, "app=model-broker") {
+						t.Errorf("a widened admin peer must say so and name the broker's labels: %+v", f)
+					}
+				}
+			}
+			if n != c.want {
+				t.Errorf("%d %s findings, want %d: %+v", n, drift.ANPPeer, c.want, col.Findings)
+			}
+		})
+	}
 }

@@ -58,8 +58,8 @@ var egressRules = []row{
 		"remove the network from the Allow rule"}, nil},
 	{Rule{ANPCIDR, "every network an admin network policy allows a sandbox is a declared address", medium,
 		"remove the network or declare the address in spec.egress.allow"}, nil},
-	{Rule{ANPPeer, "in-cluster peers an admin network policy allows a sandbox are limited to cluster DNS and the declared proxy", medium,
-		"remove the peer or narrow it to DNS (port 53) or the proxy"}, nil},
+	{Rule{ANPPeer, "in-cluster peers an admin network policy allows a sandbox are limited to cluster DNS, the declared proxy and the declared in-cluster peers (their pods, on their ports)", medium,
+		"remove the peer or narrow it to DNS (port 53), the proxy or a declared peer's pods"}, nil},
 	{Rule{ANPDomain, "every domain name an admin network policy allows a sandbox is covered by a declared allowance", medium,
 		"remove the name or declare it in spec.egress.allow"}, nil},
 }
