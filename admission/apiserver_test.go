@@ -140,9 +140,9 @@ func startAudited(assets string) error {
 // applyRendered applies what `sandprobe render --format admission --mode
 // mode` prints (the admission policy and its binding) and waits until the
 // API server acts on the new stage: ready says when it does.
-func applyRendered(t *testing.T, policyFile, mode string, ready func() error) {
+func applyRendered(t *testing.T, policyFile, mode string, ready func() error, extra ...string) {
 	t.Helper()
-	code, stdout, stderr := testenv.Exec(t, testenv.Binary(t), "render", "--format", "admission", "--policy", policyFile, "--mode", mode)
+	code, stdout, stderr := testenv.Exec(t, testenv.Binary(t), append([]string{"render", "--format", "admission", "--policy", policyFile, "--mode", mode}, extra...)...)
 	if code != 0 {
 		t.Fatalf("render --mode %s: exit %d: %s", mode, code, stderr)
 	}

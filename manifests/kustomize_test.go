@@ -95,7 +95,7 @@ func contains(got, want any, path string) []string {
 
 // TestKustomizeHoldsRender: what `sandprobe render --format admission`
 // makes of a kustomization's policy (the policy ConfigMap, the admission
-// policy and its binding) is in what the kustomization builds, field for
+// policies for pods and for workload templates, and their bindings) is in what the kustomization builds, field for
 // field. With -update, admission.yaml is rewritten from render first.
 func TestKustomizeHoldsRender(t *testing.T) {
 	for _, k := range kustomizations {
@@ -106,8 +106,8 @@ func TestKustomizeHoldsRender(t *testing.T) {
 			}
 			want, order := documents(t, rendered)
 			got, _ := documents(t, kustomize(t, k.dir))
-			if len(want) != 3 {
-				t.Fatalf("render made %d objects, want the ConfigMap, the policy and its binding: %v", len(want), order)
+			if len(want) != 5 {
+				t.Fatalf("render made %d objects, want the ConfigMap, the pods' and the templates' policies and their bindings: %v", len(want), order)
 			}
 			holds(t, k.dir, got, want, order)
 		})

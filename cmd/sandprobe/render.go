@@ -31,11 +31,13 @@ func (a *app) cmdRender(fs *pflag.FlagSet) runFunc {
 		fs.StringVar(&probeBinary, "probe-binary", "", "docker: host path of the static probe binary to bind in when the image lacks it (default /usr/local/bin/sandprobe-probe)")
 	})
 	var egress, mode string
+	var requireLabels bool
 	group(fs, "--format yaml and egress flags", func() {
 		fs.StringVar(&egress, "egress", "networkpolicy,cilium", "yaml, egress: which egress policies to write: networkpolicy, cilium or both (comma-separated; egress: networkpolicy unless given)")
 	})
 	group(fs, "--format admission flags", func() {
-		fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the binding's validationActions: deny (refuse the pod), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see sandprobe drift --would-refuse before deny")
+		fs.StringVar(&mode, "mode", admission.ModeDeny, "admission: the rollout stage, the bindings' validationActions: deny (refuse the pod or template), warn (admit it, warn the client), audit (admit it, annotate the audit event), or warn,audit; see sandprobe drift --would-refuse before deny")
+		fs.BoolVar(&requireLabels, "require-labels", false, "admission: also refuse (in the --mode stage) a pod in a sandbox namespace (spec.namespaces) without the sandbox labels")
 	})
 	return func(context.Context, []string) int {
 		// Before the policy is read: a typo in the stage must not go unnoticed
@@ -60,7 +62,7 @@ func (a *app) cmdRender(fs *pflag.FlagSet) runFunc {
 			}
 			return a.renderYAML(p, raw, policyPath, format, egress, namespace, render.ProbePodOptions{Name: name, ProbeImage: probeImage, Nonce: nonce})
 		case "admission":
-			return a.renderAdmission(p, raw, namespace, actions)
+			return a.renderAdmission(p, raw, namespace, actions, requireLabels)
 		case "rbac":
 			return a.renderRBAC(p, namespace)
 		case "docker", "docker-json":

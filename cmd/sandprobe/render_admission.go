@@ -24,22 +24,36 @@ const (
 // the policy ConfigMap the CronJob and its probe pods mount, and the
 // ValidatingAdmissionPolicy (with its binding, in the rollout stage
 // actions names) that holds sandbox pods to the policy's runtime classes.
-func (a *app) renderAdmission(p *policy.Policy, raw []byte, namespace string, actions []admissionv1.ValidationAction) int {
-	if err := writeAdmission(a.stdout, p, raw, namespace, actions); err != nil {
+func (a *app) renderAdmission(p *policy.Policy, raw []byte, namespace string, actions []admissionv1.ValidationAction, requireLabels bool) int {
+	if err := writeAdmission(a.stdout, p, raw, namespace, actions, requireLabels); err != nil {
 		fmt.Fprintf(a.stderr, "sandprobe render: %v\n", err)
 		return report.ExitBadInput
 	}
 	return report.ExitOK
 }
 
-func writeAdmission(w io.Writer, p *policy.Policy, raw []byte, namespace string, actions []admissionv1.ValidationAction) error {
+// The pods' policy, the templates' policy (each with its binding) and,
+// with requireLabels, the policy that refuses unlabelled pods in the
+// sandbox namespaces.
+func writeAdmission(w io.Writer, p *policy.Policy, raw []byte, namespace string, actions []admissionv1.ValidationAction, requireLabels bool) error {
 	if namespace == "" {
 		namespace = systemNamespace
 	}
 	if err := admission.Check(p); err != nil {
 		return err
 	}
+	if requireLabels {
+		if err := admission.CheckLabels(p); err != nil {
+			return err
+		}
+	}
 	cm := render.PolicyConfigMap(p, raw, render.ProbePodOptions{Namespace: namespace, PolicyConfigMap: policyConfigMapName})
 	vap, binding := admission.Render(p, actions)
-	return render.WriteYAML(w, cm, vap, binding)
+	tvap, tbinding := admission.RenderTemplates(p, actions)
+	objs := []any{cm, vap, binding, tvap, tbinding}
+	if requireLabels {
+		lvap, lbinding := admission.RenderLabels(p, actions)
+		objs = append(objs, lvap, lbinding)
+	}
+	return render.WriteYAML(w, objs...)
 }
