@@ -308,12 +308,7 @@ func TestModesOnAPIServer(t *testing.T) {
 		}
 		return false
 	}
-	stages := []struct {
-		mode          string
-		ready         func() error
-		refused, warn bool
-		audited       bool
-	}{
+	stages := []modeStage{
 		{mode: "deny", refused: true, ready: func() error {
 			if _, err := create(t, probe, true); !apierrors.IsForbidden(err) {
 				return fmt.Errorf("dry run: %w, want Forbidden", err)
@@ -349,63 +344,91 @@ func TestModesOnAPIServer(t *testing.T) {
 	for i, st := range stages {
 		t.Run(strings.ReplaceAll(st.mode, ",", "+"), func(t *testing.T) {
 			applyRendered(t, refPolicy, st.mode, st.ready)
-			cases := []struct {
-				name, class string
-				labels      map[string]string
-				offending   bool
-			}{
+			for _, c := range []modeCase{
 				{name: "runc", class: "runc", labels: sandbox, offending: true},
 				{name: "unset", labels: sandbox, offending: true},
 				{name: "gvisor", class: "gvisor", labels: sandbox},
 				{name: "unlabelled", class: "runc"},
-			}
-			for _, c := range cases {
+			} {
 				name := fmt.Sprintf("%d-%s", i, c.name)
 				ws, err := create(t, newPod(ns, name, c.labels, c.class), false)
-				switch {
-				case c.offending && st.refused:
-					if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is not allowed for a sandbox pod") {
-						t.Errorf("%s: %v, want refused with the policy's message", name, err)
-					}
-					continue
-				case err != nil:
-					t.Errorf("%s: refused in stage %s: %v", name, st.mode, err)
-					continue
-				}
-				var policyWarnings []string
-				for _, w := range ws {
-					if strings.Contains(w, "ValidatingAdmissionPolicy '"+PolicyName+"' with binding '"+PolicyName+"'") {
-						policyWarnings = append(policyWarnings, w)
-					}
-				}
-				if wantWarn := c.offending && st.warn; (len(policyWarnings) > 0) != wantWarn {
-					t.Errorf("%s: warnings %q in stage %s (want the policy's warning: %v)", name, ws, st.mode, wantWarn)
-				} else if wantWarn && !strings.Contains(policyWarnings[0], "runtimeClassName "+c.name+" is not allowed for a sandbox pod") {
-					t.Errorf("%s: warning %q does not carry the policy's message", name, policyWarnings[0])
-				}
-				ev := auditEventFor(t, ns, name)
-				ann := ev.Annotations[failureAnnotation]
-				if (ann != "") != (c.offending && st.audited) {
-					t.Errorf("%s: audit annotation %q in stage %s (want one: %v)", name, ann, st.mode, c.offending && st.audited)
-				}
-				if ann != "" {
-					var failures []struct {
-						Message, Policy, Binding string
-						ValidationActions        []string
-					}
-					if err := json.Unmarshal([]byte(ann), &failures); err != nil || len(failures) != 1 {
-						t.Fatalf("%s: annotation %q: %v", name, ann, err)
-					}
-					f := failures[0]
-					if f.Policy != PolicyName || f.Binding != PolicyName || !strings.Contains(f.Message, "is not allowed for a sandbox pod") || !slices.Contains(f.ValidationActions, "Audit") {
-						t.Errorf("%s: audit annotation %+v does not name the policy, its binding, the Audit action and the message", name, f)
-					}
-				}
-				if ev.ResponseStatus.Code != 201 {
-					t.Errorf("%s: audit event says %d, want 201 Created", name, ev.ResponseStatus.Code)
+				if checkModeCase(t, st, c, name, ws, err) {
+					checkModeAudit(t, st, c, auditEventFor(t, ns, name), name)
 				}
 			}
 		})
+	}
+}
+
+// modeStage is one validation mode of the binding: how to tell it is in
+// force, and what it does to an offending pod.
+type modeStage struct {
+	mode          string
+	ready         func() error
+	refused, warn bool
+	audited       bool
+}
+
+// modeCase is a pod created in each stage.
+type modeCase struct {
+	name, class string
+	labels      map[string]string
+	offending   bool
+}
+
+// checkModeCase: in stage st, pod c was refused with the policy's message
+// or created with (only) the policy's warning, as the stage says; true
+// when it was to be created, for its audit event to be checked.
+func checkModeCase(t *testing.T, st modeStage, c modeCase, name string, ws []string, err error) bool {
+	t.Helper()
+	switch {
+	case c.offending && st.refused:
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is not allowed for a sandbox pod") {
+			t.Errorf("%s: %v, want refused with the policy's message", name, err)
+		}
+		return false
+	case err != nil:
+		t.Errorf("%s: refused in stage %s: %v", name, st.mode, err)
+		return false
+	}
+	var policyWarnings []string
+	for _, w := range ws {
+		if strings.Contains(w, "ValidatingAdmissionPolicy '"+PolicyName+"' with binding '"+PolicyName+"'") {
+			policyWarnings = append(policyWarnings, w)
+		}
+	}
+	if wantWarn := c.offending && st.warn; (len(policyWarnings) > 0) != wantWarn {
+		t.Errorf("%s: warnings %q in stage %s (want the policy's warning: %v)", name, ws, st.mode, wantWarn)
+	} else if wantWarn && !strings.Contains(policyWarnings[0], "runtimeClassName "+c.name+" is not allowed for a sandbox pod") {
+		t.Errorf("%s: warning %q does not carry the policy's message", name, policyWarnings[0])
+	}
+	return true
+}
+
+// checkModeAudit: pod c, created in stage st, has the audit annotation
+// naming the policy, its binding and the Audit action exactly when the
+// stage audits an offending pod.
+func checkModeAudit(t *testing.T, st modeStage, c modeCase, ev auditEvent, name string) {
+	t.Helper()
+	ann := ev.Annotations[failureAnnotation]
+	if (ann != "") != (c.offending && st.audited) {
+		t.Errorf("%s: audit annotation %q in stage %s (want one: %v)", name, ann, st.mode, c.offending && st.audited)
+	}
+	if ann != "" {
+		var failures []struct {
+			Message, Policy, Binding string
+			ValidationActions        []string
+		}
+		if err := json.Unmarshal([]byte(ann), &failures); err != nil || len(failures) != 1 {
+			t.Fatalf("%s: annotation %q: %v", name, ann, err)
+		}
+		f := failures[0]
+		if f.Policy != PolicyName || f.Binding != PolicyName || !strings.Contains(f.Message, "is not allowed for a sandbox pod") || !slices.Contains(f.ValidationActions, "Audit") {
+			t.Errorf("%s: audit annotation %+v does not name the policy, its binding, the Audit action and the message", name, f)
+		}
+	}
+	if ev.ResponseStatus.Code != 201 {
+		t.Errorf("%s: audit event says %d, want 201 Created", name, ev.ResponseStatus.Code)
 	}
 }
 

@@ -74,30 +74,7 @@ func TestRelease(t *testing.T) {
 		}
 	}
 
-	wantClientGo, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go").Output()
-	if err != nil {
-		t.Fatalf("go list -m k8s.io/client-go: %v", err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "sandprobe-"+version+"-linux-amd64.cdx.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bom struct {
-		BOMFormat  string `json:"bomFormat"`
-		Components []struct{ Name, Version, Purl string }
-	}
-	if err := json.Unmarshal(raw, &bom); err != nil {
-		t.Fatalf("the SBOM is not JSON: %v", err)
-	}
-	found := ""
-	for _, c := range bom.Components {
-		if c.Name == "k8s.io/client-go" {
-			found = c.Version
-		}
-	}
-	if bom.BOMFormat != "CycloneDX" || found != strings.TrimSpace(string(wantClientGo)) {
-		t.Errorf("SBOM (%s, %d components) lists k8s.io/client-go at %q, want %q", bom.BOMFormat, len(bom.Components), found, strings.TrimSpace(string(wantClientGo)))
-	}
+	checkReleaseSBOM(t, filepath.Join(dir, "sandprobe-"+version+"-linux-amd64.cdx.json"))
 
 	commit, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
 	if err != nil {
@@ -124,16 +101,36 @@ func TestRelease(t *testing.T) {
 		t.Logf("no helm (hack/helm/build.sh): the release's chart is not checked")
 		return
 	}
-	tgz := "sandprobe-" + strings.TrimPrefix(version, "v") + ".tgz"
-	if !regexp.MustCompile(`(?m)^[0-9a-f]{64}  ` + regexp.QuoteMeta(tgz) + `$`).Match(listed) {
-		t.Errorf("sha256sums.txt does not list the chart %s", tgz)
-	}
-	rendered, err := exec.Command(strings.TrimSpace(string(helm)), "template", "sandprobe", filepath.Join(dir, tgz)).CombinedOutput()
+	checkReleaseChart(t, strings.TrimSpace(string(helm)), dir, version, listed, digest)
+}
+
+// checkReleaseSBOM: the release's SBOM at path is CycloneDX and lists the
+// client-go the module requires.
+func checkReleaseSBOM(t *testing.T, path string) {
+	t.Helper()
+	wantClientGo, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go").Output()
 	if err != nil {
-		t.Fatalf("helm template %s: %v\n%s", tgz, err, rendered)
+		t.Fatalf("go list -m k8s.io/client-go: %v", err)
 	}
-	if want := "image: " + strings.TrimSpace(string(digest)); !strings.Contains(string(rendered), want) {
-		t.Errorf("the released chart does not run %s", want)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bom struct {
+		BOMFormat  string `json:"bomFormat"`
+		Components []struct{ Name, Version, Purl string }
+	}
+	if err := json.Unmarshal(raw, &bom); err != nil {
+		t.Fatalf("the SBOM is not JSON: %v", err)
+	}
+	found := ""
+	for _, c := range bom.Components {
+		if c.Name == "k8s.io/client-go" {
+			found = c.Version
+		}
+	}
+	if bom.BOMFormat != "CycloneDX" || found != strings.TrimSpace(string(wantClientGo)) {
+		t.Errorf("SBOM (%s, %d components) lists k8s.io/client-go at %q, want %q", bom.BOMFormat, len(bom.Components), found, strings.TrimSpace(string(wantClientGo)))
 	}
 }
 
@@ -166,4 +163,21 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// checkReleaseChart: the release in dir lists its packaged chart, which
+// installs the release's image by digest.
+func checkReleaseChart(t *testing.T, helm, dir, version string, listed, digest []byte) {
+	t.Helper()
+	tgz := "sandprobe-" + strings.TrimPrefix(version, "v") + ".tgz"
+	if !regexp.MustCompile(`(?m)^[0-9a-f]{64}  ` + regexp.QuoteMeta(tgz) + `$`).Match(listed) {
+		t.Errorf("sha256sums.txt does not list the chart %s", tgz)
+	}
+	rendered, err := exec.Command(helm, "template", "sandprobe", filepath.Join(dir, tgz)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", tgz, err, rendered)
+	}
+	if want := "image: " + strings.TrimSpace(string(digest)); !strings.Contains(string(rendered), want) {
+		t.Errorf("the released chart does not run %s", want)
+	}
 }
