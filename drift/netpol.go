@@ -229,17 +229,23 @@ func (e *Engine) checkEgress(c *podCheck, pod *corev1.Pod) {
 		restricted = true
 	}
 	if !restricted {
-		known := fmt.Sprintf("%d NetworkPolicies", e.net.count)
-		if e.anp.known() {
-			known += fmt.Sprintf(", %d admin network policies", len(e.anp.policies))
-		}
-		c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy, or an admin network policy denying everything else) selecting the pod",
-			"no egress policy selects the pod: every destination is reachable",
-			e.unrestrictedFix(c, pod), fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
+		e.failUnrestricted(c, pod)
 	}
 	if !und.empty() {
 		e.judgeUndetermined(c, pod.Namespace, und, first, tiers)
 	}
+}
+
+// failUnrestricted fails egress-unrestricted for a pod no egress policy
+// selects.
+func (e *Engine) failUnrestricted(c *podCheck, pod *corev1.Pod) {
+	known := fmt.Sprintf("%d NetworkPolicies", e.net.count)
+	if e.anp.known() {
+		known += fmt.Sprintf(", %d admin network policies", len(e.anp.policies))
+	}
+	c.fail(NetpolEgressUnrestricted, "networkpolicies", "a NetworkPolicy with policyTypes [Egress] (or a Cilium egress policy, or an admin network policy denying everything else) selecting the pod",
+		"no egress policy selects the pod: every destination is reachable",
+		e.unrestrictedFix(c, pod), fmt.Sprintf("pod labels: %s; %s known", labelsText(pod.Labels), known))
 }
 
 // unrestrictedFix is the fix for a pod no egress policy selects. When a

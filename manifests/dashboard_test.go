@@ -532,6 +532,28 @@ func poolRun(now time.Time) report.Run {
 	return r
 }
 
+// pushPool pushes poolRun as cluster "pool": a pool of nodes with one
+// broken and one cordoned, through the exporter and the push the CLI uses
+// (the lab's local backend has no nodes to leave unprobed).
+func pushPool(t *testing.T, gw string, runs labRuns) {
+	t.Helper()
+	pool := poolRun(time.Now())
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	m.Observe(pool, time.Now())
+	if err := report.PushMetrics(context.Background(), http.DefaultClient, gw, "pool", reg); err != nil {
+		t.Fatal(err)
+	}
+	runs["pool"] = struct {
+		run                   report.Run
+		pushedAfter, pushedBy time.Time
+	}{pool, after, time.Now()}
+}
+
 // clusterLabel is the cluster a run was pushed as: the stale cluster's two
 // runs share one.
 func clusterLabel(run string) string {
@@ -648,24 +670,7 @@ func TestDashboardQueries(t *testing.T) {
 	push("stale-failed", 3, "run", "--backend", "local", "--netns", "sandprobe-no-such-netns", "--policy", labPolicy)
 	// The "stale" cluster as Prometheus sees it is its last push.
 	runs["stale"] = runs["stale-failed"]
-	// A pool of nodes with one broken and one cordoned, through the
-	// exporter and the push the CLI uses (the lab's local backend has no
-	// nodes to leave unprobed).
-	pool := poolRun(time.Now())
-	reg := prometheus.NewRegistry()
-	m, err := report.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := time.Now()
-	m.Observe(pool, time.Now())
-	if err := report.PushMetrics(context.Background(), http.DefaultClient, gw, "pool", reg); err != nil {
-		t.Fatal(err)
-	}
-	runs["pool"] = struct {
-		run                   report.Run
-		pushedAfter, pushedBy time.Time
-	}{pool, after, time.Now()}
+	pushPool(t, gw, runs)
 
 	prom := testenv.Prometheus(t, fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:

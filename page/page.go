@@ -204,19 +204,7 @@ func build(pg Page) view {
 		}
 	}
 	v.Proxy = egress.Proxy
-	// One pass for the targets with a drift finding (a scan per target was
-	// quadratic: minutes for the page of a 10,000-pod drift -f).
-	drifted := map[string]bool{}
-	for _, f := range run.Findings {
-		if isDrift(f.Check) {
-			drifted[f.Target] = true
-		}
-	}
-	for _, t := range report.Targets(run.Findings) {
-		if !drifted[t] {
-			v.Probes = append(v.Probes, t)
-		}
-	}
+	v.Probes = probeTargets(run)
 	v.Multi = len(v.Probes) > 1
 	reasons := reasonsOf(egress)
 	hist := newHistView(pg.History)
@@ -263,6 +251,25 @@ func build(pg Page) view {
 	v.Drift = driftGroups(run, reasons, hist)
 	v.Changes = hist.changes(run, func(f report.Finding) row { return mk(f) })
 	return v
+}
+
+// probeTargets are the targets with no drift finding: where probes ran.
+// One pass for the targets with a drift finding (a scan per target was
+// quadratic: minutes for the page of a 10,000-pod drift -f).
+func probeTargets(run report.Run) []string {
+	drifted := map[string]bool{}
+	for _, f := range run.Findings {
+		if isDrift(f.Check) {
+			drifted[f.Target] = true
+		}
+	}
+	var out []string
+	for _, t := range report.Targets(run.Findings) {
+		if !drifted[t] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // needsAttention: a failure, an error, or what could not be proven.
