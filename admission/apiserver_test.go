@@ -454,57 +454,8 @@ func TestWouldRefuseIsWhatDenyRefuses(t *testing.T) {
 		}
 		return nil
 	})
-	labelSets := []map[string]string{
-		{"sandbox": "true"}, {"sandbox": "true", "team": "agents"}, {"sandbox": "false"}, {"sandbox": "True"}, {"team": "agents"}, {},
-	}
-	classes := []string{"", "kata", "gvisor", "runc"}
-	yes := true
-	n := 0
-	for _, ns := range []string{"sandboxes", "builds", "default"} {
-		for li, ls := range labelSets {
-			for _, rc := range classes {
-				for _, owned := range []bool{false, true} {
-					labels := map[string]string{"wr-test": "1"}
-					for k, v := range ls {
-						labels[k] = v
-					}
-					p := newPod(ns, fmt.Sprintf("wr-%d-%s-%v", li, map[string]string{"": "none"}[rc]+rc, owned), labels, rc)
-					if owned {
-						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "agents-7d9f", UID: "0b1d3c5e-0000-4000-8000-000000000001", Controller: &yes}}
-					}
-					if _, err := create(t, p, false); err != nil {
-						t.Fatalf("create %s/%s while auditing: %v", ns, p.Name, err)
-					}
-					n++
-				}
-			}
-		}
-	}
-
-	// What --would-refuse names, through the CLI, in small pages.
-	out := filepath.Join(t.TempDir(), "would-refuse.json")
-	code, _, stderr := testenv.Exec(t, testenv.Binary(t), "drift", "--would-refuse", "--policy", refPolicy, "--kubeconfig", server.kubeconfig,
-		"--page-size", "7", "-o", "text", "--json", out)
-	if code != report.ExitNonConformant {
-		t.Fatalf("drift --would-refuse: exit %d, want 1\n%s", code, stderr)
-	}
-	var run report.Run
-	data, err := os.ReadFile(out)
-	must(t, err)
-	must(t, json.Unmarshal(data, &run))
-	named := map[string]string{} // pod/ns/name -> Actual
-	for _, f := range run.Findings {
-		if f.Check != CheckWouldRefuse || f.Status != report.Fail {
-			t.Fatalf("unexpected finding %+v", f)
-		}
-		named[f.Target] = f.Actual
-		if strings.Contains(f.Evidence, "controlled by: ReplicaSet/agents-7d9f") != strings.HasSuffix(f.Target, "-true") {
-			t.Errorf("%s: evidence %q does not say who controls it", f.Target, f.Evidence)
-		}
-		if strings.HasSuffix(f.Target, "-true") && !strings.Contains(f.Fix, "in the pod template of ReplicaSet/agents-7d9f") {
-			t.Errorf("%s: fix %q does not point at the template", f.Target, f.Fix)
-		}
-	}
+	n := createWouldRefusePods(t)
+	named := wouldRefuseNamed(t)
 
 	// What Deny refuses, on the same pods.
 	applyRendered(t, refPolicy, "deny", func() error {
@@ -550,6 +501,72 @@ func TestWouldRefuseIsWhatDenyRefuses(t *testing.T) {
 		t.Fatalf("Deny refused %d of %d live pods; --would-refuse named %d", refused, len(live.Items), len(named))
 	}
 	t.Logf("%d live pods: Deny refuses %d, exactly the %d --would-refuse named, with the same messages", len(live.Items), refused, len(named))
+}
+
+// createWouldRefusePods creates, while the binding only audits, a pod for
+// every namespace, label set, runtime class and owner (controlled by a
+// ReplicaSet or not), and returns how many.
+func createWouldRefusePods(t *testing.T) int {
+	t.Helper()
+	labelSets := []map[string]string{
+		{"sandbox": "true"}, {"sandbox": "true", "team": "agents"}, {"sandbox": "false"}, {"sandbox": "True"}, {"team": "agents"}, {},
+	}
+	classes := []string{"", "kata", "gvisor", "runc"}
+	yes := true
+	n := 0
+	for _, ns := range []string{"sandboxes", "builds", "default"} {
+		for li, ls := range labelSets {
+			for _, rc := range classes {
+				for _, owned := range []bool{false, true} {
+					labels := map[string]string{"wr-test": "1"}
+					for k, v := range ls {
+						labels[k] = v
+					}
+					p := newPod(ns, fmt.Sprintf("wr-%d-%s-%v", li, map[string]string{"": "none"}[rc]+rc, owned), labels, rc)
+					if owned {
+						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "agents-7d9f", UID: "0b1d3c5e-0000-4000-8000-000000000001", Controller: &yes}}
+					}
+					if _, err := create(t, p, false); err != nil {
+						t.Fatalf("create %s/%s while auditing: %v", ns, p.Name, err)
+					}
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// wouldRefuseNamed runs drift --would-refuse through the CLI, in small
+// pages, and returns the pods it names (pod/NS/NAME) with why; each
+// finding's evidence and fix name the pod's controller when it has one.
+func wouldRefuseNamed(t *testing.T) map[string]string {
+	t.Helper()
+	// What --would-refuse names, through the CLI, in small pages.
+	out := filepath.Join(t.TempDir(), "would-refuse.json")
+	code, _, stderr := testenv.Exec(t, testenv.Binary(t), "drift", "--would-refuse", "--policy", refPolicy, "--kubeconfig", server.kubeconfig,
+		"--page-size", "7", "-o", "text", "--json", out)
+	if code != report.ExitNonConformant {
+		t.Fatalf("drift --would-refuse: exit %d, want 1\n%s", code, stderr)
+	}
+	var run report.Run
+	data, err := os.ReadFile(out)
+	must(t, err)
+	must(t, json.Unmarshal(data, &run))
+	named := map[string]string{} // pod/ns/name -> Actual
+	for _, f := range run.Findings {
+		if f.Check != CheckWouldRefuse || f.Status != report.Fail {
+			t.Fatalf("unexpected finding %+v", f)
+		}
+		named[f.Target] = f.Actual
+		if strings.Contains(f.Evidence, "controlled by: ReplicaSet/agents-7d9f") != strings.HasSuffix(f.Target, "-true") {
+			t.Errorf("%s: evidence %q does not say who controls it", f.Target, f.Evidence)
+		}
+		if strings.HasSuffix(f.Target, "-true") && !strings.Contains(f.Fix, "in the pod template of ReplicaSet/agents-7d9f") {
+			t.Errorf("%s: fix %q does not point at the template", f.Target, f.Fix)
+		}
+	}
+	return named
 }
 
 // TestWouldRefuseVerdicts: a selector whose pods all conform passes (exit

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestTemplatesAndLabelsOnAPIServer: on a real API server, the policies
@@ -33,43 +34,15 @@ func TestTemplatesAndLabelsOnAPIServer(t *testing.T) {
 	})
 	sandbox := map[string]string{"sandbox": "true"}
 	const ns = "sandboxes"
-	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	tmpl := func(labels map[string]string, class string) corev1.PodTemplateSpec {
-		p := newPod(ns, "", labels, class)
-		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: p.Spec}
-	}
 	apply := func(kind string, labels map[string]string, class string) error {
-		name := strings.ToLower(kind) + "-" + class + "x"
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
-		pt := tmpl(labels, class)
-		pt.Labels = map[string]string{"app": name}
-		for k, v := range labels {
-			pt.Labels[k] = v
-		}
-		pt.Spec.RestartPolicy = corev1.RestartPolicyNever
-		meta := metav1.ObjectMeta{Name: name, Namespace: ns}
-		var err error
-		switch kind {
-		case "Deployment":
-			pt.Spec.RestartPolicy = corev1.RestartPolicyAlways
-			_, err = client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Selector: sel, Template: pt}}, dry)
-		case "StatefulSet":
-			pt.Spec.RestartPolicy = corev1.RestartPolicyAlways
-			_, err = client.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: sel, Template: pt}}, dry)
-		case "Job":
-			_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: pt}}, dry)
-		case "CronJob":
-			_, err = client.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "*/30 * * * *",
-				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: pt}}}}, dry)
-		}
-		return err
+		return applyTemplate(ctx, client, ns, kind, labels, class)
 	}
 	ready := func() error {
 		if err := apply("Deployment", sandbox, "runc"); !apierrors.IsForbidden(err) {
-			return fmt.Errorf("deployment under runc: %v, want Forbidden", err)
+			return fmt.Errorf("deployment under runc: %w, want Forbidden", err)
 		}
 		if _, err := create(t, newPod(ns, "ready-unlabelled", nil, "gvisor"), true); !apierrors.IsForbidden(err) {
-			return fmt.Errorf("unlabelled pod: %v, want Forbidden", err)
+			return fmt.Errorf("unlabelled pod: %w, want Forbidden", err)
 		}
 		return nil
 	}
@@ -102,7 +75,7 @@ func TestTemplatesAndLabelsOnAPIServer(t *testing.T) {
 	// Warn: admitted, with the policies' messages as warnings.
 	applyRendered(t, refPolicy, "warn", func() error {
 		if ws, err := create(t, newPod(ns, "warn-ready", nil, "gvisor"), true); err != nil || len(ws) == 0 {
-			return fmt.Errorf("unlabelled pod in warn: %v, warnings %q", err, ws)
+			return fmt.Errorf("unlabelled pod in warn: %w, warnings %q", err, ws)
 		}
 		return nil
 	}, "--require-labels")
@@ -110,4 +83,35 @@ func TestTemplatesAndLabelsOnAPIServer(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(ws, "\n"), "ValidatingAdmissionPolicy '"+LabelsPolicyName+"'") {
 		t.Errorf("warn stage: %v, warnings %q", err, ws)
 	}
+}
+
+// applyTemplate creates, as a dry run, a workload of kind in ns whose pod
+// template carries labels and runs under class.
+func applyTemplate(ctx context.Context, client kubernetes.Interface, ns, kind string, labels map[string]string, class string) error {
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	name := strings.ToLower(kind) + "-" + class + "x"
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+	p := newPod(ns, "", labels, class)
+	pt := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: p.Spec}
+	pt.Labels = map[string]string{"app": name}
+	for k, v := range labels {
+		pt.Labels[k] = v
+	}
+	pt.Spec.RestartPolicy = corev1.RestartPolicyNever
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns}
+	var err error
+	switch kind {
+	case "Deployment":
+		pt.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		_, err = client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Selector: sel, Template: pt}}, dry)
+	case "StatefulSet":
+		pt.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		_, err = client.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: sel, Template: pt}}, dry)
+	case "Job":
+		_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: pt}}, dry)
+	case "CronJob":
+		_, err = client.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "*/30 * * * *",
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: pt}}}}, dry)
+	}
+	return err
 }
