@@ -23,9 +23,10 @@ type dnsAnswer struct {
 // the lab's authority does. Unit tests point the probe's resolver at it, so
 // no test ever asks the host's resolver.
 type dnsServer struct {
-	addr string
-	mu   sync.Mutex
-	log  []string
+	addr   string
+	answer func(name string) dnsAnswer
+	mu     sync.Mutex
+	log    []string
 }
 
 func (s *dnsServer) queries() []string {
@@ -53,39 +54,8 @@ func newDNSServer(t *testing.T, answer func(name string) dnsAnswer) *dnsServer {
 		t.Fatal("no UDP+TCP port pair free on loopback")
 	}
 	t.Cleanup(func() { pc.Close(); l.Close() })
-	s := &dnsServer{addr: pc.LocalAddr().String()}
-	reply := func(req []byte) []byte {
-		var p dnsmessage.Parser
-		h, err := p.Start(req)
-		if err != nil {
-			return nil
-		}
-		q, err := p.Question()
-		if err != nil {
-			return nil
-		}
-		name := strings.TrimSuffix(q.Name.String(), ".")
-		s.mu.Lock()
-		s.log = append(s.log, name)
-		s.mu.Unlock()
-		a := answer(name)
-		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RCode: a.rcode})
-		b.EnableCompression()
-		b.StartQuestions()
-		b.Question(q)
-		b.StartAnswers()
-		for _, ip := range a.addrs {
-			rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 5}
-			switch {
-			case ip.Is4() && q.Type == dnsmessage.TypeA:
-				b.AResource(rh, dnsmessage.AResource{A: ip.As4()})
-			case ip.Is6() && q.Type == dnsmessage.TypeAAAA:
-				b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: ip.As16()})
-			}
-		}
-		out, _ := b.Finish()
-		return out
-	}
+	s := &dnsServer{addr: pc.LocalAddr().String(), answer: answer}
+	reply := s.reply
 	go func() {
 		buf := make([]byte, 1500)
 		for {
@@ -126,6 +96,41 @@ func newDNSServer(t *testing.T, answer func(name string) dnsAnswer) *dnsServer {
 		}
 	}()
 	return s
+}
+
+// reply answers one query as answer says, and logs the name asked; nil
+// for a query it cannot read.
+func (s *dnsServer) reply(req []byte) []byte {
+	var p dnsmessage.Parser
+	h, err := p.Start(req)
+	if err != nil {
+		return nil
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil
+	}
+	name := strings.TrimSuffix(q.Name.String(), ".")
+	s.mu.Lock()
+	s.log = append(s.log, name)
+	s.mu.Unlock()
+	a := s.answer(name)
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RCode: a.rcode})
+	b.EnableCompression()
+	b.StartQuestions()
+	b.Question(q)
+	b.StartAnswers()
+	for _, ip := range a.addrs {
+		rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 5}
+		switch {
+		case ip.Is4() && q.Type == dnsmessage.TypeA:
+			b.AResource(rh, dnsmessage.AResource{A: ip.As4()})
+		case ip.Is6() && q.Type == dnsmessage.TypeAAAA:
+			b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: ip.As16()})
+		}
+	}
+	out, _ := b.Finish()
+	return out
 }
 
 // zone answers the names it holds and says rcode to every other.
