@@ -108,41 +108,50 @@ func TestDNSExfil(t *testing.T) {
 				doc += "    mustFail: {hosts: [blocked.test]}\n"
 			}
 			fs := loopbackEgress(t, doc, dns)
-			seen := map[string]bool{}
-			for _, f := range fs {
-				if f.Check != checkDNSExfil {
-					continue
-				}
-				key := strings.SplitN(f.Subject, " ", 2)[0]
-				if strings.HasPrefix(key, "*.") {
-					key = "*."
-				}
-				seen[key] = true
-				want, ok := c.want[key]
-				if !ok {
-					t.Errorf("unexpected finding %s", f.Name())
-					continue
-				}
-				if f.Status != want {
-					t.Errorf("%s: %s (%s), want %s", f.Name(), f.Status, f.Actual, want)
-				}
-				if f.Status != result.Pass && (f.Expected == "" || f.Fix == "") {
-					t.Errorf("%s: no expected or fix: %+v", f.Name(), f)
-				}
-				if f.Attempt == nil || (f.Status != result.Inconclusive && (f.Attempt.Rcode == "" || f.Attempt.Resolver == "")) {
-					t.Errorf("%s: the evidence lacks the resolver and its rcode: %+v", f.Name(), f.Attempt)
-				}
-			}
-			for k := range c.want {
-				if !seen[k] {
-					t.Errorf("no %s finding", k)
-				}
-			}
+			checkExfilFindings(t, fs, c.want)
 			leaked := slices.ContainsFunc(authority.queries(), func(q string) bool { return strings.HasPrefix(q, "sandprobe-") })
 			if leaked != c.leaks {
 				t.Errorf("the authority saw a random name: %v, want %v (%v)", leaked, c.leaks, authority.queries())
 			}
 		})
+	}
+}
+
+// checkExfilFindings: the dns.exfil findings are exactly those in want
+// (by subject prefix: "*.", "canary", "name"), each with its status, a
+// failing one with what was expected and the fix, each with its resolver
+// and rcode.
+func checkExfilFindings(t *testing.T, fs map[string]result.Finding, want map[string]result.Status) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if f.Check != checkDNSExfil {
+			continue
+		}
+		key := strings.SplitN(f.Subject, " ", 2)[0]
+		if strings.HasPrefix(key, "*.") {
+			key = "*."
+		}
+		seen[key] = true
+		w, ok := want[key]
+		if !ok {
+			t.Errorf("unexpected finding %s", f.Name())
+			continue
+		}
+		if f.Status != w {
+			t.Errorf("%s: %s (%s), want %s", f.Name(), f.Status, f.Actual, w)
+		}
+		if f.Status != result.Pass && (f.Expected == "" || f.Fix == "") {
+			t.Errorf("%s: no expected or fix: %+v", f.Name(), f)
+		}
+		if f.Attempt == nil || (f.Status != result.Inconclusive && (f.Attempt.Rcode == "" || f.Attempt.Resolver == "")) {
+			t.Errorf("%s: the evidence lacks the resolver and its rcode: %+v", f.Name(), f.Attempt)
+		}
+	}
+	for k := range want {
+		if !seen[k] {
+			t.Errorf("no %s finding", k)
+		}
 	}
 }
 
