@@ -75,7 +75,7 @@ func (r verifyResult) failing() []string {
 	var out []string
 	for _, f := range r.report.Findings {
 		if f.Status == report.Fail || f.Status == report.Error {
-			out = append(out, fmt.Sprintf("%s %s: %s (fix: %s)", f.Name(), f.Status, f.Actual, f.Fix))
+			out = append(out, fmt.Sprintf("%s %s: %s (evidence: %s; fix: %s)", f.Name(), f.Status, f.Actual, f.Evidence, f.Fix))
 		}
 	}
 	slices.Sort(out)
