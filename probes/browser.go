@@ -283,6 +283,11 @@ func diagnoseLaunch(err error, output string, h home, env *Env) (actual, fix str
 	case has("error while loading shared libraries"):
 		return "a library Chromium needs is missing: " + firstLineWith(output+"\n"+err.Error(), "error while loading shared libraries"),
 			"install the missing library in the image (apt-get install chromium installs all of them)"
+	case has("posix_spawn", "pthread_create") && has("Operation not permitted"):
+		// glibc 2.34+ tries clone3 first and falls back to clone only on
+		// ENOSYS; a seccomp filter answering EPERM stops every spawn.
+		return "Chromium could not start a process or thread: " + firstLineWith(output, "Operation not permitted") + " (glibc tries clone3 and falls back to clone only when clone3 answers ENOSYS; here it answered EPERM)",
+			"give the runtime a seccomp profile that refuses clone3 with ENOSYS, as the default profiles do: gVisor's --oci-seccomp turns every errnoRet into EPERM (google/gvisor#14688), so run a runsc that honours errnoRet or omit --oci-seccomp; or use an image with glibc older than 2.34"
 	case has("No usable sandbox", "setuid sandbox", "Failed to move to new namespace", "zygote_host_impl", "Operation not permitted"):
 		return "Chromium's own sandbox refused to start: it needs user namespaces or a setuid helper, which a capability-less, no_new_privs sandbox does not give",
 			"launch Chromium with --no-sandbox inside the sandbox (the sandbox is the isolation), and make sure no wrapper script or CHROMIUM_FLAGS removes it"

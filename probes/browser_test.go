@@ -93,6 +93,11 @@ func TestBrowserFailuresSayWhy(t *testing.T) {
 		{name: "Chromium's sandbox refused", path: func(t *testing.T) string {
 			return fakeBrowser(t, "echo '[0101/000000.000000:FATAL:zygote_host_impl_linux.cc(127)] No usable sandbox! Update your kernel' >&2; exit 1")
 		}, subject: "launch", actual: "Chromium's own sandbox refused to start", fix: "--no-sandbox"},
+		// gVisor's --oci-seccomp answers clone3 with EPERM, not the profile's
+		// ENOSYS: glibc's posix_spawn then fails (seen on hack/cluster).
+		{name: "clone3 refused with EPERM", path: func(t *testing.T) string {
+			return fakeBrowser(t, "echo '[24:24:1202/153822.957780:FATAL:third_party/crashpad/crashpad/util/posix/spawn_subprocess.cc:231] posix_spawn /usr/lib/chromium/chrome_crashpad_handler: Operation not permitted (1)' >&2; exit 1")
+		}, subject: "launch", actual: "could not start a process or thread: [24:24", fix: "refuses clone3 with ENOSYS"},
 		{name: "no writable HOME", path: func(t *testing.T) string {
 			return fakeBrowser(t, "echo \"chrome_crashpad_handler: --database is required\" >&2; exit 1")
 		}, setup: func(t *testing.T, _ *policy.Policy) { t.Setenv("HOME", "/nonexistent/home") },
