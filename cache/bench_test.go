@@ -45,36 +45,11 @@ func TestBenchCacheVerify(t *testing.T) {
 	}
 	bin := testenv.Binary(t)
 	tmp := t.TempDir()
-	type measure struct {
-		seconds float64
-		mb      float64
-	}
-	run := func(name string, args ...string) measure {
-		best := measure{seconds: -1}
-		for round := 0; round < 2; round++ {
-			cmd := exec.Command(args[0], args[1:]...)
-			devnull, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			cmd.Stdout = devnull
-			cmd.Stderr = os.Stderr
-			start := time.Now()
-			err := cmd.Run()
-			took := time.Since(start).Seconds()
-			devnull.Close()
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-			if best.seconds < 0 || took < best.seconds {
-				best.seconds = took
-			}
-			best.mb = max(best.mb, float64(ru.Maxrss)/1024)
-		}
-		return best
-	}
+	run := func(name string, args ...string) cacheMeasure { return bestOfTwo(t, name, args...) }
 	type result struct {
 		entries, files  int
 		bytes           int64
-		cat, ca, sealed measure
+		cat, ca, sealed cacheMeasure
 	}
 	measureSize := func(entries int) result {
 		dir := filepath.Join(tmp, fmt.Sprintf("npm-%d", entries))
@@ -115,6 +90,37 @@ func TestBenchCacheVerify(t *testing.T) {
 	if peak > 64 || flat > 1.5 {
 		t.Errorf("cache verify's memory is not flat: %.1f MB at %d entries, %.2fx the %d-entry run", peak, n, flat, small.entries)
 	}
+}
+
+// cacheMeasure is a command's best wall time and its peak RSS.
+type cacheMeasure struct {
+	seconds float64
+	mb      float64
+}
+
+// bestOfTwo runs the command twice, its output discarded.
+func bestOfTwo(t *testing.T, name string, args ...string) cacheMeasure {
+	t.Helper()
+	best := cacheMeasure{seconds: -1}
+	for round := 0; round < 2; round++ {
+		cmd := exec.Command(args[0], args[1:]...)
+		devnull, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		cmd.Stdout = devnull
+		cmd.Stderr = os.Stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start).Seconds()
+		devnull.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		if best.seconds < 0 || took < best.seconds {
+			best.seconds = took
+		}
+		best.mb = max(best.mb, float64(ru.Maxrss)/1024)
+	}
+	return best
 }
 
 // genNpmCache writes a cacache of n entries: each a content file of 1–9 KB
