@@ -89,58 +89,7 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	bind := func(sa, role string) {
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
-		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	token := func(sa string, bound *corev1.Secret) string {
-		req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}
-		if bound != nil {
-			req.Spec.BoundObjectRef = &authnv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound.Name, UID: bound.UID}
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	aggregate(t, cs, "view", "edit")
-	for sa, role := range map[string]string{"viewer": "view", "editor": "edit", "gone": "edit", "bound": "edit"} {
-		bind(sa, role)
-	}
-	anchor, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anchor"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := map[string]string{"viewer": token("viewer", nil), "editor": token("editor", nil), "gone": token("gone", nil), "bound": token("bound", anchor)}
-	tokens["garbage"] = "eyJhbGciOiJSUzI1NiJ9.bm90LWEtdG9rZW4.c2lnbmF0dXJl"
-	// An expired token: TokenRequest hands out none (ten minutes at least),
-	// so the viewer's own token is re-signed with the API server's key and
-	// an expiry in the past. The same re-signing with a future expiry must
-	// be accepted, or the expired case would prove only a bad signature.
-	key := testenv.APIServerTokenKey(t)
-	now := time.Now()
-	tokens["viewer-resigned"] = resign(t, key, tokens["viewer"], now.Add(-time.Minute), now.Add(10*time.Minute))
-	tokens["expired"] = resign(t, key, tokens["viewer"], now.Add(-11*time.Minute), now.Add(-time.Minute))
-	// The RBAC authorizer sees new bindings through an informer.
-	waitAllowed(t, cfg, tokens["viewer"], ns, "list", "pods", true)
-	waitAllowed(t, cfg, tokens["editor"], ns, "create", "pods", true)
-	// Revoke two: delete the ServiceAccount, delete the Secret a token is bound to.
-	if err := cs.CoreV1().ServiceAccounts(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().Secrets(ns).Delete(ctx, "anchor", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitRejected(t, cfg, tokens["gone"])
-	waitRejected(t, cfg, tokens["bound"])
+	tokens := scopeTokens(t, cfg, cs, ns)
 
 	dir := t.TempDir()
 	cases := []struct {
@@ -196,6 +145,68 @@ func TestCredsScopeOnAPIServer(t *testing.T) {
 			assertNoSecret(t, res, tokens[c.token])
 		})
 	}
+}
+
+// scopeTokens gives ServiceAccounts in ns the built-in view and edit roles
+// and returns their tokens by case: viewer, editor, two revoked (the
+// ServiceAccount deleted, the Secret a token is bound to deleted),
+// garbage, and the viewer's re-signed by the test, valid and expired.
+func scopeTokens(t *testing.T, cfg *rest.Config, cs kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	bind := func(sa, role string) {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := func(sa string, bound *corev1.Secret) string {
+		req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}
+		if bound != nil {
+			req.Spec.BoundObjectRef = &authnv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound.Name, UID: bound.UID}
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	aggregate(t, cs, "view", "edit")
+	for sa, role := range map[string]string{"viewer": "view", "editor": "edit", "gone": "edit", "bound": "edit"} {
+		bind(sa, role)
+	}
+	anchor, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anchor"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{"viewer": token("viewer", nil), "editor": token("editor", nil), "gone": token("gone", nil), "bound": token("bound", anchor)}
+	tokens["garbage"] = "eyJhbGciOiJSUzI1NiJ9.bm90LWEtdG9rZW4.c2lnbmF0dXJl"
+	// An expired token: TokenRequest hands out none (ten minutes at least),
+	// so the viewer's own token is re-signed with the API server's key and
+	// an expiry in the past. The same re-signing with a future expiry must
+	// be accepted, or the expired case would prove only a bad signature.
+	key := testenv.APIServerTokenKey(t)
+	now := time.Now()
+	tokens["viewer-resigned"] = resign(t, key, tokens["viewer"], now.Add(-time.Minute), now.Add(10*time.Minute))
+	tokens["expired"] = resign(t, key, tokens["viewer"], now.Add(-11*time.Minute), now.Add(-time.Minute))
+	// The RBAC authorizer sees new bindings through an informer.
+	waitAllowed(t, cfg, tokens["viewer"], ns, "list", "pods", true)
+	waitAllowed(t, cfg, tokens["editor"], ns, "create", "pods", true)
+	// Revoke two: delete the ServiceAccount, delete the Secret a token is bound to.
+	if err := cs.CoreV1().ServiceAccounts(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Secrets(ns).Delete(ctx, "anchor", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRejected(t, cfg, tokens["gone"])
+	waitRejected(t, cfg, tokens["bound"])
+	return tokens
 }
 
 // aggregate fills the built-in aggregated ClusterRoles (view, edit) with
