@@ -69,33 +69,48 @@ func TestProbePod(t *testing.T) {
 				t.Fatalf("init containers %v", pod.Spec.InitContainers)
 			}
 			if c.init {
-				ic := pod.Spec.InitContainers[0]
-				if ic.Command[len(ic.Command)-1] != render.ProbeBinary || !strings.HasPrefix(strings.Join(ic.Command, " "), strings.Join(c.opts.InstallCommand, " ")) {
-					t.Errorf("install command %v", ic.Command)
-				}
-				var ro bool
-				for _, m := range probe.VolumeMounts {
-					if m.MountPath == render.ProbeBinDir {
-						ro = m.ReadOnly
-					}
-				}
-				if !ro {
-					t.Error("the copied binary is not mounted read-only in the probe container")
-				}
+				checkProbeCopiedIn(t, pod, c.opts.InstallCommand)
 			}
-			var podinfo bool
-			for _, v := range pod.Spec.Volumes {
-				if v.DownwardAPI != nil {
-					podinfo = true
-				}
-				if v.EmptyDir != nil && v.EmptyDir.SizeLimit == nil {
-					t.Errorf("emptyDir %s without sizeLimit", v.Name)
-				}
-			}
-			if !podinfo {
-				t.Error("no downward-API volume with the pod's labels")
-			}
+			checkProbeVolumes(t, pod)
 		})
+	}
+}
+
+// checkProbeCopiedIn: the init container copies the probe in with the
+// install command, and the probe container mounts it read-only.
+func checkProbeCopiedIn(t *testing.T, pod *corev1.Pod, install []string) {
+	t.Helper()
+	ic := pod.Spec.InitContainers[0]
+	probe := pod.Spec.Containers[0]
+	if ic.Command[len(ic.Command)-1] != render.ProbeBinary || !strings.HasPrefix(strings.Join(ic.Command, " "), strings.Join(install, " ")) {
+		t.Errorf("install command %v", ic.Command)
+	}
+	var ro bool
+	for _, m := range probe.VolumeMounts {
+		if m.MountPath == render.ProbeBinDir {
+			ro = m.ReadOnly
+		}
+	}
+	if !ro {
+		t.Error("the copied binary is not mounted read-only in the probe container")
+	}
+}
+
+// checkProbeVolumes: the pod has the downward-API volume with its labels,
+// and every emptyDir has a size limit.
+func checkProbeVolumes(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	var podinfo bool
+	for _, v := range pod.Spec.Volumes {
+		if v.DownwardAPI != nil {
+			podinfo = true
+		}
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit == nil {
+			t.Errorf("emptyDir %s without sizeLimit", v.Name)
+		}
+	}
+	if !podinfo {
+		t.Error("no downward-API volume with the pod's labels")
 	}
 }
 
