@@ -71,48 +71,19 @@ func TestBenchEgressUsage(t *testing.T) {
 	if err := os.WriteFile(policyPath, []byte(benchPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	type measure struct{ seconds, cpu, mb float64 }
-	run := func(out *bytes.Buffer, okCodes []int, args ...string) measure {
-		var errb strings.Builder
-		out.Reset()
-		cmd := exec.Command(maxrss, args...)
-		cmd.Stdout, cmd.Stderr = out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s: %v", args[0], err)
-		}
-		if !containsInt(okCodes, code) {
-			t.Fatalf("%v: exit %d\n%.2000s", args, code, errb.String())
-		}
-		m := regexp.MustCompile(`maxrss_kib=(\d+) seconds=([\d.]+) cpu=([\d.]+)`).FindStringSubmatch(errb.String())
-		if m == nil {
-			t.Fatalf("%v: no measurement in %q", args, errb.String())
-		}
-		kib, _ := strconv.ParseFloat(m[1], 64)
-		secs, _ := strconv.ParseFloat(m[2], 64)
-		cpu, _ := strconv.ParseFloat(m[3], 64)
-		return measure{secs, cpu, kib / 1024}
+	run := func(out *bytes.Buffer, okCodes []int, args ...string) usageMeasure {
+		return measureRun(t, maxrss, out, okCodes, args...)
 	}
-	best := func(a, b measure) measure {
-		return measure{min(a.seconds, b.seconds), min(a.cpu, b.cpu), min(a.mb, b.mb)}
+	best := func(a, b usageMeasure) usageMeasure {
+		return usageMeasure{min(a.seconds, b.seconds), min(a.cpu, b.cpu), min(a.mb, b.mb)}
 	}
-	type result struct {
-		lines        int
-		fileMB       float64
-		grep1, grep2 measure
-		usage        measure
-	}
-	var results []result
+	var results []usageBenchResult
 	for _, n := range sizes {
 		file := filepath.Join(tmp, fmt.Sprintf("access-%d.log", n))
 		size, denied, tunnels := writeBenchLog(t, file, n)
-		r := result{lines: n, fileMB: float64(size) / 1e6}
+		r := usageBenchResult{lines: n, fileMB: float64(size) / 1e6}
 		var out bytes.Buffer
-		count := func(m measure, want int) measure {
+		count := func(m usageMeasure, want int) usageMeasure {
 			if got := strings.TrimSpace(out.String()); got != strconv.Itoa(want) {
 				t.Fatalf("grep -c counted %q lines, the log holds %d", got, want)
 			}
@@ -139,6 +110,21 @@ func TestBenchEgressUsage(t *testing.T) {
 		results = append(results, r)
 		os.Remove(file)
 	}
+	reportUsageBench(t, results)
+}
+
+// usageBenchResult is one log size's measurements.
+type usageBenchResult struct {
+	lines        int
+	fileMB       float64
+	grep1, grep2 usageMeasure
+	usage        usageMeasure
+}
+
+// reportUsageBench prints the measurements against the goals; memory that
+// is not flat fails the bench.
+func reportUsageBench(t *testing.T, results []usageBenchResult) {
+	t.Helper()
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
@@ -164,6 +150,38 @@ func TestBenchEgressUsage(t *testing.T) {
 			t.Errorf("egress-usage memory is not flat: %.1f MB at %d lines, %.1f MB at %d", first.usage.mb, first.lines, last.usage.mb, last.lines)
 		}
 	}
+}
+
+// usageMeasure is one run's wall time, CPU time and peak RSS.
+type usageMeasure struct{ seconds, cpu, mb float64 }
+
+// measureRun runs args under the maxrss wrapper, its output into out, and
+// reads what the wrapper measured; an exit code not in okCodes fails.
+func measureRun(t *testing.T, maxrss string, out *bytes.Buffer, okCodes []int, args ...string) usageMeasure {
+	t.Helper()
+	var errb strings.Builder
+	out.Reset()
+	cmd := exec.Command(maxrss, args...)
+	cmd.Stdout, cmd.Stderr = out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", args[0], err)
+	}
+	if !containsInt(okCodes, code) {
+		t.Fatalf("%v: exit %d\n%.2000s", args, code, errb.String())
+	}
+	m := regexp.MustCompile(`maxrss_kib=(\d+) seconds=([\d.]+) cpu=([\d.]+)`).FindStringSubmatch(errb.String())
+	if m == nil {
+		t.Fatalf("%v: no measurement in %q", args, errb.String())
+	}
+	kib, _ := strconv.ParseFloat(m[1], 64)
+	secs, _ := strconv.ParseFloat(m[2], 64)
+	cpu, _ := strconv.ParseFloat(m[3], 64)
+	return usageMeasure{secs, cpu, kib / 1024}
 }
 
 func containsInt(list []int, v int) bool {
