@@ -131,16 +131,45 @@ if [[ $tool == helm ]]; then
   kc delete namespace "$ns" --wait=true >>"$out/uninstall.log"
   nothing_left "helm uninstall"
 else
-  # The e2e overlay as installed, then one more overlay over it that moves
-  # the image: the user's upgrade is a changed images: entry.
+  # A bare install, as on a vanilla cluster: the base with only the
+  # sandbox-namespaces component, the e2e policy, the image and what this
+  # cluster needs (the apiserver at the node address, no registry); no
+  # Prometheus Operator CRD (deleted first) and no Pushgateway: the first
+  # Job must still exit 0. Then one more overlay over it that moves the
+  # image: the user's upgrade is a changed images: entry.
   rel() { realpath -m --relative-to="$2" "$1"; }
   mkdir -p "$work/installed" "$work/upgraded"
-  printf 'resources: [%s]\nimages:\n  - {name: sandprobe.local/sandprobe, newName: %s, newTag: %s}\n' \
-    "$(rel hack/e2e/overlay "$work/installed")" "${image%:*}" "${image##*:}" >"$work/installed/kustomization.yaml"
-  printf 'resources: [%s]\nimages:\n  - {name: %s, newName: %s, newTag: %s}\n' \
-    "$(rel hack/e2e/overlay "$work/upgraded")" "sandprobe.local/sandprobe" "${image2%:*}" "${image2##*:}" >"$work/upgraded/kustomization.yaml"
-  say "kubectl apply -k ($image)"
-  kc apply -f hack/e2e/crds/ >/dev/null
+  cp "$policy" "$work/installed/policy.yaml"
+  cp hack/e2e/overlay/admission.yaml "$work/installed/admission.yaml"
+  {
+    echo "apiVersion: batch/v1"
+    echo "kind: CronJob"
+    echo "metadata: {name: sandprobe, namespace: $ns}"
+    echo "spec:"
+    echo "  suspend: true"
+    echo "  jobTemplate: {spec: {template: {spec: {containers: [{name: sandprobe, imagePullPolicy: Never, env: ["
+    echo "    {name: SANDPROBE_OUTPUT, value: junit},"
+    IFS=';' read -ra pairs <<<"$extra_env"
+    for kv in "${pairs[@]}"; do
+      [[ ${kv%%=*} == SANDPROBE_PUSHGATEWAY ]] && continue
+      echo "    {name: ${kv%%=*}, value: \"${kv#*=}\"},"
+    done
+    echo "  ]}]}}}}"
+  } >"$work/installed/cronjob.yaml"
+  cat >"$work/installed/kustomization.yaml" <<YAML
+resources: [$(rel manifests "$work/installed")]
+components: [$(rel manifests/components/sandbox-namespaces "$work/installed")]
+configMapGenerator:
+  - {name: sandprobe-policy, namespace: $ns, behavior: replace, files: [policy.yaml], options: {disableNameSuffixHash: true, labels: {app.kubernetes.io/managed-by: sandprobe, sandprobe.dev/policy: e2e-sandbox}}}
+images:
+  - {name: ghcr.io/sandprobe/sandprobe, newName: ${image%:*}, newTag: ${image##*:}}
+patches: [{path: admission.yaml}, {path: cronjob.yaml}]
+YAML
+  printf 'resources: [../installed]\nimages:\n  - {name: %s, newName: %s, newTag: %s}\n' \
+    "${image%:*}" "${image2%:*}" "${image2##*:}" >"$work/upgraded/kustomization.yaml"
+  kc delete -f hack/e2e/crds/ --ignore-not-found --wait=true >/dev/null
+  kc get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1 && fail "the Prometheus Operator's CRD is still there"
+  say "kubectl apply -k ($image; no Prometheus Operator, no Pushgateway)"
   kc apply -k "$work/installed" >"$out/install.log"
   green lifecycle-installed "$image"
   say "kubectl apply -k ($image2)"

@@ -3,7 +3,9 @@ package kube
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandprobe/sandprobe/render"
@@ -76,7 +80,9 @@ func (b *Backend) deletePod(ctx context.Context, ns, name string) {
 	defer cancel()
 	// The probe keeps nothing worth a graceful shutdown.
 	grace := int64(1)
-	err := b.API.DeletePod(ctx, ns, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	err := retryTransient(ctx, func() error {
+		return b.API.DeletePod(ctx, ns, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	})
 	if apierrors.IsNotFound(err) {
 		return
 	}
@@ -99,6 +105,40 @@ func (b *Backend) deletePod(ctx context.Context, ns, name string) {
 	if err := b.waitGone(ctx, ns, name); err != nil {
 		b.log().Warn("probe pod still there after force deletion", "pod", ns+"/"+name, "err", err)
 	}
+}
+
+// retryTransient runs call until it succeeds, fails for good, or ctx ends:
+// an API server out of reach for a moment (a NetworkPolicy engine resyncing
+// the node's rules drops the runner's connection; an overloaded server
+// answers 429, 5xx or times out) must not leave a probe pod behind until
+// the next run's sweep, which an uninstall never runs (make e2e saw it).
+func retryTransient(ctx context.Context, call func() error) error {
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 8 * time.Second}
+	var err error
+	for {
+		if err = call(); err == nil || !transient(err) || ctx.Err() != nil || backoff.Steps <= 1 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// transient: an error a later attempt may not meet (the connection, or a
+// server too busy to answer), as opposed to an answer (not found, refused).
+func transient(err error) bool {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &netErr), utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err), utilnet.IsProbableEOF(err):
+		return true
+	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err):
+		return true
+	}
+	return false
 }
 
 // waitGone waits until the pod no longer exists: a list that does not hold
