@@ -493,6 +493,24 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return l.Addr().(*net.TCPAddr).Port
 	}
+	// silenced answers the first connection, then leaves the next in
+	// the backlog, never served.
+	silenced := func(t *testing.T) int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+			c.Close()
+		}()
+		t.Cleanup(func() { l.Close() })
+		return l.Addr().(*net.TCPAddr).Port
+	}
 	spec := func(port int) string {
 		return fmt.Sprintf(`
   egress:
@@ -513,6 +531,8 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 		{"open at start, shut after", windowed(t), 300 * time.Millisecond, result.Pass, true},
 		{"open for good", origin(t), 300 * time.Millisecond, result.Fail, false},
 		{"no settle: the first answer fails", windowed(t), 0, result.Fail, false},
+		// Answered, then accepted and never served: no refusal, no pass.
+		{"open at start, silent after", silenced(t), 300 * time.Millisecond, result.Fail, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := &Env{Policy: mustPolicy(t, spec(tc.port)), SettleDelay: tc.settle}
@@ -529,6 +549,36 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 				t.Errorf("%s: %q: the start-up window named = %v, want %v", tc.name, must[0].Actual, got, tc.note)
 			}
 		})
+	}
+}
+
+// TestSettledByADeny: a deny that answered and then erred on its second
+// dial keeps its fail, naming what the second dial saw; a refusal or a
+// timeout (the steady state of an engine that drops) settles it.
+func TestSettledByADeny(t *testing.T) {
+	e := policy.Egress{}
+	a := Attempt{Check: checkMustFail, Subject: "10.99.20.10:443", Host: "10.99.20.10", Port: 443, Op: OpDial}
+	first := Result{Class: policy.VerdictAnswered, Detail: "TLS 1.3"}
+	first.Evidence.Attempted = true
+	f := judge(a, first, e)
+	if f.Status != result.Fail {
+		t.Fatalf("an answered must-fail: %s", f.Status)
+	}
+	for class, want := range map[string]result.Status{
+		policy.VerdictRefused:  result.Pass,
+		policy.VerdictTimeout:  result.Pass,
+		policy.VerdictError:    result.Fail,
+		policy.VerdictAnswered: result.Fail,
+	} {
+		again := Result{Class: class}
+		again.Evidence.Attempted = true
+		g := judgeSettled(a, f, first, again, e, 2*time.Second)
+		if g.Status != want {
+			t.Errorf("second dial %s: %s, want %s (%q)", class, g.Status, want, g.Actual)
+		}
+		if want == result.Fail && class != policy.VerdictAnswered && !strings.Contains(g.Actual, "dialled again 2s later: "+class) {
+			t.Errorf("second dial %s: the fail does not say what the second dial saw: %q", class, g.Actual)
+		}
 	}
 }
 
