@@ -125,7 +125,13 @@ if [[ $tool == helm ]]; then
   "$helm" uninstall sandprobe --namespace "$ns" --wait >"$out/uninstall.log"
   # The release namespace stays, as every --create-namespace one does
   # (Helm's record lived there): it must be empty, then the user deletes it.
-  left=$(kc -n "$ns" get all,configmaps,secrets,roles,rolebindings,serviceaccounts -o name 2>&1 | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
+  # The Jobs' pods go a moment later (the garbage collector follows the
+  # CronJob's deletion to its Jobs, then their pods).
+  for _ in $(seq 60); do
+    left=$(kc -n "$ns" get all,configmaps,secrets,roles,rolebindings,serviceaccounts -o name 2>&1 | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
+    [[ -z $left ]] && break
+    sleep 1
+  done
   [[ -z $left ]] || fail "left in $ns after helm uninstall: $(echo "$left" | paste -sd ' ')"
   say "helm uninstall: $ns is empty; kubectl delete namespace $ns"
   kc delete namespace "$ns" --wait=true >>"$out/uninstall.log"
