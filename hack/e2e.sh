@@ -61,7 +61,7 @@ sandbox_ns=sandboxes
 probe_namespaces=("$sandbox_ns")
 egress_np=sandprobe-e2e-sandbox-egress
 # The witness: where the node saw each new connection of a pod towards the
-# lab, before and after each filter (hack/e2e/enforcers.py).
+# lab, before and after each filter (hack/e2e/enforcers).
 witness="inet sandprobe_e2e_witness"
 kubeconfig=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/admin.kubeconfig
 kubectl_bin="$(hack/k8s/build.sh --print-bin-dir)/kubectl"
@@ -95,6 +95,8 @@ rm -rf "$out"/*
 # The document work of the story (hack/e2e/e2etool), built once.
 e2etool=$out/e2etool
 "$go" build -o "$e2etool" ./hack/e2e/e2etool || fail "could not build hack/e2e/e2etool"
+enforcers_bin=$out/enforcers
+"$go" build -o "$enforcers_bin" ./hack/e2e/enforcers || fail "could not build hack/e2e/enforcers"
 [[ -x $bin ]] || fail "$bin is missing: run make build (or make e2e)"
 [[ -x $probe_bin ]] || fail "$probe_bin is missing: run make build (or make e2e)"
 # The image holds nothing but the binary: it must be static.

@@ -155,13 +155,13 @@ check_probe_pod() {
 probe_ips() { sed -n 's/.*  ip=\([0-9.][0-9.]*\)  .*/\1/p' "$out/$1.pods" | sort -u; }
 
 # enforcers JOB [--expect healthy]: which component enforced each egress
-# verdict of the run (hack/e2e/enforcers.py), printed and kept in JOB.enforcers.
+# verdict of the run (hack/e2e/enforcers), printed and kept in JOB.enforcers.
 enforcers() {
   local job=$1; shift
   local args=() ip
   for ip in $(probe_ips "$job"); do args+=(--probe-ip "$ip"); done
   ((${#args[@]})) || fail "no probe pod address was seen for $job (see $out/$job.pods)"
-  go run ./hack/e2e/enforcers --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
+  "$enforcers_bin" --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
     --lab-json "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/lab.json" "${args[@]}" "$@" > "$out/$job.enforcers" 2>&1
 }
 
