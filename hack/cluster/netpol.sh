@@ -305,8 +305,9 @@ down() {
 }
 
 # ds_procs: processes of the DaemonSet's containers (either template), as
-# "PID ARGV" lines.
-ds_procs() { pgrep -a -f '^/kube-router( |$)|/kube-router-rules\.sh' 2>/dev/null || true; }
+# "PID ARGV" lines: the script at the container's root, not a path naming it
+# (a linter given hack/cluster/kube-router-rules.sh is no kube-router).
+ds_procs() { pgrep -a -f '^/kube-router( |$)|(^| )/kube-router-rules\.sh([ ;]|$)' 2>/dev/null || true; }
 
 leftovers() {
   local left=0 x
