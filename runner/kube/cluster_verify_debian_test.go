@@ -1,11 +1,8 @@
 package kube
 
 import (
-	"archive/tar"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,53 +37,24 @@ func (e *clusterEnv) clusterCopy(t testing.TB, host, image string) string {
 	if slices.Contains(strings.Fields(string(ls)), ref) {
 		return ref
 	}
-	dir := t.TempDir()
-	exported, tarFile := filepath.Join(dir, "export.tar"), filepath.Join(dir, name+".tar")
+	exported, root := filepath.Join(t.TempDir(), "export.tar"), t.TempDir()
 	cid := docker("create", image, "/bin/true")
 	defer docker("rm", cid)
 	docker("export", "-o", exported, cid)
-	withoutDevices(t, exported, tarFile)
+	unpack(t, exported, root)
 	os.Remove(exported)
-	testenv.ClusterImage(t, ref, tarFile)
+	testenv.ClusterImage(t, ref, root)
 	return ref
 }
 
-// withoutDevices copies a file system tar leaving out device and FIFO
-// nodes (docker export's /dev/null and the like): the runtime gives every
-// container its own /dev, and the image builder takes none.
-func withoutDevices(t testing.TB, src, dst string) {
+// unpack extracts a file system tar into a directory, leaving out /dev
+// (docker export's device nodes: the runtime gives every container its
+// own /dev). The image builder takes a directory with hard links (as
+// separate files) and streams it from disk; owners are not kept.
+func unpack(t testing.TB, src, dir string) {
 	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	r, w := tar.NewReader(in), tar.NewWriter(out)
-	for {
-		h, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock || h.Typeflag == tar.TypeFifo {
-			continue
-		}
-		if err := w.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(w, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("tar", "-C", dir, "-xf", src, "--exclude=dev/*").CombinedOutput(); err != nil {
+		t.Fatalf("unpack %s: %v\n%s", src, err, out)
 	}
 }
 
