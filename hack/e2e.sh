@@ -62,7 +62,7 @@ probe_namespaces=("$sandbox_ns")
 egress_np=sandprobe-e2e-sandbox-egress
 # The witness: where the node saw each new connection of a pod towards the
 # lab, before and after each filter (hack/e2e/enforcers).
-witness="inet sandprobe_e2e_witness"
+witness_table=sandprobe_e2e_witness # (inet)
 kubeconfig=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/admin.kubeconfig
 kubectl_bin="$(hack/k8s/build.sh --print-bin-dir)/kubectl"
 kc() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
@@ -91,7 +91,7 @@ trap cleanup EXIT
 trap 'echo; echo "e2e: interrupted, tearing down"; exit 130' INT TERM
 
 mkdir -p "$out"
-rm -rf "$out"/*
+rm -rf "${out:?}"/*
 # The document work of the story (hack/e2e/e2etool), built once.
 e2etool=$out/e2etool
 "$go" build -o "$e2etool" ./hack/e2e/e2etool || fail "could not build hack/e2e/e2etool"

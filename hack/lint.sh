@@ -32,17 +32,8 @@ fi
 if [[ ${1:-} != --go ]]; then
   step shellcheck
   # Every script in hack/: the *.sh files (the sourced libraries too) and
-  # whatever else starts with a shell's #!. Not yet (temporary, issue 27):
-  # hack/lab/, which the lab's rewrite in Go replaces (issue 27.5, helper
-  # lab), and hack/e2e.sh with hack/e2e/, the lead's (issue 22 item 5).
-  mapfile -t scripts < <({ find hack -type f -name '*.sh'; grep -rlE '^#!(/usr)?/bin/(env )?(ba)?sh' hack; } | LC_ALL=C sort -u)
-  check=()
-  for s in "${scripts[@]}"; do
-    case $s in
-      hack/lab/* | hack/e2e.sh | hack/e2e/*) ;;
-      *) check+=("$s") ;;
-    esac
-  done
+  # whatever else starts with a shell's #!.
+  mapfile -t check < <({ find hack -type f -name '*.sh'; grep -rlE '^#!(/usr)?/bin/(env )?(ba)?sh' hack; } | LC_ALL=C sort -u)
   # -x -P SCRIPTDIR: follow what each script sources, found beside it.
   shellcheck -x -P SCRIPTDIR "${check[@]}" || status=1
 fi

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # the settings are hack/e2e.sh's, which sources this
 # The functions of hack/e2e.sh's story: output and steps, waiting for
 # kube-router, running a Job from the CronJob and judging it (green, or
 # caught with names), who enforced each verdict, the admission tries, and
@@ -67,7 +68,7 @@ cleanup() {
       "$red" "$code" "$out" "$out" "$reset" >&2
     tail -n 40 "$out/failure.txt" >&2 || true
   fi
-  nft delete table $witness 2>/dev/null || true
+  nft delete table inet "$witness_table" 2>/dev/null || true
   if [[ $keep == 1 ]]; then
     printf '\n%sSANDPROBE_E2E_KEEP=1: the cluster, the lab and the Pushgateway (pid %s) stay up; the locks are released%s\n' "$dim" "${pg_pid:-none}" "$reset"
   else
@@ -93,7 +94,7 @@ cleanup() {
 # for it to end and leaves $out/NAME.{log,xml,prom,pods,exit}.
 run_job() {
   local job=$1 state='' code
-  for set in pre mid post; do nft flush set $witness $set; done
+  for set in pre mid post; do nft flush set inet "$witness_table" "$set"; done
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
   # Watch for the probe pod the runner starts, in the sandbox namespace (it
   # deletes it when done).
@@ -113,7 +114,7 @@ run_job() {
   kill "$observer_pid" 2>/dev/null; wait "$observer_pid" 2>/dev/null || true
   observer_pid=''
   awk '!seen[$0]++' "$out/$job.pods.raw" > "$out/$job.pods"
-  nft -j list table $witness > "$out/$job.witness.json"
+  nft -j list table inet "$witness_table" > "$out/$job.witness.json"
   [[ $state == *Complete* || $state == *Failed* ]] || fail "job $job did not finish in 300 s"
   code=$(kc -n "$ns" get pods -l "batch.kubernetes.io/job-name=$job" \
     -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.exitCode}')
@@ -179,7 +180,7 @@ expect_green() {
     || fail "$job's metrics are not sandprobe_up 1, egress_unexpected_open 0 ($out/$job.prom)"
   [[ $(metric sandprobe_sandboxes_scanned "$out/$job.prom") -ge 1 ]] \
     || fail "drift scanned no sandbox (sandprobe_sandboxes_scanned in $out/$job.prom)"
-  if ! enforcers "$job" --expect healthy; then cat "$out/$job.enforcers" | quote; fail "$job: a verdict was not enforced by what the e2e cluster promises: $(grep '^  ' "$out/$job.enforcers" | head -n 6 | paste -sd '|')"; fi
+  if ! enforcers "$job" --expect healthy; then quote <"$out/$job.enforcers"; fail "$job: a verdict was not enforced by what the e2e cluster promises: $(grep '^  ' "$out/$job.enforcers" | head -n 6 | paste -sd '|')"; fi
   say "who enforced each verdict:"
   quote < "$out/$job.enforcers"
   if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
@@ -244,7 +245,7 @@ expect_caught() {
 # before and after each filter (read by enforcers).
 install_witness() {
 nft -f - <<NFT || fail "could not install the witness table"
-table $witness {
+table inet $witness_table {
   set pre { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
   set mid { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
   set post { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
