@@ -297,25 +297,7 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 	waitFor(t, 10*time.Second, "two scheduled runs", func() bool {
 		return httpSamples(t, base+"/metrics")[`sandprobe_runs_total{result="pass"}`] >= 2
 	})
-	got := httpSamples(t, base+"/metrics")
-	for k, want := range map[string]float64{
-		"sandprobe_up": 1,
-		`sandprobe_check_success{check="identity.uid",namespace="",node="local/sandbox",severity="high",target=""}`:        1,
-		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 1,
-		`sandprobe_runs_total{result="error"}`: 0,
-	} {
-		if v, ok := got[k]; !ok || v != want {
-			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
-		}
-	}
-	if age := float64(time.Now().Unix()) - got["sandprobe_last_success_timestamp_seconds"]; age > 5 {
-		t.Errorf("last success %v s ago on a per-second schedule", age)
-	}
-	code, body := get(t, base+"/report.json")
-	var run report.Run
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &run) != nil || run.Policy != "local-sandbox" || run.ExitCode() != 0 {
-		t.Errorf("/report.json: %d %.300s", code, body)
-	}
+	checkServedRun(t, base)
 
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -339,6 +321,31 @@ func TestServeBinaryLocalBackend(t *testing.T) {
 		if !strings.HasPrefix(k, "sandprobe_") {
 			t.Errorf("the metrics file holds %s: node_exporter would reject it as a duplicate of its own", k)
 		}
+	}
+}
+
+// checkServedRun: serve's /metrics and /report.json show a passing run of
+// the local sandbox, a recent one on a per-second schedule.
+func checkServedRun(t *testing.T, base string) {
+	t.Helper()
+	got := httpSamples(t, base+"/metrics")
+	for k, want := range map[string]float64{
+		"sandprobe_up": 1,
+		`sandprobe_check_success{check="identity.uid",namespace="",node="local/sandbox",severity="high",target=""}`:        1,
+		`sandprobe_check_success{check="fs.root-readonly",namespace="",node="local/sandbox",severity="medium",target="/"}`: 1,
+		`sandprobe_runs_total{result="error"}`: 0,
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+	if age := float64(time.Now().Unix()) - got["sandprobe_last_success_timestamp_seconds"]; age > 5 {
+		t.Errorf("last success %v s ago on a per-second schedule", age)
+	}
+	code, body := get(t, base+"/report.json")
+	var run report.Run
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &run) != nil || run.Policy != "local-sandbox" || run.ExitCode() != 0 {
+		t.Errorf("/report.json: %d %.300s", code, body)
 	}
 }
 
