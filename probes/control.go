@@ -24,7 +24,8 @@ const ControlQueryPrefix = "sandprobe-control-"
 const VantageControl = "control"
 
 // ControlPlan is what a control vantage dials: the direct attempts of
-// egress.must-fail, egress.metadata and egress.proxy-bypass, the direct
+// every check whose role is a deny (egress.must-fail, egress.metadata,
+// egress.proxy-bypass: the catalogue row says so), the direct
 // queries of egress.dns-bypass (an outside resolver that answers nobody
 // proves no rule either), and for each egress.sni-mismatch attempt a
 // ClientHello for its must-fail name sent to the front directly, exactly
@@ -36,20 +37,21 @@ const VantageControl = "control"
 // proves those), and so are the random names (nobody resolves them).
 func ControlPlan(e policy.Egress) []Attempt {
 	plan, _ := PlanEgress(e)
+	byCheck := roles()
 	var out []Attempt
 	for _, a := range plan {
 		switch {
-		case a.Op == OpFront && a.Check == checkSNIMismatch:
+		case a.Op == OpFront:
 			// The front asked directly for the must-fail name: whether
 			// it answers is what a quiet close through the proxy means.
 			a.Op, a.ViaProxy = OpHello, false
 			out = append(out, a)
 		case a.ViaProxy:
-		case a.Op == OpDial && (a.Check == checkMustFail || a.Check == checkMetadata || a.Check == checkProxyBypass):
+		case a.Op == OpDial && byCheck[a.Check].Deny():
 			out = append(out, a)
 		case a.Op == OpResolve && a.role == dnsName:
 			out = append(out, a)
-		case a.Op == OpQuery && a.Check == checkDNSBypass:
+		case a.Op == OpQuery:
 			// A name of its own, so that an authority's query log (a
 			// canary zone is often watched as a tripwire) tells the
 			// control's questions from a sandbox's.

@@ -188,10 +188,10 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	byCheck := roles()
 	for i, a := range plan {
 		var f result.Finding
-		switch a.Check {
-		case checkDNSExfil, checkDNSBypass:
+		switch a.Op {
+		case OpResolve, OpQuery:
 			f = judgeDNS(a, results[i], dns)
-		case checkSNIMismatch:
+		case OpFront:
 			f = judgeFront(a, results[i])
 		default:
 			f = judge(a, results[i], e)
@@ -200,7 +200,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 			}
 		}
 		// A resolver's own answer proves what it does whatever the network.
-		resolverAnswered := a.Check == checkDNSExfil && f.Attempt != nil && f.Attempt.Rcode != ""
+		resolverAnswered := byCheck[a.Check] == result.RoleDNSChannel && f.Attempt != nil && f.Attempt.Rcode != ""
 		if !a.MustAnswer() && f.Status == result.Pass && !resolverAnswered {
 			switch {
 			case deadNetwork:
@@ -213,7 +213,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
 			}
 		}
-		if e.Proxy != "" && !a.ViaProxy && (a.Check == checkMustFail || a.Check == checkMetadata) && a.Op == OpDial {
+		if r := byCheck[a.Check]; e.Proxy != "" && !a.ViaProxy && (r == result.RoleMustFail || r == result.RoleMetadata) && a.Op == OpDial {
 			np.note(&f, a)
 		}
 		f.Role = byCheck[a.Check]
