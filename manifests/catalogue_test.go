@@ -25,7 +25,7 @@ import (
 // a probe check on a node (a must-fail destination that answered), a
 // drift rule on a pod, the runner's could-not-run as an error.
 func failingRun(e catalogue.Entry) report.Run {
-	f := report.Finding{Check: e.ID, Target: "node/worker-1", Namespace: "sandboxes", Status: report.Fail, Severity: e.Severity, Role: e.Role}
+	f := report.Finding{Check: e.ID, Target: "node/worker-1", Where: report.Location{Node: "worker-1"}, Namespace: "sandboxes", Status: report.Fail, Severity: e.Severity, Role: e.Role}
 	run := report.Run{Policy: "p", Version: "v", DeclaredNamespaces: 1}
 	switch {
 	case e.Source == catalogue.SourceDrift:
@@ -39,7 +39,7 @@ func failingRun(e catalogue.Entry) report.Run {
 	run.Findings = []report.Finding{f}
 	if f.Status != report.Error {
 		// Another node passed: the run could check.
-		run.Findings = append(run.Findings, report.Finding{Check: "identity.uid", Target: "node/worker-2", Namespace: "sandboxes", Status: report.Pass, Severity: report.High})
+		run.Findings = append(run.Findings, report.Finding{Check: "identity.uid", Target: "node/worker-2", Where: report.Location{Node: "worker-2"}, Namespace: "sandboxes", Status: report.Pass, Severity: report.High})
 	}
 	return run
 }

@@ -390,10 +390,10 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 				if strings.HasPrefix(f.Check, "drift.") || f.Status == report.Pass || f.Status == report.Skip {
 					continue
 				}
-				series := f.Check + " " + f.Subject + " " + report.NodeLabel(f.Target) + " " + f.Namespace
+				series := f.Check + " " + f.Subject + " " + report.NodeLabel(f) + " " + f.Namespace
 				if !seen[series] {
 					seen[series] = true
-					want[clusterLabel(c)+" "+report.NodeLabel(f.Target)+" "+f.Namespace+" "+string(f.Severity)]++
+					want[clusterLabel(c)+" "+report.NodeLabel(f)+" "+f.Namespace+" "+string(f.Severity)]++
 				}
 			}
 		}
@@ -421,7 +421,7 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 			}
 			for _, f := range r.run.Findings {
 				if report.NodeUnprobed(f) {
-					want[clusterLabel(c)+" "+report.NodeLabel(f.Target)+" "+f.Namespace+" "+f.Subject] = true
+					want[clusterLabel(c)+" "+report.NodeLabel(f)+" "+f.Namespace+" "+f.Subject] = true
 				}
 			}
 		}
@@ -506,7 +506,7 @@ var panelClaims = map[string]func(t *testing.T, runs labRuns, cluster string, go
 // labNode is the node label of the lab's local runs.
 func labNode(runs labRuns) string {
 	for _, f := range runs["reopened"].run.Findings {
-		return report.NodeLabel(f.Target)
+		return report.NodeLabel(f)
 	}
 	return ""
 }
@@ -527,7 +527,7 @@ func poolRun(now time.Time) report.Run {
 	r.Findings = append(r.Findings,
 		report.Finding{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
 		report.Finding{Check: "caps.seccomp", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
-		report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/sandboxes/node/worker-3", Namespace: "sandboxes", Status: report.Error, Severity: report.High},
+		report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/sandboxes/node/worker-3", Where: report.Location{Namespace: "sandboxes", Node: "worker-3"}, Namespace: "sandboxes", Status: report.Error, Severity: report.High},
 	)
 	return r
 }
@@ -578,7 +578,7 @@ func perNode(t *testing.T, runs labRuns, cluster string, got []sample, count fun
 			if report.Area(f.Check) != "egress" {
 				continue
 			}
-			node := report.NodeLabel(f.Target)
+			node := report.NodeLabel(f)
 			want[node] += 0
 			if count(f) {
 				want[node]++

@@ -245,12 +245,12 @@ func TestAlertsQueryRealMetrics(t *testing.T) {
 	}
 	// A conformant run (the last success), then one that touches every
 	// series: a probe check, egress, drift.
-	m.Observe(report.Run{Findings: []report.Finding{{Check: "identity.uid", Target: "node/n", Status: report.Pass}}}, time.Now())
+	m.Observe(report.Run{Findings: []report.Finding{{Check: "identity.uid", Target: "node/n", Where: report.Location{Node: "n"}, Status: report.Pass}}}, time.Now())
 	m.Observe(report.Run{Policy: "p", Version: "v", Phases: map[string]float64{"drift": 1}, DeclaredNamespaces: 1, Findings: []report.Finding{
-		{Check: "identity.uid", Target: "node/n", Status: report.Pass},
-		{Check: "egress.allowed", Subject: "api.example:443", Target: "node/n", Status: report.Pass},
+		{Check: "identity.uid", Target: "node/n", Where: report.Location{Node: "n"}, Status: report.Pass},
+		{Check: "egress.allowed", Subject: "api.example:443", Target: "node/n", Where: report.Location{Node: "n"}, Status: report.Pass},
 		{Check: "drift.pod.runtime-class", Target: "pod/ns/a", Namespace: "ns", Status: report.Fail},
-		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/ns/node/m", Status: report.Error},
+		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/ns/node/m", Where: report.Location{Namespace: "ns", Node: "m"}, Status: report.Error},
 	}}, time.Now())
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -20,7 +20,8 @@ func bigRun(b *testing.B, nodes int) (report.Run, *History) {
 		for n := range nodes {
 			one := runFor(p, run.StartedAt)
 			for _, f := range one.Findings {
-				f.Target = fmt.Sprintf("namespace/sandboxes/node/worker-%d", n)
+				f.Where = report.Location{Namespace: "sandboxes", Node: fmt.Sprintf("worker-%d", n)}
+				f.Target = f.Where.String()
 				run.Findings = append(run.Findings, f)
 			}
 		}

@@ -343,7 +343,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 
 	run.Set().Each(func(f *Finding) error {
 		if NodeUnprobed(*f) {
-			unprobed[[3]string{labelValue(NodeLabel(f.Target)), labelValue(unprobedNamespace(*f)), labelValue(f.Subject)}] = true
+			unprobed[[3]string{labelValue(NodeLabel(*f)), labelValue(unprobedNamespace(*f)), labelValue(f.Subject)}] = true
 		}
 		if strings.HasPrefix(f.Check, driftPrefix) {
 			// Drift names pods; only rule and namespace are bounded enough for labels.
@@ -357,7 +357,7 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 			}
 			return nil
 		}
-		node := where{labelValue(NodeLabel(f.Target)), labelValue(f.Namespace)}
+		node := where{labelValue(NodeLabel(*f)), labelValue(f.Namespace)}
 		if Area(f.Check) == "egress" {
 			open[node] += 0
 			unreachable[node] += 0
@@ -521,54 +521,29 @@ func UnexpectedlyOpen(f Finding) bool {
 // without the sandbox labels are not nodes of the pool; a could-not-run
 // with no node (the backend, a namespace) is the whole run's.
 func NodeUnprobed(f Finding) bool {
-	if f.Check != CheckProbeRun || f.Status != Error {
-		return false
-	}
-	return nodeTarget(f.Target)
+	return f.Check == CheckProbeRun && f.Status == Error && f.Where.OnPoolNode()
 }
 
 // unprobedNamespace is the sandbox namespace of an unprobed location: the
-// finding's, or the one its target names (a could-not-run finding is made
-// before any result says where it stood).
+// finding's, or its location's (a could-not-run finding is made before any
+// result says where it stood).
 func unprobedNamespace(f Finding) string {
 	if f.Namespace != "" {
 		return f.Namespace
 	}
-	if rest, ok := strings.CutPrefix(f.Target, "namespace/"); ok {
-		ns, _, _ := strings.Cut(rest, "/")
-		return ns
-	}
-	return ""
+	return f.Where.Namespace
 }
 
-// nodeTarget reports whether a target is one probe location on a node:
-// "namespace/NS/node/NAME" or "node/NAME".
-func nodeTarget(target string) bool {
-	if rest, ok := strings.CutPrefix(target, "namespace/"); ok {
-		_, node, ok := strings.Cut(rest, "/node/")
-		return ok && node != "" && !strings.Contains(node, "/")
-	}
-	n, ok := strings.CutPrefix(target, "node/")
-	return ok && n != "" && !strings.Contains(n, "/")
-}
-
-// NodeLabel is the value of the node label for a finding's target: the node
-// name for "node/NAME" and "namespace/NS/node/NAME[/as/POD]" (the kube
-// backend's, whose namespace is the finding's Namespace; /as/POD for the
-// probe standing in for a pod without the sandbox labels), the whole target
+// NodeLabel is the value of the node label for a finding: the node its
+// location names (the kube backend's, whose namespace is the finding's
+// Namespace; a stand-in's or the control's node too), the whole target
 // otherwise ("local/sandbox", "image/REF", "namespace/NS" for a probe pod
 // that never got a node, or the backend for a probe that never reported).
-func NodeLabel(target string) string {
-	if rest, ok := strings.CutPrefix(target, "namespace/"); ok {
-		if _, node, ok := strings.Cut(rest, "/node/"); ok {
-			node, _, _ = strings.Cut(node, "/")
-			return node
-		}
+func NodeLabel(f Finding) string {
+	if f.Where.Node != "" {
+		return f.Where.Node
 	}
-	if n, ok := strings.CutPrefix(target, "node/"); ok {
-		return n
-	}
-	return target
+	return f.Target
 }
 
 // labelValue makes a label value safe: valid UTF-8 (an exposition with

@@ -57,9 +57,9 @@ func fleetRun(t *testing.T, n int, broken func(i int) bool) (report.Run, int) {
 		Phases: map[string]float64{"probe": 50, "drift": 10}, Scanned: 5, DeclaredNamespaces: len(p.Spec.Namespaces)}
 	for _, ns := range p.Spec.Namespaces {
 		for i := 0; i < n; i++ {
-			target := fmt.Sprintf("namespace/%s/node/node-%04d", ns, i)
+			where := report.Location{Namespace: ns, Node: fmt.Sprintf("node-%04d", i)}
 			for _, f := range perNode {
-				f.Target, f.Namespace, f.Status = target, ns, report.Pass
+				f.Target, f.Where, f.Namespace, f.Status = where.String(), where, ns, report.Pass
 				if broken(i) && (f.Check == "identity.uid" || (f.Check == "egress.must-fail" && !strings.Contains(f.Subject, "proxy"))) {
 					f.Status, f.Class = report.Fail, report.ClassAnswered
 				}
@@ -220,14 +220,14 @@ func TestMetricsSeriesBoundUnprobed(t *testing.T) {
 		seen := map[string]bool{}
 		for _, f := range run.Findings {
 			var i int
-			fmt.Sscanf(report.NodeLabel(f.Target), "node-%d", &i)
+			fmt.Sscanf(report.NodeLabel(f), "node-%d", &i)
 			if !node(i) {
 				kept = append(kept, f)
 				continue
 			}
 			if !seen[f.Target] {
 				seen[f.Target] = true
-				kept = append(kept, report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: f.Target, Status: report.Error})
+				kept = append(kept, report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: f.Target, Where: f.Where, Status: report.Error})
 			}
 		}
 		run.Findings = kept

@@ -34,14 +34,14 @@ func healthyRun() Run {
 		Phases:  map[string]float64{"probe": 3.5, "drift": 1},
 		Scanned: 12,
 		Findings: []Finding{
-			{Check: "identity.uid", Target: "node/worker-1", Status: Pass},
-			{Check: "caps.sets", Subject: "CapEff", Target: "node/worker-1", Status: Pass},
-			{Check: "caps.sets", Subject: "CapBnd", Target: "node/worker-1", Status: Pass},
-			{Check: "fs.root-readonly", Subject: "/", Target: "node/worker-1", Status: Pass},
-			{Check: "egress.allowed", Role: RoleAllowance, Subject: "api.anthropic.com:443", Target: "node/worker-1", Status: Pass, Class: "answered"},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "example.com:443", Target: "node/worker-1", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
-			{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Pass, Class: "refused", Control: "answered", Deny: DenyProven},
-			{Check: "tools.run", Subject: "chromium", Target: "node/worker-1", Status: Skip},
+			{Check: "identity.uid", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass},
+			{Check: "caps.sets", Subject: "CapEff", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass},
+			{Check: "caps.sets", Subject: "CapBnd", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass},
+			{Check: "fs.root-readonly", Subject: "/", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass},
+			{Check: "egress.allowed", Role: RoleAllowance, Subject: "api.anthropic.com:443", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass, Class: "answered"},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "example.com:443", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+			{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Pass, Class: "refused", Control: "answered", Deny: DenyProven},
+			{Check: "tools.run", Subject: "chromium", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Skip},
 			{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Pass},
 		},
 	}
@@ -53,10 +53,10 @@ func brokenRun() Run {
 	run.Phases = map[string]float64{"probe": 0.03, "drift": 0.012}
 	run.Scanned = 3
 	run.Findings = append(run.Findings,
-		Finding{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "node/worker-1", Status: Fail, Class: "answered"},
-		Finding{Check: "egress.dns-exfil", Role: RoleDNSChannel, Subject: "random-name", Target: "node/worker-1", Status: Fail},
-		Finding{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "node/worker-1", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
-		Finding{Check: "probe.run", Subject: "deadline-exceeded", Target: "node/worker-3", Status: Error, Severity: Medium},
+		Finding{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Fail, Class: "answered"},
+		Finding{Check: "egress.dns-exfil", Role: RoleDNSChannel, Subject: "random-name", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Fail},
+		Finding{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
+		Finding{Check: "probe.run", Subject: "deadline-exceeded", Target: "node/worker-3", Where: Location{Node: "worker-3"}, Status: Error, Severity: Medium},
 		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: Fail, Severity: Critical},
 		Finding{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/b", Namespace: "sandboxes", Status: Fail, Severity: Critical},
 		Finding{Check: "drift.netpol.egress-open", Target: "networkpolicy/team-a/allow-all", Namespace: "team-a", Status: Fail},
@@ -169,21 +169,21 @@ func TestMetricsSeries(t *testing.T) {
 			"sandprobe_last_success_timestamp_seconds":                                                           absent, // never succeeded
 		}},
 		{"pinned failure class is still closed; bypass and fronting are open", Run{Findings: []Finding{
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "node/n", Status: Fail, Class: "refused"},
-			{Check: "egress.proxy-bypass", Role: RoleProxyBypass, Subject: "example.com:80", Target: "node/n", Status: Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "node/n", Where: Location{Node: "n"}, Status: Fail, Class: "refused"},
+			{Check: "egress.proxy-bypass", Role: RoleProxyBypass, Subject: "example.com:80", Target: "node/n", Where: Location{Node: "n"}, Status: Fail, Class: "answered"},
 			// fronting: a must-fail name reached through the proxy counts too
-			{Check: "egress.sni-mismatch", Role: RoleFronting, Subject: "evil.example via api.example:443", Target: "node/n", Status: Fail, Class: "answered"},
-			{Check: "egress.sni-mismatch", Role: RoleFronting, Subject: "x.invalid via api.example:443", Target: "node/n", Status: Inconclusive, Class: "error"},
+			{Check: "egress.sni-mismatch", Role: RoleFronting, Subject: "evil.example via api.example:443", Target: "node/n", Where: Location{Node: "n"}, Status: Fail, Class: "answered"},
+			{Check: "egress.sni-mismatch", Role: RoleFronting, Subject: "x.invalid via api.example:443", Target: "node/n", Where: Location{Node: "n"}, Status: Inconclusive, Class: "error"},
 		}}, map[string]float64{
 			"sandprobe_up": 1,
 			`sandprobe_egress_unexpected_open{namespace="",node="n"}`: 2,
 			cs("egress.must-fail", "1.1.1.1:443", "n"):                0,
 		}},
 		{"kube: node and sandbox namespace", Run{Findings: []Finding{
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "namespace/sandboxes/node/w1", Namespace: "sandboxes", Status: Fail, Class: "answered"},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "namespace/team-b/node/w1", Namespace: "team-b", Status: Pass, Class: "timeout"},
-			{Check: "probe.run", Subject: "unschedulable", Target: "namespace/team-c", Status: Error},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.0.0.1:443", Target: "namespace/sandboxes/node/w1/as/forgot-its-label", Namespace: "sandboxes", Status: Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "namespace/sandboxes/node/w1", Where: Location{Namespace: "sandboxes", Node: "w1"}, Namespace: "sandboxes", Status: Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "1.1.1.1:443", Target: "namespace/team-b/node/w1", Where: Location{Namespace: "team-b", Node: "w1"}, Namespace: "team-b", Status: Pass, Class: "timeout"},
+			{Check: "probe.run", Subject: "unschedulable", Target: "namespace/team-c", Where: Location{Namespace: "team-c"}, Status: Error},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.0.0.1:443", Target: "namespace/sandboxes/node/w1/as/forgot-its-label", Where: Location{Namespace: "sandboxes", Node: "w1", Stray: "forgot-its-label"}, Namespace: "sandboxes", Status: Fail, Class: "answered"},
 		}}, map[string]float64{
 			`sandprobe_egress_unexpected_open{namespace="sandboxes",node="w1"}`:                                      2,
 			`sandprobe_egress_unexpected_open{namespace="team-b",node="w1"}`:                                         0,
@@ -192,10 +192,10 @@ func TestMetricsSeries(t *testing.T) {
 			cs("probe.run", "unschedulable", "namespace/team-c"):                                                     0,
 		}},
 		{"denies the control could not prove", Run{Findings: []Finding{
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.2:443", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Inconclusive, Class: "refused", Deny: DenyUnproven},
-			{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "namespace/sb/node/w1", Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "namespace/sb/node/w2", Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "namespace/sb/node/w1", Where: Location{Namespace: "sb", Node: "w1"}, Namespace: "sb", Status: Inconclusive, Class: "timeout", Control: "refused", Deny: DenyUnproven},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.2:443", Target: "namespace/sb/node/w1", Where: Location{Namespace: "sb", Node: "w1"}, Namespace: "sb", Status: Inconclusive, Class: "refused", Deny: DenyUnproven},
+			{Check: "egress.metadata", Role: RoleMetadata, Subject: "169.254.169.254:80", Target: "namespace/sb/node/w1", Where: Location{Namespace: "sb", Node: "w1"}, Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "10.99.20.1:443", Target: "namespace/sb/node/w2", Where: Location{Namespace: "sb", Node: "w2"}, Namespace: "sb", Status: Pass, Class: "timeout", Control: "answered", Deny: DenyProven},
 		}}, map[string]float64{
 			`sandprobe_egress_denies_unproven{namespace="sb",node="w1"}`:                                         2,
 			`sandprobe_egress_denies_unproven{namespace="sb",node="w2"}`:                                         0,

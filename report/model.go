@@ -26,6 +26,8 @@ type (
 	Severity = result.Severity
 	// Role is result.Role.
 	Role = result.Role
+	// Location is result.Location.
+	Location = result.Location
 )
 
 // Severities, worst first.

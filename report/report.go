@@ -79,7 +79,7 @@ func (r Run) CouldCheck() bool {
 		switch {
 		case f.Status == Error:
 			onlyNodes = onlyNodes && NodeUnprobed(*f)
-		case f.Status != Skip && nodeTarget(f.Target):
+		case f.Status != Skip && f.Where.OnPoolNode():
 			verdicts = true
 		}
 		return nil
@@ -109,7 +109,7 @@ func (r Run) Unprobed() []Unprobed {
 	}
 	r.Set().Each(func(f *Finding) error {
 		if NodeUnprobed(*f) {
-			out = append(out, Unprobed{Node: NodeLabel(f.Target), Namespace: unprobedNamespace(*f), Reason: f.Subject})
+			out = append(out, Unprobed{Node: NodeLabel(*f), Namespace: unprobedNamespace(*f), Reason: f.Subject})
 		}
 		return nil
 	})

@@ -25,13 +25,13 @@ func sampleRun() Run {
 			{Check: "identity.uid", Target: "local/sandbox", Status: Pass, Expected: "uid 65532", Actual: "uid 65532", Seconds: 0.001},
 			{Check: "fs.root-readonly", Target: "local/sandbox", Status: Fail, Expected: "a read-only root mount", Actual: "read-write (a file was created in /)", Evidence: "statvfs flags 0x0", Fix: "set readOnlyRootFilesystem: true", Seconds: 0.002},
 			{Check: "caps.sets", Subject: "CapBnd", Target: "local/sandbox", Status: Fail, Expected: "no capabilities", Actual: "NET_RAW", Fix: "drop ALL capabilities"},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "blocked.lab.test:443", Target: "node/worker-1", Status: Inconclusive, Actual: "every allowed host failed too: a dead network proves nothing", Class: "timeout",
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "blocked.lab.test:443", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Inconclusive, Actual: "every allowed host failed too: a dead network proves nothing", Class: "timeout",
 				Attempt: &Attempt{Attempted: true, Started: 0.002, Waited: 3.001, Timeout: 3, StoppedBy: StoppedByNetwork, Errno: "ETIMEDOUT", Signal: "no answer: dropped",
 					Addresses: []AddressAttempt{{Address: "10.99.20.20", Class: "timeout", Errno: "ETIMEDOUT", Waited: 3.001}, {Address: "fd99:0:0:20::20", Class: "timeout", Errno: "ETIMEDOUT", Waited: 3.001}}}},
-			{Check: "egress.allowed", Role: RoleAllowance, Subject: "api.lab.test:443", Target: "node/worker-1", Status: Fail, Expected: "answered", Actual: "timeout", Class: "timeout",
+			{Check: "egress.allowed", Role: RoleAllowance, Subject: "api.lab.test:443", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Fail, Expected: "answered", Actual: "timeout", Class: "timeout",
 				Attempt: &Attempt{Attempted: true, Started: 0.001, Waited: 3.0, Timeout: 3, StoppedBy: StoppedByNetwork, Errno: "ETIMEDOUT", Signal: "no answer: dropped"}},
-			{Check: "tools.run", Subject: "chromium", Target: "node/worker-1", Status: Skip, Actual: "not applicable"},
-			{Check: "probe.result", Target: "node/worker-2", Status: Error, Actual: "the probe echoed nonce \"x\", want \"y\""},
+			{Check: "tools.run", Subject: "chromium", Target: "node/worker-1", Where: Location{Node: "worker-1"}, Status: Skip, Actual: "not applicable"},
+			{Check: "probe.result", Target: "node/worker-2", Where: Location{Node: "worker-2"}, Status: Error, Actual: "the probe echoed nonce \"x\", want \"y\""},
 		},
 	}
 }

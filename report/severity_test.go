@@ -116,9 +116,9 @@ func TestMetricsSeverityAndSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Unix(1_800_000_000, 0)
-	m.Observe(Run{Findings: []Finding{{Check: "identity.uid", Target: "node/n", Status: Pass, Severity: High}}}, t0)
+	m.Observe(Run{Findings: []Finding{{Check: "identity.uid", Target: "node/n", Where: Location{Node: "n"}, Status: Pass, Severity: High}}}, t0)
 	m.Observe(Run{Findings: []Finding{
-		{Check: "escape.runtime-socket", Target: "node/n", Status: Fail, Severity: Critical},
+		{Check: "escape.runtime-socket", Target: "node/n", Where: Location{Node: "n"}, Status: Fail, Severity: Critical},
 		{Check: "drift.pod.privileged", Target: "pod/ns/a", Namespace: "ns", Status: Fail, Severity: Critical},
 	}}, t0.Add(30*time.Minute))
 	got := samples(t, reg)
@@ -148,10 +148,10 @@ func TestJSONSummary(t *testing.T) {
 		exit    int
 	}{
 		{"not conformant", severityRun(), VerdictNotConformant, ExitNonConformant},
-		{"conformant", Run{Findings: []Finding{{Check: "identity.uid", Target: "node/a", Status: Pass, Severity: High}}}, VerdictConformant, ExitOK},
+		{"conformant", Run{Findings: []Finding{{Check: "identity.uid", Target: "node/a", Where: Location{Node: "a"}, Status: Pass, Severity: High}}}, VerdictConformant, ExitOK},
 		{"an unprobed node", Run{Findings: []Finding{
-			{Check: "identity.uid", Target: "node/a", Status: Pass, Severity: High},
-			{Check: CheckProbeRun, Subject: "node-cordoned", Target: "node/b", Status: Error, Severity: Medium},
+			{Check: "identity.uid", Target: "node/a", Where: Location{Node: "a"}, Status: Pass, Severity: High},
+			{Check: CheckProbeRun, Subject: "node-cordoned", Target: "node/b", Where: Location{Node: "b"}, Status: Error, Severity: Medium},
 		}}, VerdictCouldNotCheck, ExitCouldNotRun},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -448,10 +448,19 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 // and its strings as the fields are. A new Finding field must be
 // added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
-const recordStrings = 15
+const recordStrings = 19
+
+// controlField is Location.Control as a record string: "1" or "".
+func controlField(control bool) string {
+	if control {
+		return "1"
+	}
+	return ""
+}
 
 func encodeFinding(b []byte, f *Finding) []byte {
-	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity), string(f.Role)} {
+	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity), string(f.Role),
+		f.Where.Namespace, f.Where.Node, f.Where.Stray, controlField(f.Where.Control)} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -527,6 +536,7 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
 		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]), Role: Role(fields[14]),
+		Where:   Location{Namespace: fields[15], Node: fields[16], Stray: fields[17], Control: fields[18] != ""},
 		Affects: affects,
 	}
 	return i + w, nil

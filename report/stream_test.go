@@ -160,6 +160,11 @@ func everyField(t *testing.T, s string, sec float64) Finding {
 			fv.SetFloat(sec)
 		case reflect.Int:
 			fv.SetInt(int64(len(s)*7 - 3))
+		case reflect.Struct:
+			if fv.Type() != reflect.TypeFor[Location]() {
+				t.Fatalf("Finding.%s: a new struct field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)
+			}
+			fv.Set(reflect.ValueOf(Location{Namespace: s + "-ns", Node: s + "-node", Stray: s + "-as", Control: len(s)%2 == 1}))
 		case reflect.Pointer:
 			if fv.Type() != reflect.TypeFor[*Attempt]() {
 				t.Fatalf("Finding.%s: a new pointer field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)

@@ -14,14 +14,15 @@ import (
 // or something other than a pool node could not run.
 func TestUnprobedNodes(t *testing.T) {
 	probed := func(node string) []Finding {
-		target := "namespace/sandboxes/node/" + node
+		where := Location{Namespace: "sandboxes", Node: node}
+		target := where.String()
 		return []Finding{
-			{Check: "identity.uid", Target: target, Namespace: "sandboxes", Status: Pass},
-			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "example.com:443", Target: target, Namespace: "sandboxes", Status: Pass, Class: "timeout", Deny: DenyProven},
+			{Check: "identity.uid", Target: target, Where: where, Namespace: "sandboxes", Status: Pass},
+			{Check: "egress.must-fail", Role: RoleMustFail, Subject: "example.com:443", Target: target, Where: where, Namespace: "sandboxes", Status: Pass, Class: "timeout", Deny: DenyProven},
 		}
 	}
-	cnr := func(target, reason string) Finding {
-		return Finding{Check: CheckProbeRun, Subject: reason, Target: target, Status: Error}
+	cnr := func(target string, where Location, reason string) Finding {
+		return Finding{Check: CheckProbeRun, Subject: reason, Target: target, Where: where, Status: Error}
 	}
 	cases := []struct {
 		name     string
@@ -30,28 +31,28 @@ func TestUnprobedNodes(t *testing.T) {
 		unprobed []string // node/namespace/reason
 	}{
 		{name: "one cordoned node of three",
-			findings: slices.Concat(probed("w1"), probed("w2"), []Finding{cnr("namespace/sandboxes/node/w3", "node-cordoned")}),
+			findings: slices.Concat(probed("w1"), probed("w2"), []Finding{cnr("namespace/sandboxes/node/w3", Location{Namespace: "sandboxes", Node: "w3"}, "node-cordoned")}),
 			up:       1, unprobed: []string{"w3/sandboxes/node-cordoned"}},
 		{name: "a cordoned node and one past the run's deadline",
-			findings: slices.Concat(probed("w1"), []Finding{cnr("namespace/sandboxes/node/w3", "node-cordoned"), cnr("namespace/sandboxes/node/w2", "deadline-exceeded")}),
+			findings: slices.Concat(probed("w1"), []Finding{cnr("namespace/sandboxes/node/w3", Location{Namespace: "sandboxes", Node: "w3"}, "node-cordoned"), cnr("namespace/sandboxes/node/w2", Location{Namespace: "sandboxes", Node: "w2"}, "deadline-exceeded")}),
 			up:       1, unprobed: []string{"w2/sandboxes/deadline-exceeded", "w3/sandboxes/node-cordoned"}},
 		{name: "every node unprobed: nothing was checked",
-			findings: []Finding{cnr("namespace/sandboxes/node/w1", "node-not-ready"), cnr("namespace/sandboxes/node/w2", "node-not-ready")},
+			findings: []Finding{cnr("namespace/sandboxes/node/w1", Location{Namespace: "sandboxes", Node: "w1"}, "node-not-ready"), cnr("namespace/sandboxes/node/w2", Location{Namespace: "sandboxes", Node: "w2"}, "node-not-ready")},
 			up:       0, unprobed: []string{"w1/sandboxes/node-not-ready", "w2/sandboxes/node-not-ready"}},
 		{name: "a could-not-run of the whole run is no node's",
-			findings: slices.Concat(probed("w1"), []Finding{cnr("kube", "launch-failed")}),
+			findings: slices.Concat(probed("w1"), []Finding{cnr("kube", Location{}, "launch-failed")}),
 			up:       0},
 		{name: "a check that could not run on a probed node is not an unprobed node",
-			findings: slices.Concat(probed("w1"), []Finding{{Check: "probe.result", Target: "namespace/sandboxes/node/w1", Status: Error}, cnr("namespace/sandboxes/node/w3", "node-cordoned")}),
+			findings: slices.Concat(probed("w1"), []Finding{{Check: "probe.result", Target: "namespace/sandboxes/node/w1", Where: Location{Namespace: "sandboxes", Node: "w1"}, Status: Error}, cnr("namespace/sandboxes/node/w3", Location{Namespace: "sandboxes", Node: "w3"}, "node-cordoned")}),
 			up:       0, unprobed: []string{"w3/sandboxes/node-cordoned"}},
 		{name: "the control vantage and a stand-in for an unlabelled pod are not pool nodes",
-			findings: slices.Concat(probed("w1"), []Finding{cnr("namespace/sandprobe-system/node/w1/control", "crashed"), cnr("namespace/sandboxes/node/w1/as/stray", "crashed")}),
+			findings: slices.Concat(probed("w1"), []Finding{cnr("namespace/sandprobe-system/node/w1/control", Location{Namespace: "sandprobe-system", Node: "w1", Control: true}, "crashed"), cnr("namespace/sandboxes/node/w1/as/stray", Location{Namespace: "sandboxes", Node: "w1", Stray: "stray"}, "crashed")}),
 			up:       0},
 		{name: "the local backend has no pool",
-			findings: []Finding{cnr("local/sandbox", "crashed")},
+			findings: []Finding{cnr("local/sandbox", Location{}, "crashed")},
 			up:       0},
 		{name: "node/NAME targets (Docker, older runs) count too",
-			findings: []Finding{{Check: "identity.uid", Target: "node/w1", Status: Pass}, cnr("node/w2", "unschedulable")},
+			findings: []Finding{{Check: "identity.uid", Target: "node/w1", Where: Location{Node: "w1"}, Status: Pass}, cnr("node/w2", Location{Node: "w2"}, "unschedulable")},
 			up:       1, unprobed: []string{"w2//unschedulable"}},
 	}
 	for _, tc := range cases {

@@ -69,6 +69,10 @@ type Finding struct {
 	// the metrics and the page make of the finding. Not in any report (the
 	// check says it); a probe's result declares it in Roles.
 	Role Role `json:"-"`
+	// Where is where the probe stood (the Kubernetes backend's typed
+	// location; zero for other backends): Target is its String(). Not in
+	// any report but as Target.
+	Where Location `json:"-"`
 	// File and Line say where the object (or the field) to fix is written,
 	// for drift findings on objects read from files (`drift -f`): what
 	// SARIF annotates.
@@ -121,8 +125,11 @@ type RuntimeEvidence struct {
 
 // ProbeResult is what `sandprobe probe` prints: one versioned JSON document.
 type ProbeResult struct {
-	Schema    string           `json:"schema"`
-	Target    string           `json:"target,omitempty"` // set by the runner, not the probe
+	Schema string `json:"schema"`
+	Target string `json:"target,omitempty"` // set by the runner, not the probe
+	// Where is the typed location behind Target (the Kubernetes
+	// backend's; zero for others), set by the runner.
+	Where     Location         `json:"-"`
 	Nonce     string           `json:"nonce"`
 	Policy    string           `json:"policy"`
 	Version   string           `json:"version,omitempty"`

@@ -54,7 +54,7 @@ func TestCycle(t *testing.T) {
 		{"healthy", &phased{run: pass}, false, []string{"preflight", "run", "after"}, false, []string{"identity.uid/"}},
 		{"unreachable", &phased{preflight: errors.New("cannot reach the cluster at https://x"), run: pass}, false, []string{"preflight"}, true, []string{"probe.run/" + ReasonLaunch}},
 		{"backend error", &phased{run: func(context.Context) ([]report.ProbeResult, error) {
-			return nil, &CouldNotRun{Target: "node/a", Reason: ReasonCrashed, Detail: "exit 139"}
+			return nil, &CouldNotRun{Target: "node/a", Where: report.Location{Node: "a"}, Reason: ReasonCrashed, Detail: "exit 139"}
 		}}, false, []string{"preflight", "run", "after"}, false, []string{"probe.run/" + ReasonCrashed}},
 		{"interrupted", &phased{run: func(ctx context.Context) ([]report.ProbeResult, error) { return nil, ctx.Err() }}, true, []string{"preflight", "run"}, false, []string{"probe.run/" + ReasonDeadline}},
 	}

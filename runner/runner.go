@@ -88,7 +88,10 @@ func Checks() []Check {
 
 // CouldNotRun is a probe that did not produce a trustworthy result.
 type CouldNotRun struct {
-	Target string // "local/sandbox", "node/worker-1"
+	Target string // "local/sandbox", "namespace/sandboxes/node/worker-1"
+	// Where is the typed location behind Target, when the backend has one
+	// (the Kubernetes backend's probe locations).
+	Where  report.Location
 	Reason string // one of the Reason constants
 	Detail string
 	// Fix, when the cause is known, replaces the reason's general fix.
@@ -105,7 +108,7 @@ func (e *CouldNotRun) Error() string {
 // Finding turns the failure into the error finding that reports carry.
 func (e *CouldNotRun) Finding() report.Finding {
 	return report.Finding{
-		Check: report.CheckProbeRun, Target: e.Target, Subject: e.Reason, Status: report.Error,
+		Check: report.CheckProbeRun, Target: e.Target, Where: e.Where, Subject: e.Reason, Status: report.Error,
 		Expected: "a complete probe result echoing this run's nonce",
 		Actual:   e.Detail,
 		Fix:      e.fix(),
@@ -259,7 +262,7 @@ func Problems(target string, err error) []*CouldNotRun {
 func Findings(target string, res report.ProbeResult, fixFor func(string) string) []report.Finding {
 	out := make([]report.Finding, 0, len(res.Findings))
 	for _, f := range res.Findings {
-		f.Target = target
+		f.Target, f.Where = target, res.Where
 		if f.Fix == "" && (f.Status == report.Fail || f.Status == report.Error) && fixFor != nil {
 			f.Fix = fixFor(f.Check)
 		}

@@ -86,7 +86,7 @@ func (f *fakeCycle) Cycle(ctx context.Context) report.Run {
 	case <-done:
 		f.cancelled.Add(1)
 	}
-	return report.Run{Policy: "p", Findings: []report.Finding{{Check: "identity.uid", Target: "node/n", Status: report.Pass}}}
+	return report.Run{Policy: "p", Findings: []report.Finding{{Check: "identity.uid", Target: "node/n", Where: report.Location{Node: "n"}, Status: report.Pass}}}
 }
 
 type published struct {

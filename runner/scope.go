@@ -122,24 +122,23 @@ func Merge(last, targeted report.Run, scope Scope) report.Run {
 	if scope.Full && drifted {
 		return targeted
 	}
-	keep := func(target, check string) bool {
+	keep := func(where report.Location, check string) bool {
 		if isDrift(check) {
 			return !drifted
 		}
-		ns, node, ok := location(target)
-		return ok && !scope.Covers(ns, node)
+		return where.Placed() && !scope.Covers(where.Namespace, where.Node)
 	}
 	out := targeted
 	out.Findings = slices.Clone(targeted.Findings)
 	for _, f := range last.Findings {
-		if keep(f.Target, f.Check) {
+		if keep(f.Where, f.Check) {
 			out.Findings = append(out.Findings, f)
 		}
 	}
 	report.SortFindings(out.Findings)
 	out.Probes = slices.Clone(targeted.Probes)
 	for _, p := range last.Probes {
-		if p.Vantage == "" && keep(p.Target, "") {
+		if p.Vantage == "" && keep(p.Where, "") {
 			out.Probes = append(out.Probes, p)
 		}
 	}
@@ -209,20 +208,4 @@ func WithDrift(run, drift report.Run) report.Run {
 		}
 	}
 	return out
-}
-
-// location reads a kube probe target, "namespace/NS[/node/N[/…]]", as the
-// sandbox namespace and node it stood on. The control vantage's targets
-// (…/control) and every other target belong to no location.
-func location(target string) (ns, node string, ok bool) {
-	rest, ok := strings.CutPrefix(target, "namespace/")
-	if !ok || rest == "" || strings.HasSuffix(rest, "/control") {
-		return "", "", false
-	}
-	ns, after, hasNode := strings.Cut(rest, "/node/")
-	if !hasNode {
-		return ns, "", !strings.Contains(ns, "/")
-	}
-	node, _, _ = strings.Cut(after, "/")
-	return ns, node, true
 }

@@ -12,13 +12,13 @@ import (
 	"github.com/sandprobe/sandprobe/runner"
 )
 
-func egressOpen(target string, open bool) report.Finding {
-	f := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Target: target, Subject: "192.0.2.10:443", Status: report.Pass, Class: "timeout"}
+func egressOpen(ns, node string, open bool) report.Finding {
+	where := report.Location{Namespace: ns, Node: node}
+	f := report.Finding{Check: "egress.must-fail", Role: report.RoleMustFail, Target: where.String(), Where: where, Namespace: ns,
+		Subject: "192.0.2.10:443", Status: report.Pass, Class: "timeout"}
 	if open {
 		f.Status, f.Class = report.Fail, report.ClassAnswered
 	}
-	ns, _, _ := strings.Cut(strings.TrimPrefix(target, "namespace/"), "/")
-	f.Namespace = ns
 	return f
 }
 
@@ -28,9 +28,9 @@ func egressOpen(target string, open bool) report.Finding {
 func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 	last := report.Run{
 		Findings: []report.Finding{
-			egressOpen("namespace/a/node/n1", true), egressOpen("namespace/a/node/n2", false),
-			egressOpen("namespace/b/node/n1", false), egressOpen("namespace/b/node/n2", true),
-			{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Status: report.Pass},
+			egressOpen("a", "n1", true), egressOpen("a", "n2", false),
+			egressOpen("b", "n1", false), egressOpen("b", "n2", true),
+			{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Where: report.Location{Namespace: "sandprobe-system", Node: "n1", Control: true}, Status: report.Pass},
 			{Check: "drift.pod.runtime-class", Target: "pod/b/x", Namespace: "b", Status: report.Fail},
 		},
 		Scanned: 7, Phases: map[string]float64{"probe": 3, "drift": 1}, Notes: []string{"drift note"},
@@ -44,12 +44,12 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 		wantTotal int
 	}{
 		{"namespace a fixed", runner.NamespaceScope("a"),
-			[]report.Finding{egressOpen("namespace/a/node/n1", false), egressOpen("namespace/a/node/n2", false),
-				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n2/control", Status: report.Pass}},
+			[]report.Finding{egressOpen("a", "n1", false), egressOpen("a", "n2", false),
+				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n2/control", Where: report.Location{Namespace: "sandprobe-system", Node: "n2", Control: true}, Status: report.Pass}},
 			true, []string{"namespace/b/node/n2"}, 5},
 		{"node n1 agent restarted", runner.NodeScope("n1"),
-			[]report.Finding{egressOpen("namespace/a/node/n1", false), egressOpen("namespace/b/node/n1", true),
-				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Status: report.Pass}},
+			[]report.Finding{egressOpen("a", "n1", false), egressOpen("b", "n1", true),
+				{Check: "control.vantage", Target: "namespace/sandprobe-system/node/n1/control", Where: report.Location{Namespace: "sandprobe-system", Node: "n1", Control: true}, Status: report.Pass}},
 			false, []string{"namespace/b/node/n1", "namespace/b/node/n2"}, 6},
 		{"node outside the pool: nothing probed", runner.NodeScope("gone"), nil, false,
 			[]string{"namespace/a/node/n1", "namespace/b/node/n2"}, 5},
@@ -135,7 +135,7 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 	}
 	// A full probe without its drift phase (shown before drift runs)
 	// keeps the last drift, and nothing else of the last run.
-	probed := runner.Merge(last, report.Run{Findings: []report.Finding{egressOpen("namespace/a/node/n3", false)}}, runner.FullScope())
+	probed := runner.Merge(last, report.Run{Findings: []report.Finding{egressOpen("a", "n3", false)}}, runner.FullScope())
 	if len(probed.Findings) != 2 || probed.Scanned != 7 || probed.Findings[1].Check != "drift.pod.runtime-class" {
 		t.Errorf("a full probe without drift: %d findings %v, scanned %d; want its own and the last drift's", len(probed.Findings), probed.Findings, probed.Scanned)
 	}
@@ -148,7 +148,7 @@ func TestWithDrift(t *testing.T) {
 	shown := runner.Merge(report.Run{
 		Findings: []report.Finding{{Check: "drift.pod.runtime-class", Target: "pod/b/x", Namespace: "b", Status: report.Fail}},
 		Scanned:  7, Phases: map[string]float64{"drift": 1},
-	}, report.Run{Findings: []report.Finding{egressOpen("namespace/a/node/n1", true)}, Phases: map[string]float64{"probe": 2}, Seconds: 2}, runner.NamespaceScope("a"))
+	}, report.Run{Findings: []report.Finding{egressOpen("a", "n1", true)}, Phases: map[string]float64{"probe": 2}, Seconds: 2}, runner.NamespaceScope("a"))
 	drift := report.Run{Findings: []report.Finding{{Check: "drift.netpol.egress-open", Target: "networkpolicy/a/allow-all", Namespace: "a", Status: report.Fail}},
 		Scanned: 8, Phases: map[string]float64{"drift": 0.5}, Notes: []string{"Cilium CRDs are not installed"}}
 	got := runner.WithDrift(shown, drift)

@@ -49,7 +49,7 @@ func (b *slowBackend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.
 		}
 	}
 	return []report.ProbeResult{{
-		Schema: report.ProbeResultSchema, Target: "node/fake-1", Nonce: spec.Nonce, Policy: spec.Policy.Metadata.Name,
+		Schema: report.ProbeResultSchema, Target: "node/fake-1", Where: report.Location{Node: "fake-1"}, Nonce: spec.Nonce, Policy: spec.Policy.Metadata.Name,
 		Findings: []report.Finding{
 			{Check: "identity.uid", Status: report.Pass},
 			{Check: "fs.root-readonly", Subject: "/", Status: report.Pass},

@@ -232,7 +232,7 @@ func (b *driftingBackend) Run(_ context.Context, spec runner.ProbeSpec) ([]repor
 		if ns == "a" && b.open.Load() {
 			f.Status, f.Class = report.Fail, report.ClassAnswered
 		}
-		out = append(out, report.ProbeResult{Schema: report.ProbeResultSchema, Target: "namespace/" + ns + "/node/n1", Nonce: spec.Nonce,
+		out = append(out, report.ProbeResult{Schema: report.ProbeResultSchema, Target: "namespace/" + ns + "/node/n1", Where: report.Location{Namespace: ns, Node: "n1"}, Nonce: spec.Nonce,
 			Policy: spec.Policy.Metadata.Name, Findings: []report.Finding{f}})
 	}
 	return out, nil

@@ -27,7 +27,7 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), collectTimeout)
 	defer cancel()
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = a.pl.target(p.Spec.NodeName)
+		a.place(p.Spec.NodeName)
 	}
 	if err := a.podProblem(p); err != nil {
 		return res, err
@@ -55,7 +55,7 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 		}
 	}
 	if err := runner.ExitProblem(a.target, int(term.ExitCode), stderr); err != nil {
-		return res, err
+		return res, a.located(err)
 	}
 	var doc []byte
 	switch {
@@ -77,14 +77,10 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 		// that never got to its verdict.
 		return res, a.cannot(runner.ReasonGarbled, "the probe's log holds no JSON result%s", runner.StderrTail(stderr))
 	}
-	res, err := runner.ParseResult(a.target, doc, a.r.spec.Nonce)
+	res, err := a.parse(doc, int(term.ExitCode))
 	if err != nil {
 		return res, err
 	}
-	if err := runner.CheckExit(a.target, int(term.ExitCode), res); err != nil {
-		return res, err
-	}
-	res.Target = a.target
 	if a.pl.control {
 		if res.Vantage != probes.VantageControl {
 			return res, a.cannot(runner.ReasonGarbled, "the control pod %s/%s reported a probe's result, not a control's", a.ns, a.name)
@@ -105,6 +101,20 @@ func (a *attempt) collect(p, admitted *corev1.Pod) (report.ProbeResult, error) {
 	for i := range res.Findings {
 		res.Findings[i].Namespace = a.ns
 	}
+	return res, nil
+}
+
+// parse reads the probe's result and checks its exit code; the result and
+// every could-not-run say where the probe stood.
+func (a *attempt) parse(doc []byte, exitCode int) (report.ProbeResult, error) {
+	res, err := runner.ParseResult(a.target, doc, a.r.spec.Nonce)
+	if err != nil {
+		return res, a.located(err)
+	}
+	if err := runner.CheckExit(a.target, exitCode, res); err != nil {
+		return res, a.located(err)
+	}
+	res.Target, res.Where = a.target, a.where
 	return res, nil
 }
 

@@ -166,20 +166,25 @@ func (b *Backend) Namespaces(spec runner.ProbeSpec) []string {
 // Target names the run as a whole in findings: its one namespace, or the
 // backend when the probes go to several.
 func (b *Backend) Target(spec runner.ProbeSpec) string {
-	if ns := b.Namespaces(spec); len(ns) == 1 {
-		return "namespace/" + ns[0]
+	if w := b.where(spec); w.Namespace != "" {
+		return w.String()
 	}
 	return "kube"
+}
+
+// where is the run's location as a whole: its one namespace, or none.
+func (b *Backend) where(spec runner.ProbeSpec) report.Location {
+	if ns := b.Namespaces(spec); len(ns) == 1 {
+		return report.Location{Namespace: ns[0]}
+	}
+	return report.Location{}
 }
 
 // Target names where one probe pod reports from: its namespace and, once
 // known, its node. Pod names are new every run; these stay the same, so
 // metric series do too.
 func Target(ns, node string) string {
-	if node == "" {
-		return "namespace/" + ns
-	}
-	return "namespace/" + ns + "/node/" + node
+	return report.Location{Namespace: ns, Node: node}.String()
 }
 
 func (b *Backend) now() time.Time {

@@ -342,7 +342,7 @@ func nodeProbes(run report.Run) int {
 func byNode(run report.Run) map[string][]report.Finding {
 	out := map[string][]report.Finding{}
 	for _, f := range run.Findings {
-		out[report.NodeLabel(f.Target)] = append(out[report.NodeLabel(f.Target)], f)
+		out[report.NodeLabel(f)] = append(out[report.NodeLabel(f)], f)
 	}
 	return out
 }

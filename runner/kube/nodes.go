@@ -43,7 +43,7 @@ func (b *Backend) sandboxNodes(ctx context.Context, spec runner.ProbeSpec) ([]st
 		if ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("list nodes: %w", ctx.Err())
 		}
-		return nil, nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(fmt.Errorf("list nodes: %w", err))}
+		return nil, nil, &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonLaunch, Detail: oneLine(fmt.Errorf("list nodes: %w", err))}
 	}
 	var (
 		names, outside []string
@@ -71,7 +71,7 @@ func (b *Backend) sandboxNodes(ctx context.Context, spec runner.ProbeSpec) ([]st
 		if len(outside) > 0 {
 			detail = fmt.Sprintf("no node can host sandboxes: %s", strings.Join(outside, "; "))
 		}
-		return nil, nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonUnschedulable, Detail: detail}
+		return nil, nil, &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonUnschedulable, Detail: detail}
 	}
 	return names, down, nil
 }

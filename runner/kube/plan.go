@@ -139,7 +139,7 @@ func (in planInput) plan() runPlan {
 	for _, ns := range in.namespaces {
 		set := in.nodesFor(ns, usual, scoped)
 		for _, d := range set.down {
-			p.down = append(p.down, &runner.CouldNotRun{Target: Target(ns, d.name), Reason: d.reason, Detail: d.detail})
+			p.down = append(p.down, &runner.CouldNotRun{Target: Target(ns, d.name), Where: report.Location{Namespace: ns, Node: d.name}, Reason: d.reason, Detail: d.detail})
 		}
 		class := in.classOf(ns)
 		for _, node := range set.nodes {

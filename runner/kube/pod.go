@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandprobe/sandprobe/render"
+	"github.com/sandprobe/sandprobe/report"
 )
 
 // placement is where one probe pod of a run stands.
@@ -26,15 +27,15 @@ type placement struct {
 }
 
 // target names where the pod reports from once it runs on node.
-func (pl placement) target(node string) string {
-	t := Target(pl.ns, node)
-	switch {
-	case pl.stray != nil:
-		t += "/as/" + pl.stray.pod.name
-	case pl.control:
-		t += "/control"
+func (pl placement) target(node string) string { return pl.location(node).String() }
+
+// location is where the pod reports from once it runs on node.
+func (pl placement) location(node string) report.Location {
+	l := report.Location{Namespace: pl.ns, Node: node, Control: pl.control}
+	if pl.stray != nil {
+		l.Stray, l.Control = pl.stray.pod.name, false
 	}
-	return t
+	return l
 }
 
 // probePod is render's sandbox look-alike, in its placement's namespace,

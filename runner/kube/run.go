@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -54,14 +53,14 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 func (b *Backend) prepare(ctx context.Context, spec runner.ProbeSpec) (*run, error) {
 	namespaces := b.Namespaces(spec)
 	if len(namespaces) == 0 {
-		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch,
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonLaunch,
 			Detail: "the policy declares no spec.namespaces: the probe runs in each sandbox namespace, so declare them (or name one with --namespace)"}
 	}
 	if err := b.checkRuntimeClass(spec); err != nil {
 		return nil, err
 	}
 	if err := checkPolicySize(spec); err != nil {
-		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonBadPolicy, Detail: err.Error()}
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonBadPolicy, Detail: err.Error()}
 	}
 	// Who the runner is, what is left of earlier runs, and what governs
 	// the sandbox namespaces are independent: read them at once.
@@ -80,7 +79,7 @@ func (b *Backend) prepare(ctx context.Context, spec runner.ProbeSpec) (*run, err
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sweep: %w", ctx.Err())
 		}
-		return nil, &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
+		return nil, &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonLaunch, Detail: oneLine(err)}
 	}
 	r := &run{id: runner.NewNonce()[:10], spec: spec, deadline: podDeadline(spec), createdBy: me, survey: sv, nodes: newNodeCache(b.API)}
 	r.track = newTracker(b.progress, b.now)
@@ -166,7 +165,7 @@ func (b *Backend) fanOut(ctx context.Context, r *run, p runPlan) ([]report.Probe
 	for _, pl := range p.placements {
 		fan.Go(func() outcome {
 			if fanCtx.Err() != nil && ctx.Err() == nil {
-				return outcome{err: &runner.CouldNotRun{Target: pl.target(pl.node), Reason: runner.ReasonDeadline,
+				return outcome{err: &runner.CouldNotRun{Target: pl.target(pl.node), Where: pl.location(pl.node), Reason: runner.ReasonDeadline,
 					Detail: fmt.Sprintf("not probed: the run's deadline of %s (%d probe pods, %d at a time) passed before its turn", runDeadline, pods, parallel)}}
 			}
 			res, err := b.probeOne(fanCtx, r, pl)
@@ -213,7 +212,7 @@ func (b *Backend) judge(r *run, p runPlan, results []report.ProbeResult, errs []
 	}
 	slices.SortFunc(results, func(a, b report.ProbeResult) int { return cmp.Compare(a.Target, b.Target) })
 	for ns, f := range p.unprobed {
-		if i := slices.IndexFunc(results, func(res report.ProbeResult) bool { return strings.HasPrefix(res.Target, "namespace/"+ns) }); i >= 0 {
+		if i := slices.IndexFunc(results, func(res report.ProbeResult) bool { return res.Where.Namespace == ns && !res.Where.Control }); i >= 0 {
 			results[i].Findings = append(results[i].Findings, f)
 		}
 	}
@@ -230,14 +229,15 @@ var errRunDeadline = errors.New("the run's deadline passed")
 // could-not-run naming the pod's node.
 func cutShort(err error, pl placement, runDeadline time.Duration, pods, parallel int) error {
 	var cnr *runner.CouldNotRun
-	target := pl.target(pl.node)
+	where := pl.location(pl.node)
+	target := where.String()
 	if errors.As(err, &cnr) {
 		if cnr.Reason != runner.ReasonDeadline {
 			return err
 		}
-		target = cnr.Target // it may know the node the scheduler picked
+		target, where = cnr.Target, cnr.Where // it may know the node the scheduler picked
 	}
-	return &runner.CouldNotRun{Target: target, Reason: runner.ReasonDeadline,
+	return &runner.CouldNotRun{Target: target, Where: where, Reason: runner.ReasonDeadline,
 		Detail: fmt.Sprintf("cut short by the run's deadline of %s (%d probe pods, %d at a time): %s", runDeadline, pods, parallel, oneLine(err))}
 }
 
@@ -248,7 +248,7 @@ func (b *Backend) checkRuntimeClass(spec runner.ProbeSpec) error {
 	if b.RuntimeClass == "" || slices.Contains(classes, b.RuntimeClass) {
 		return nil
 	}
-	return &runner.CouldNotRun{Target: b.Target(spec), Reason: runner.ReasonLaunch,
+	return &runner.CouldNotRun{Target: b.Target(spec), Where: b.where(spec), Reason: runner.ReasonLaunch,
 		Detail: fmt.Sprintf("runtime class %q is not one of the policy's spec.runtime.classNames %v", b.RuntimeClass, classes)}
 }
 

@@ -150,7 +150,7 @@ func labelsText(m map[string]string) string {
 
 // unprobedStrays is the finding for strays past the bound.
 func unprobedStrays(ns string, over []livePod, max int) report.Finding {
-	return report.Finding{Check: CheckStrays, Target: "namespace/" + ns, Namespace: ns, Status: report.Skip,
+	return report.Finding{Check: CheckStrays, Target: Target(ns, ""), Where: report.Location{Namespace: ns}, Namespace: ns, Status: report.Skip,
 		Expected: "a probe where each pod without the sandbox labels stands",
 		Actual:   fmt.Sprintf("%d more such pods were not probed (at most %d stray probes per run): %s", len(over), max, podsText(over)),
 		Fix:      "label them as sandboxes (drift names each), or remove them"}

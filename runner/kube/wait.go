@@ -3,6 +3,7 @@ package kube
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,8 +36,9 @@ type attempt struct {
 	pl       placement
 	stray    *stray // set for the probe of pods without the sandbox labels
 	target   string
-	pod      *corev1.Pod // the latest state seen
-	rv       string      // the resource version to watch from
+	where    report.Location // the typed location behind target
+	pod      *corev1.Pod     // the latest state seen
+	rv       string          // the resource version to watch from
 	times    podTimes
 	// When the pod was first seen unschedulable or unable to create its
 	// container; zero while it is not.
@@ -61,7 +63,23 @@ func (a *attempt) prefetchNode(node string) {
 }
 
 func (a *attempt) cannot(reason, format string, args ...any) error {
-	return &runner.CouldNotRun{Target: a.target, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	return &runner.CouldNotRun{Target: a.target, Where: a.where, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// place names where the attempt reports from once its pod runs on node.
+func (a *attempt) place(node string) {
+	a.where = a.pl.location(node)
+	a.target = a.where.String()
+}
+
+// located gives a could-not-run the runner made from the attempt's target
+// its typed location too.
+func (a *attempt) located(err error) error {
+	var cnr *runner.CouldNotRun
+	if errors.As(err, &cnr) && cnr.Target == a.target {
+		cnr.Where = a.where
+	}
+	return err
 }
 
 // probeOne creates one probe pod, waits for it to end, collects its result
@@ -76,7 +94,7 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	// Until the pod has a node, the run is named by its namespace, not the
 	// pod: a pod name is new every run and would make a new metric series
 	// each time (the details name the pod).
-	a.target = pl.target(pl.node)
+	a.place(pl.node)
 	defer r.track.set(a.ns+"/"+a.name, "")
 	r.track.set(a.ns+"/"+a.name, "creating")
 	// The create itself is not cut short by a cancellation: a request
@@ -309,7 +327,7 @@ var createFailures = map[string]bool{
 func (a *attempt) judge() (bool, error) {
 	p := a.pod
 	if a.node == "" && p.Spec.NodeName != "" {
-		a.target = a.pl.target(p.Spec.NodeName)
+		a.place(p.Spec.NodeName)
 	}
 	a.prefetchNode(p.Spec.NodeName)
 	key := a.ns + "/" + a.name
