@@ -321,7 +321,7 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 		Reason: reasons[f.Check+" "+f.Subject], role: f.Role,
 	}
 	if r.Reason == "" {
-		r.Reason = checkReason(f.Check)
+		r.Reason = roleReason(f.Role)
 	}
 	if f.Evidence != "" {
 		r.Evidence = append(r.Evidence, f.Evidence)
@@ -435,19 +435,19 @@ func allowedSubject(a policy.Allowance, proxy bool) string {
 	return s
 }
 
-// checkReason says why the policy asks for a check whose subjects it does
-// not list one by one.
-func checkReason(check string) string {
-	switch check {
-	case "egress.dns-exfil":
+// roleReason says why the policy asks for a check whose subjects it does
+// not list one by one, by the check's role.
+func roleReason(role report.Role) string {
+	switch role {
+	case report.RoleDNSChannel:
 		return "names outside the allow-list must not resolve: a resolver that answers them carries data out (spec.egress.dns)"
-	case "egress.dns-bypass":
+	case report.RoleDNSBypass:
 		return "a resolver other than the sandbox's own must not answer: DNS would go around it (spec.egress.dns.outsideResolvers)"
-	case "egress.metadata":
+	case report.RoleMetadata:
 		return "a cloud metadata address: it hands out the node's credentials (spec.egress.metadata)"
-	case "egress.proxy-bypass":
+	case report.RoleProxyBypass:
 		return "an allowed host, dialled around the proxy: only the proxy may reach it"
-	case "egress.sni-mismatch":
+	case report.RoleFronting:
 		return "domain fronting: a tunnel the proxy opened for an allowed host must not carry a ClientHello for another name"
 	}
 	return ""
