@@ -135,3 +135,19 @@ func TestDriftRecursive(t *testing.T) {
 		}
 	}
 }
+
+// TestDriftOnlyNestedFiles: a tree whose manifests all sit in
+// subdirectories, given without -R, reads nothing: exit 2, and the one
+// line says which subdirectories were left unread (the likely mistake).
+func TestDriftOnlyNestedFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "team-a", "egress"), 0o755)
+	os.WriteFile(filepath.Join(dir, "team-a", "egress", "open.yaml"), []byte(egressPolicy("team-a-open", "    - {}\n")), 0o644)
+	code, _, stderr := runApp(t, "", "drift", "--policy", fx+"policy.yaml", "-f", dir)
+	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "1 subdirectory not read (give -R to read them): team-a") {
+		t.Errorf("exit %d, want 2 with one line naming team-a as not read:\n%s", code, stderr)
+	}
+	if code, out, _ := runApp(t, "", "drift", "--policy", fx+"policy.yaml", "-R", "-f", dir); code != 1 || !strings.Contains(out, "networkpolicy/team-a-open") {
+		t.Errorf("-R: exit %d, want 1 naming the nested allow-all:\n%s", code, out)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/moby/moby/client"
 	"k8s.io/client-go/rest"
@@ -108,8 +109,16 @@ func (a *app) driftOffline(o *driftOptions, p *policy.Policy, newEngine func() *
 			return false
 		}
 		if col.Scanned == 0 {
-			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s) and no egress policy that selects one\n",
-				drift.SelectorText(p))
+			// What was left unread may be where the sandboxes are: say it
+			// on the same line (a tree given without -R reads nothing).
+			unread := ""
+			for _, n := range col.Notes {
+				if strings.HasPrefix(n, "-f ") {
+					unread += "; " + n
+				}
+			}
+			fmt.Fprintf(a.stderr, "sandprobe drift: the files hold no sandbox (no Pod, workload, Sandbox or SandboxTemplate with labels %s) and no egress policy that selects one%s\n",
+				drift.SelectorText(p), unread)
 			return false
 		}
 	}
