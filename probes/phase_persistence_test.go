@@ -142,8 +142,7 @@ type plantedCase struct {
 	want  []string
 }
 
-// plantedCases is the table of what a phase can plant (a data table: one
-// composite literal).
+// plantedCases is the table of what a phase can plant.
 func plantedCases() []plantedCase {
 	return []plantedCase{
 		{"executable hook", func(t *testing.T, ws string) {
