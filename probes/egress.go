@@ -170,19 +170,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	results := client.RunAttempts(ctx, plan, OptionsFor(e))
 	settled := recheckAnswered(ctx, client, plan, results, OptionsFor(e), env.SettleDelay)
 
-	allowedTried, allowedOK := 0, 0
-	for i, a := range plan {
-		if a.MustAnswer() {
-			allowedTried++
-			if results[i].Class == policy.VerdictAnswered {
-				allowedOK++
-			}
-		}
-	}
-	deadNetwork := allowedTried > 0 && allowedOK == 0
-	// Allowances exist, but none can be dialled: nothing shows the network
-	// works, so a failure proves no more than on a dead network.
-	noControl := allowedTried == 0 && len(e.Allow) > 0
+	deadNetwork, noControl := networkProof(plan, results, len(e.Allow))
 	dns := dnsEvidence(plan, results)
 	np := readNoProxy(env.Environ)
 	byCheck := roles()
@@ -202,16 +190,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		// A resolver's own answer proves what it does whatever the network.
 		resolverAnswered := byCheck[a.Check] == result.RoleDNSChannel && f.Attempt != nil && f.Attempt.Rcode != ""
 		if !a.MustAnswer() && f.Status == result.Pass && !resolverAnswered {
-			switch {
-			case deadNetwork:
-				f.Status = result.Inconclusive
-				f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
-				f.Fix = "make the allowed hosts reachable (see egress.allowed); until then no deny is proven"
-			case noControl:
-				f.Status = result.Inconclusive
-				f.Actual = fmt.Sprintf("%s, but no allowed target could be probed (every allowance is a wildcard without probe:): nothing shows the network works", f.Actual)
-				f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
-			}
+			unproven(&f, deadNetwork, noControl)
 		}
 		if r := byCheck[a.Check]; e.Proxy != "" && !a.ViaProxy && (r == result.RoleMustFail || r == result.RoleMetadata) && a.Op == OpDial {
 			np.note(&f, a)
@@ -220,6 +199,38 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		out[a.Check] = append(out[a.Check], f)
 	}
 	return out
+}
+
+// networkProof says whether the allowed targets show the network works:
+// deadNetwork when every one tried failed; noControl when allowances
+// exist but none could be dialled, so a failure proves no more than on a
+// dead network.
+func networkProof(plan []Attempt, results []Result, allowances int) (deadNetwork, noControl bool) {
+	allowedTried, allowedOK := 0, 0
+	for i, a := range plan {
+		if a.MustAnswer() {
+			allowedTried++
+			if results[i].Class == policy.VerdictAnswered {
+				allowedOK++
+			}
+		}
+	}
+	return allowedTried > 0 && allowedOK == 0, allowedTried == 0 && allowances > 0
+}
+
+// unproven turns a deny's pass into inconclusive when nothing shows the
+// network works.
+func unproven(f *result.Finding, deadNetwork, noControl bool) {
+	switch {
+	case deadNetwork:
+		f.Status = result.Inconclusive
+		f.Actual = fmt.Sprintf("%s, but every allowed host failed too: a dead network proves nothing about the rules", f.Actual)
+		f.Fix = "make the allowed hosts reachable (see egress.allowed); until then no deny is proven"
+	case noControl:
+		f.Status = result.Inconclusive
+		f.Actual = fmt.Sprintf("%s, but no allowed target could be probed (every allowance is a wildcard without probe:): nothing shows the network works", f.Actual)
+		f.Fix = "add probe: <a real name under the pattern> to an allowance, so an answer proves the network works"
+	}
 }
 
 // planRun is the run's plan: the policy's attempts and the neighbours
