@@ -78,77 +78,87 @@ const (
 // all, and no deny is proven but the proxy's.
 func ApplyControl(res *report.ProbeResult, c *Control) {
 	for i := range res.Findings {
-		f := &res.Findings[i]
-		// A verdict of a destination the sandbox could not reach: a pass,
-		// an inconclusive one (a dead network), or a failure in another
-		// way than pinned. Answers and could-not-checks are no denies.
-		blocked := f.Status == report.Pass || f.Status == report.Inconclusive || f.Status == report.Fail
-		if !f.Role.Deny() || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
-			continue
-		}
-		if f.Class == policy.VerdictIntercepted {
-			unproven(f, "something in the path took the connection and gave no proof of who it was (intercepted): nothing shows it was stopped")
-			continue
-		}
-		if f.Role == report.RoleFronting {
-			// Fronting: only the proxy's refusals are denies. One it
-			// answered itself (in HTTP, or a signed deny status) is
-			// proven by its own word; a tunnel closed quietly at the
-			// ClientHello only if the front answers that name directly.
-			if f.Class != policy.VerdictProxyDenied {
-				continue
-			}
-			if f.Attempt == nil || f.Attempt.Signal != report.SignalClosedAtHello {
-				f.Deny = report.DenyProven
-				continue
-			}
-		} else if strings.HasSuffix(f.Subject, " via proxy") {
-			if f.Class == policy.VerdictProxyDenied {
-				f.Deny = report.DenyProven
-			} else {
-				unproven(f, "the proxy did not refuse it itself, so nothing shows it would have been reached")
-			}
-			continue
-		}
-		if f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0 && f.Role != report.RoleDNSBypass {
-			// Only the sandbox's resolver stopped it: no address was
-			// dialled, so whatever the control reached, no path was tested.
-			unproven(f, "no address was dialled from the sandbox (its resolver stopped the name): a DNS-only block is not a network deny")
-			continue
-		}
-		if c != nil && c.Isolated != "" && f.Role != report.RoleFronting {
-			f.Deny = report.DenyProven
-			f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
-			continue
-		}
-		var why string
-		switch {
-		case c == nil:
-			why = "no control vantage dialled it (local: --control-netns; kube: the control pod)"
-		case c.Err != nil:
-			why = fmt.Sprintf("the control vantage %s could not run: %v", c.Vantage, c.Err)
-		default:
-			seen, ok := c.Seen[controlKey(f.Check, f.Subject)]
-			switch {
-			case !ok:
-				why = fmt.Sprintf("the control vantage %s did not dial it", c.Vantage)
-			case seen.Status != report.Pass:
-				f.Control = seen.Class
-				why = fmt.Sprintf("the control vantage %s could not dial it: %s", c.Vantage, seen.Actual)
-			case seen.Class == report.ClassAnswered:
-				f.Control, f.Deny = seen.Class, report.DenyProven
-				f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
-				continue
-			case metadataNotApplicable(f, c, seen):
-				continue
-			default:
-				f.Control = seen.Class
-				why = fmt.Sprintf("the control vantage %s, where no sandbox policy applies, got %s too (%s): the target refuses or ignores everyone", c.Vantage, seen.Class, seen.Evidence)
-			}
-		}
-		unproven(f, why)
+		applyControlTo(&res.Findings[i], c)
 	}
 	applyDNSControl(res, c)
+}
+
+// applyControlTo settles one finding's deny against the control.
+func applyControlTo(f *report.Finding, c *Control) {
+	// A verdict of a destination the sandbox could not reach: a pass,
+	// an inconclusive one (a dead network), or a failure in another
+	// way than pinned. Answers and could-not-checks are no denies.
+	blocked := f.Status == report.Pass || f.Status == report.Inconclusive || f.Status == report.Fail
+	if !f.Role.Deny() || !blocked || f.Class == "" || f.Class == report.ClassAnswered {
+		return
+	}
+	if f.Class == policy.VerdictIntercepted {
+		unproven(f, "something in the path took the connection and gave no proof of who it was (intercepted): nothing shows it was stopped")
+		return
+	}
+	if f.Role == report.RoleFronting {
+		// Fronting: only the proxy's refusals are denies. One it
+		// answered itself (in HTTP, or a signed deny status) is
+		// proven by its own word; a tunnel closed quietly at the
+		// ClientHello only if the front answers that name directly.
+		if f.Class != policy.VerdictProxyDenied {
+			return
+		}
+		if f.Attempt == nil || f.Attempt.Signal != report.SignalClosedAtHello {
+			f.Deny = report.DenyProven
+			return
+		}
+	} else if strings.HasSuffix(f.Subject, " via proxy") {
+		if f.Class == policy.VerdictProxyDenied {
+			f.Deny = report.DenyProven
+		} else {
+			unproven(f, "the proxy did not refuse it itself, so nothing shows it would have been reached")
+		}
+		return
+	}
+	if f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0 && f.Role != report.RoleDNSBypass {
+		// Only the sandbox's resolver stopped it: no address was
+		// dialled, so whatever the control reached, no path was tested.
+		unproven(f, "no address was dialled from the sandbox (its resolver stopped the name): a DNS-only block is not a network deny")
+		return
+	}
+	if c != nil && c.Isolated != "" && f.Role != report.RoleFronting {
+		f.Deny = report.DenyProven
+		f.Evidence = joinEvidence(f.Evidence, "deny proven by construction: "+c.Isolated)
+		return
+	}
+	why, done := controlWhy(f, c)
+	if !done {
+		unproven(f, why)
+	}
+}
+
+// controlWhy compares a deny with what the control vantage saw: done when
+// that proved it (or made it not applicable), else why it is unproven.
+func controlWhy(f *report.Finding, c *Control) (string, bool) {
+	switch {
+	case c == nil:
+		return "no control vantage dialled it (local: --control-netns; kube: the control pod)", false
+	case c.Err != nil:
+		return fmt.Sprintf("the control vantage %s could not run: %v", c.Vantage, c.Err), false
+	}
+	seen, ok := c.Seen[controlKey(f.Check, f.Subject)]
+	switch {
+	case !ok:
+		return fmt.Sprintf("the control vantage %s did not dial it", c.Vantage), false
+	case seen.Status != report.Pass:
+		f.Control = seen.Class
+		return fmt.Sprintf("the control vantage %s could not dial it: %s", c.Vantage, seen.Actual), false
+	case seen.Class == report.ClassAnswered:
+		f.Control, f.Deny = seen.Class, report.DenyProven
+		f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
+		return "", true
+	case metadataNotApplicable(f, c, seen):
+		return "", true
+	default:
+		f.Control = seen.Class
+		return fmt.Sprintf("the control vantage %s, where no sandbox policy applies, got %s too (%s): the target refuses or ignores everyone", c.Vantage, seen.Class, seen.Evidence), false
+	}
 }
 
 // metadataNotApplicable marks a metadata place the control got nothing
