@@ -322,81 +322,117 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 	_, drifted := run.Phases["drift"]
 	s.driftRan = drifted && s.up == 1
 
-	// where is a probe location: its node and, on Kubernetes, the sandbox
-	// namespace it stood in.
-	type where struct{ node, ns string }
-	type checkKey struct {
-		check, target string
-		where
-	}
-	type checkNode struct {
-		check string
-		where
-	}
-	checks := map[checkKey]float64{}
-	targets := map[checkNode]map[string]bool{}
-	open, unreachable, unproven := map[where]float64{}, map[where]float64{}, map[where]float64{}
-	drift := map[[2]string]float64{}
-	unprobed := map[[3]string]bool{}
-	// severity is each check's (a label value), from its findings.
-	severity := map[string]string{}
-
+	t := newSeriesTally()
 	run.Set().Each(func(f *Finding) error {
-		if NodeUnprobed(*f) {
-			unprobed[[3]string{labelValue(NodeLabel(*f)), labelValue(unprobedNamespace(*f)), labelValue(f.Subject)}] = true
-		}
-		if strings.HasPrefix(f.Check, driftPrefix) {
-			// Drift names pods; only rule and namespace are bounded enough for labels.
-			k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
-			if f.Severity != "" {
-				severity[k[0]] = string(f.Severity)
-			}
-			drift[k] += 0
-			if f.Status == Fail || f.Status == Inconclusive {
-				drift[k]++
-			}
-			return nil
-		}
-		node := where{labelValue(NodeLabel(*f)), labelValue(f.Namespace)}
-		if Area(f.Check) == "egress" {
-			open[node] += 0
-			unreachable[node] += 0
-			unproven[node] += 0
-			if UnexpectedlyOpen(*f) {
-				open[node]++
-			}
-			if f.Deny == DenyUnproven {
-				unproven[node]++
-			}
-			if f.Role == RoleAllowance && f.Status == Fail {
-				unreachable[node]++
-			}
-		}
-		if f.Status == Skip {
-			return nil // not applicable: nothing was evaluated
-		}
-		v := 0.0
-		if f.Status == Pass {
-			v = 1
-		}
-		cn := checkNode{labelValue(f.Check), node}
-		if f.Severity != "" {
-			severity[cn.check] = string(f.Severity)
-		}
-		if targets[cn] == nil {
-			targets[cn] = map[string]bool{}
-		}
-		targets[cn][labelValue(f.Subject)] = true
-		k := checkKey{cn.check, labelValue(f.Subject), node}
-		if old, ok := checks[k]; !ok || v < old {
-			checks[k] = v // one failing subject makes the series fail
-		}
+		t.add(f)
 		return nil
 	}) // a spool read error leaves the series of what was read; the report writers return it
-	// Fold the checks whose subjects came out unbounded into one series each.
-	bounded := make(map[checkKey]float64, len(checks))
-	for k, v := range checks {
-		if len(targets[checkNode{k.check, k.where}]) > maxTargetsPerCheck {
+	t.fill(s, nodeDetail)
+	for phase, secs := range run.Phases {
+		if phase != "total" {
+			s.phases = append(s.phases, labelled{[]string{labelValue(phase)}, secs})
+		}
+	}
+	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
+	s.usage = usageSeriesFor(run.EgressUsage)
+	return s // unsorted: the registry sorts what it gathers
+}
+
+// probeWhere is a probe location: its node and, on Kubernetes, the
+// sandbox namespace it stood in.
+type probeWhere struct{ node, ns string }
+
+// seriesCheckKey is one check_success series before folding.
+type seriesCheckKey struct {
+	check, target string
+	probeWhere
+}
+
+// seriesCheckNode is a check at one location (its targets are counted).
+type seriesCheckNode struct {
+	check string
+	probeWhere
+}
+
+// seriesTally is what seriesFor reads from the findings, by label set.
+type seriesTally struct {
+	checks                      map[seriesCheckKey]float64
+	targets                     map[seriesCheckNode]map[string]bool
+	open, unreachable, unproven map[probeWhere]float64
+	drift                       map[[2]string]float64
+	unprobed                    map[[3]string]bool
+	// severity is each check's (a label value), from its findings.
+	severity map[string]string
+}
+
+func newSeriesTally() *seriesTally {
+	return &seriesTally{
+		checks: map[seriesCheckKey]float64{}, targets: map[seriesCheckNode]map[string]bool{},
+		open: map[probeWhere]float64{}, unreachable: map[probeWhere]float64{}, unproven: map[probeWhere]float64{},
+		drift: map[[2]string]float64{}, unprobed: map[[3]string]bool{}, severity: map[string]string{},
+	}
+}
+
+// add tallies one finding.
+func (t *seriesTally) add(f *Finding) {
+	if NodeUnprobed(*f) {
+		t.unprobed[[3]string{labelValue(NodeLabel(*f)), labelValue(unprobedNamespace(*f)), labelValue(f.Subject)}] = true
+	}
+	if strings.HasPrefix(f.Check, driftPrefix) {
+		// Drift names pods; only rule and namespace are bounded enough for labels.
+		k := [2]string{labelValue(f.Check), labelValue(f.Namespace)}
+		if f.Severity != "" {
+			t.severity[k[0]] = string(f.Severity)
+		}
+		t.drift[k] += 0
+		if f.Status == Fail || f.Status == Inconclusive {
+			t.drift[k]++
+		}
+		return
+	}
+	node := probeWhere{labelValue(NodeLabel(*f)), labelValue(f.Namespace)}
+	if Area(f.Check) == "egress" {
+		t.open[node] += 0
+		t.unreachable[node] += 0
+		t.unproven[node] += 0
+		if UnexpectedlyOpen(*f) {
+			t.open[node]++
+		}
+		if f.Deny == DenyUnproven {
+			t.unproven[node]++
+		}
+		if f.Role == RoleAllowance && f.Status == Fail {
+			t.unreachable[node]++
+		}
+	}
+	if f.Status == Skip {
+		return // not applicable: nothing was evaluated
+	}
+	v := 0.0
+	if f.Status == Pass {
+		v = 1
+	}
+	cn := seriesCheckNode{labelValue(f.Check), node}
+	if f.Severity != "" {
+		t.severity[cn.check] = string(f.Severity)
+	}
+	if t.targets[cn] == nil {
+		t.targets[cn] = map[string]bool{}
+	}
+	t.targets[cn][labelValue(f.Subject)] = true
+	k := seriesCheckKey{cn.check, labelValue(f.Subject), node}
+	if old, ok := t.checks[k]; !ok || v < old {
+		t.checks[k] = v // one failing subject makes the series fail
+	}
+}
+
+// fill makes the tallies s's series: the checks whose subjects came out
+// unbounded folded into one series each, and per node only up to
+// nodeDetail nodes (past it, the fleet's form).
+func (t *seriesTally) fill(s *runSeries, nodeDetail int) {
+	bounded := make(map[seriesCheckKey]float64, len(t.checks))
+	for k, v := range t.checks {
+		if len(t.targets[seriesCheckNode{k.check, k.probeWhere}]) > maxTargetsPerCheck {
 			k.target = ""
 		}
 		if old, ok := bounded[k]; !ok || v < old {
@@ -412,35 +448,27 @@ func seriesFor(run Run, now time.Time, nodeDetail int) *runSeries {
 		for k, v := range bounded {
 			all = append(all, checkSeries{k.check, k.target, k.node, k.ns, v})
 		}
-		s.checks, s.failedNodes = fleetChecks(all, severity)
+		s.checks, s.failedNodes = fleetChecks(all, t.severity)
 	} else {
 		for k, v := range bounded {
-			s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns, severity[k.check]}, v})
+			s.checks = append(s.checks, labelled{[]string{k.check, k.target, k.node, k.ns, t.severity[k.check]}, v})
 		}
 	}
-	for w, v := range open {
+	for w, v := range t.open {
 		s.egressOpen = append(s.egressOpen, labelled{[]string{w.node, w.ns}, v})
 	}
-	for w, v := range unreachable {
+	for w, v := range t.unreachable {
 		s.egressUnreachable = append(s.egressUnreachable, labelled{[]string{w.node, w.ns}, v})
 	}
-	for w, v := range unproven {
+	for w, v := range t.unproven {
 		s.egressUnproven = append(s.egressUnproven, labelled{[]string{w.node, w.ns}, v})
 	}
-	for k := range unprobed {
+	for k := range t.unprobed {
 		s.nodeUnprobed = append(s.nodeUnprobed, labelled{[]string{k[0], k[1], k[2]}, 1})
 	}
-	for k, v := range drift {
-		s.drift = append(s.drift, labelled{[]string{k[0], k[1], severity[k[0]]}, v})
+	for k, v := range t.drift {
+		s.drift = append(s.drift, labelled{[]string{k[0], k[1], t.severity[k[0]]}, v})
 	}
-	for phase, secs := range run.Phases {
-		if phase != "total" {
-			s.phases = append(s.phases, labelled{[]string{labelValue(phase)}, secs})
-		}
-	}
-	s.phases = append(s.phases, labelled{[]string{"total"}, run.Seconds})
-	s.usage = usageSeriesFor(run.EgressUsage)
-	return s // unsorted: the registry sorts what it gathers
 }
 
 // checkSeries is one sandprobe_check_success series of one node.
