@@ -84,31 +84,7 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 			}
 			// The metrics see the merged run: every open location keeps
 			// its sandprobe_egress_unexpected_open series at 1.
-			reg := prometheus.NewRegistry()
-			m, err := report.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.Observe(got, time.Now())
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var openSeries []string
-			for _, mf := range mfs {
-				if mf.GetName() != report.MetricEgressUnexpectedOpen {
-					continue
-				}
-				for _, s := range mf.GetMetric() {
-					if s.GetGauge().GetValue() > 0 {
-						l := map[string]string{}
-						for _, lp := range s.GetLabel() {
-							l[lp.GetName()] = lp.GetValue()
-						}
-						openSeries = append(openSeries, "namespace/"+l["namespace"]+"/node/"+l["node"])
-					}
-				}
-			}
+			openSeries := openSeriesOf(t, got)
 			slices.Sort(openSeries)
 			if strings.Join(openSeries, " ") != strings.Join(c.wantOpen, " ") {
 				t.Errorf("sandprobe_egress_unexpected_open > 0 at %v, want %v", openSeries, c.wantOpen)
@@ -124,6 +100,13 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 			}
 		})
 	}
+	checkMergeAgainAndFull(t, last)
+}
+
+// checkMergeAgainAndFull: merging again does not pile up notes, and a full
+// cycle's run replaces the last one (but for its drift, when it has none).
+func checkMergeAgainAndFull(t *testing.T, last report.Run) {
+	t.Helper()
 	// Merging again does not pile up notes.
 	once := runner.Merge(last, report.Run{}, runner.NodeScope("n1"))
 	twice := runner.Merge(once, report.Run{}, runner.NodeScope("n1"))
@@ -139,6 +122,38 @@ func TestMergeKeepsWhatATargetedCycleDidNotProbe(t *testing.T) {
 	if len(probed.Findings) != 2 || probed.Scanned != 7 || probed.Findings[1].Check != "drift.pod.runtime-class" {
 		t.Errorf("a full probe without drift: %d findings %v, scanned %d; want its own and the last drift's", len(probed.Findings), probed.Findings, probed.Scanned)
 	}
+}
+
+// openSeriesOf is where the metrics of run say egress is unexpectedly open
+// (namespace/NS/node/NODE, unsorted).
+func openSeriesOf(t *testing.T, run report.Run) []string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := report.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(run, time.Now())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var openSeries []string
+	for _, mf := range mfs {
+		if mf.GetName() != report.MetricEgressUnexpectedOpen {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			if s.GetGauge().GetValue() > 0 {
+				l := map[string]string{}
+				for _, lp := range s.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				openSeries = append(openSeries, "namespace/"+l["namespace"]+"/node/"+l["node"])
+			}
+		}
+	}
+	return openSeries
 }
 
 // TestWithDrift: the drift phase run after a targeted cycle's probe
