@@ -135,39 +135,7 @@ func TestMetricsSeriesBound(t *testing.T) {
 	if got := count[report.MetricEgressUnexpectedOpen]; got != 1000*s {
 		t.Errorf("%s: %d series, want one per node (%d)", report.MetricEgressUnexpectedOpen, got, 1000*s)
 	}
-	opened := ""
-	for i, l := range labels[report.MetricEgressUnexpectedOpen] {
-		if values[report.MetricEgressUnexpectedOpen][i] > 0 {
-			opened += l["node"] + " "
-		}
-	}
-	if opened != "node-0417 " {
-		t.Errorf("egress reopened on %q, want node-0417 alone", opened)
-	}
-	named := false
-	for i, l := range labels[report.MetricCheckSuccess] {
-		v := values[report.MetricCheckSuccess][i]
-		switch {
-		case l["check"] == "identity.uid" && l["node"] == "node-0417":
-			named = v == 0
-		case l["node"] != "" && v != 0:
-			t.Errorf("a passing check kept its node: %v", l)
-		}
-	}
-	if !named {
-		t.Error("identity.uid failing on node-0417 is not a series naming the node")
-	}
-	for i, l := range labels[report.MetricCheckFailedNodes] {
-		want := 0.0
-		if l["check"] == "identity.uid" {
-			want = 1
-		}
-		if l["check"] == "identity.uid" || l["check"] == "caps.sets" {
-			if got := values[report.MetricCheckFailedNodes][i]; got != want {
-				t.Errorf("%s %v = %v, want %v", report.MetricCheckFailedNodes, l, got, want)
-			}
-		}
-	}
+	checkOneFailingNode(t, labels, values)
 
 	// The whole fleet broken: still bounded, 256 nodes named, the rest folded.
 	run, _ = fleetRun(t, 1000, func(int) bool { return true })
@@ -203,6 +171,46 @@ func TestMetricsSeriesBound(t *testing.T) {
 	count, _, _ = series(t, run, -1)
 	if got, want := count[report.MetricCheckSuccess], c*300*s; got != want {
 		t.Errorf("node detail -1, 300 nodes: %d check_success series, want %d", got, want)
+	}
+}
+
+// checkOneFailingNode: with node-0417 alone failing, egress is open there
+// alone, identity.uid's failing series names the node and no passing one
+// does, and check_failed_nodes counts it.
+func checkOneFailingNode(t *testing.T, labels map[string][]map[string]string, values map[string][]float64) {
+	t.Helper()
+	opened := ""
+	for i, l := range labels[report.MetricEgressUnexpectedOpen] {
+		if values[report.MetricEgressUnexpectedOpen][i] > 0 {
+			opened += l["node"] + " "
+		}
+	}
+	if opened != "node-0417 " {
+		t.Errorf("egress reopened on %q, want node-0417 alone", opened)
+	}
+	named := false
+	for i, l := range labels[report.MetricCheckSuccess] {
+		v := values[report.MetricCheckSuccess][i]
+		switch {
+		case l["check"] == "identity.uid" && l["node"] == "node-0417":
+			named = v == 0
+		case l["node"] != "" && v != 0:
+			t.Errorf("a passing check kept its node: %v", l)
+		}
+	}
+	if !named {
+		t.Error("identity.uid failing on node-0417 is not a series naming the node")
+	}
+	for i, l := range labels[report.MetricCheckFailedNodes] {
+		want := 0.0
+		if l["check"] == "identity.uid" {
+			want = 1
+		}
+		if l["check"] == "identity.uid" || l["check"] == "caps.sets" {
+			if got := values[report.MetricCheckFailedNodes][i]; got != want {
+				t.Errorf("%s %v = %v, want %v", report.MetricCheckFailedNodes, l, got, want)
+			}
+		}
 	}
 }
 
