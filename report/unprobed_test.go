@@ -66,20 +66,7 @@ func TestUnprobedNodes(t *testing.T) {
 			if got["sandprobe_up"] != tc.up {
 				t.Errorf("sandprobe_up %v, want %v", got["sandprobe_up"], tc.up)
 			}
-			var unprobed []string
-			for k, v := range got {
-				if rest, ok := strings.CutPrefix(k, MetricNodeUnprobed+"{"); ok {
-					l := map[string]string{}
-					for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-						name, val, _ := strings.Cut(kv, "=")
-						l[name] = strings.Trim(val, `"`)
-					}
-					if v != 1 {
-						t.Errorf("%s = %v, want 1", k, v)
-					}
-					unprobed = append(unprobed, l["node"]+"/"+l["namespace"]+"/"+l["reason"])
-				}
-			}
+			unprobed := unprobedSeries(t, got)
 			slices.Sort(unprobed)
 			if !slices.Equal(unprobed, tc.unprobed) {
 				t.Errorf("%s: %v, want %v", MetricNodeUnprobed, unprobed, tc.unprobed)
@@ -102,4 +89,25 @@ func TestUnprobedNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unprobedSeries reads the node_unprobed series of the samples as
+// node/namespace/reason, each at 1.
+func unprobedSeries(t *testing.T, got map[string]float64) []string {
+	t.Helper()
+	var unprobed []string
+	for k, v := range got {
+		if rest, ok := strings.CutPrefix(k, MetricNodeUnprobed+"{"); ok {
+			l := map[string]string{}
+			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+				name, val, _ := strings.Cut(kv, "=")
+				l[name] = strings.Trim(val, `"`)
+			}
+			if v != 1 {
+				t.Errorf("%s = %v, want 1", k, v)
+			}
+			unprobed = append(unprobed, l["node"]+"/"+l["namespace"]+"/"+l["reason"])
+		}
+	}
+	return unprobed
 }
