@@ -28,29 +28,7 @@ func TestPushgatewayTwoClusters(t *testing.T) {
 	if err := PushMetrics(ctx, client, gw, "prod-us-1", regB); err != nil {
 		t.Fatal(err)
 	}
-	groupOf := func(got map[string]float64) map[string]map[string]float64 {
-		out := map[string]map[string]float64{}
-		for k, v := range got {
-			if !strings.HasPrefix(k, "sandprobe_") {
-				continue
-			}
-			c := ""
-			for _, cl := range []string{"prod-eu-1", "prod-us-1"} {
-				if strings.Contains(k, `cluster="`+cl+`"`) {
-					c = cl
-				}
-			}
-			if c == "" {
-				t.Errorf("a pushed series without its cluster label: %s", k)
-				continue
-			}
-			if out[c] == nil {
-				out[c] = map[string]float64{}
-			}
-			out[c][k] = v
-		}
-		return out
-	}
+	groupOf := func(got map[string]float64) map[string]map[string]float64 { return groupByCluster(t, got) }
 	first := groupOf(scrape(t, client, gw+"/metrics"))
 	if len(first["prod-eu-1"]) == 0 || len(first["prod-us-1"]) == 0 {
 		t.Fatalf("want both clusters' groups on the gateway, got %d and %d series", len(first["prod-eu-1"]), len(first["prod-us-1"]))
@@ -96,4 +74,31 @@ func TestPushgatewayTwoClusters(t *testing.T) {
 	if errA != nil || errB != nil || !okA || !okB || !whenA.Equal(finishedAt.Add(time.Hour)) || !whenB.Equal(finishedAt) {
 		t.Errorf("last success: prod-eu-1 %v %v %v, prod-us-1 %v %v %v", whenA, okA, errA, whenB, okB, errB)
 	}
+}
+
+// groupByCluster sorts the gateway's sandprobe series into the two
+// clusters' groups by their cluster label; a series without one fails.
+func groupByCluster(t *testing.T, got map[string]float64) map[string]map[string]float64 {
+	t.Helper()
+	out := map[string]map[string]float64{}
+	for k, v := range got {
+		if !strings.HasPrefix(k, "sandprobe_") {
+			continue
+		}
+		c := ""
+		for _, cl := range []string{"prod-eu-1", "prod-us-1"} {
+			if strings.Contains(k, `cluster="`+cl+`"`) {
+				c = cl
+			}
+		}
+		if c == "" {
+			t.Errorf("a pushed series without its cluster label: %s", k)
+			continue
+		}
+		if out[c] == nil {
+			out[c] = map[string]float64{}
+		}
+		out[c][k] = v
+	}
+	return out
 }
