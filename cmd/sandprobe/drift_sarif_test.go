@@ -126,17 +126,7 @@ func TestDriftSARIFFixtures(t *testing.T) {
 		} else if len(loc.LogicalLocations) > 0 {
 			obj = loc.LogicalLocations[0].FullyQualifiedName
 		}
-		sp, ok := objects[uri][strings.TrimSuffix(obj, "*")]
-		if !ok && strings.HasPrefix(obj, "networkpolicy/") {
-			// A NetworkPolicy's subject omits its namespace: the pod's.
-			ns := strings.Split(loc.LogicalLocations[0].FullyQualifiedName, "/")[1]
-			sp, ok = objects[uri]["networkpolicy/"+ns+"/"+strings.TrimPrefix(obj, "networkpolicy/")]
-			if tpl, rendered := strings.CutSuffix(strings.TrimPrefix(obj, "networkpolicy/"), "-network-policy"); !ok && rendered {
-				// The policy the agent-sandbox controller renders from a
-				// SandboxTemplate: located in the template.
-				sp, ok = objects[uri]["sandboxtemplate/"+ns+"/"+tpl]
-			}
-		}
+		sp, ok := objectSpan(objects[uri], obj, func() string { return loc.LogicalLocations[0].FullyQualifiedName })
 		if !ok {
 			t.Errorf("%s: %s is not an object of %s", r.RuleID, obj, uri)
 			continue
@@ -165,6 +155,22 @@ func TestDriftSARIFFixtures(t *testing.T) {
 			t.Errorf("no %s result at fixtures/drift/%s:%d (%q)", want.rule, want.file, line, want.text)
 		}
 	}
+}
+
+// objectSpan finds obj among a file's objects. A NetworkPolicy's subject
+// omits its namespace: the pod's, which logical names; and the policy the
+// agent-sandbox controller renders from a SandboxTemplate is located in
+// the template.
+func objectSpan(spans map[string]span, obj string, logical func() string) (span, bool) {
+	sp, ok := spans[strings.TrimSuffix(obj, "*")]
+	if !ok && strings.HasPrefix(obj, "networkpolicy/") {
+		ns := strings.Split(logical(), "/")[1]
+		sp, ok = spans["networkpolicy/"+ns+"/"+strings.TrimPrefix(obj, "networkpolicy/")]
+		if tpl, rendered := strings.CutSuffix(strings.TrimPrefix(obj, "networkpolicy/"), "-network-policy"); !ok && rendered {
+			sp, ok = spans["sandboxtemplate/"+ns+"/"+tpl]
+		}
+	}
+	return sp, ok
 }
 
 // TestDriftSARIFPullRequest: a pull request that adds a privileged sandbox
