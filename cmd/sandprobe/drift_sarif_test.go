@@ -474,7 +474,14 @@ spec:
 		}
 	}
 
-	code, stdout, _ = runApp(t, "", "drift", "--policy", policy, "-f", file)
+	checkCriticalFirst(t, policy, file)
+}
+
+// checkCriticalFirst: the text report of drift -f file lists the two
+// critical findings first.
+func checkCriticalFirst(t *testing.T, policy, file string) {
+	t.Helper()
+	code, stdout, _ := runApp(t, "", "drift", "--policy", policy, "-f", file)
 	if code != 1 {
 		t.Fatalf("text: exit %d", code)
 	}
