@@ -161,12 +161,7 @@ func TestFileScanMatchesManifests(t *testing.T) {
 	flow := write("flow.yaml", "{apiVersion: v1, kind: Pod, metadata: {name: f, namespace: sandboxes, labels: {sandbox: \"true\"}}, spec: {containers: [{name: a, image: x}]}}\n")
 	tricky := write("tricky.yaml", "apiVersion: \"v1\"  # core\nkind: 'Pod'\r\nmetadata: {name: q, namespace: sandboxes, labels: {sandbox: \"true\"}}\nspec: {containers: [{name: a, image: x}]}\n")
 
-	cases := []struct {
-		name  string
-		paths []string
-		stdin []byte
-		ns    string
-	}{
+	cases := []fileScanCase{
 		{"fixture dir", []string{dir}, nil, ""},
 		{"generated", []string{gen}, nil, ""},
 		{"generated + fixtures", append([]string{gen}, fixtures...), nil, ""},
@@ -184,50 +179,60 @@ func TestFileScanMatchesManifests(t *testing.T) {
 		{"good then bad file", []string{gen, badNP}, nil, ""},
 	}
 	for _, f := range fixtures {
-		cases = append(cases, struct {
-			name  string
-			paths []string
-			stdin []byte
-			ns    string
-		}{filepath.Base(f), []string{f}, nil, ""})
+		cases = append(cases, fileScanCase{filepath.Base(f), []string{f}, nil, ""})
 	}
 	for _, c := range cases {
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/workers-%d", c.name, workers), func(t *testing.T) {
-				want, wantErr := readOnce(p, c.paths, c.stdin, c.ns)
-				got, sp, err := streamed(t, p, c.paths, c.stdin, c.ns, workers)
-				if badCase := strings.Contains(c.name, "bad") || strings.Contains(c.name, "missing") || c.name == "no kind"; badCase != (wantErr != nil) {
-					t.Fatalf("reading whole: error %v", wantErr)
-				}
-				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
-					t.Fatalf("error\n got %v\nwant %v", err, wantErr)
-				}
-				if err != nil {
-					if strings.Contains(err.Error(), "\n") {
-						t.Errorf("error on more than one line: %q", err)
-					}
-					return
-				}
-				want.Summary(p)
-				got.Summary(p)
-				fs, err := sp.Slice()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(fs, want.Findings) {
-					t.Errorf("findings differ: got %d, want %d\n%s", len(fs), len(want.Findings), firstDiff(fs, want.Findings))
-				}
-				// What a directory held that was not read is the scan's
-				// own note (ManifestFiles): the reference reads no directory.
-				got.Notes = slices.DeleteFunc(got.Notes, func(n string) bool { return strings.HasPrefix(n, "-f ") })
-				if got.Scanned != want.Scanned || got.Drifted != want.Drifted || !reflect.DeepEqual(got.Notes, want.Notes) {
-					t.Errorf("scanned %d/%d drifted %d/%d notes\n got %q\nwant %q", got.Scanned, want.Scanned, got.Drifted, want.Drifted, got.Notes, want.Notes)
-				}
-				if c.name == "generated" && (want.Scanned < 500 || len(want.Findings) < 40) {
-					t.Errorf("the generated file judged too little: %d sandboxes, %d findings", want.Scanned, len(want.Findings))
-				}
+				checkScanMatches(t, p, c, workers)
 			})
 		}
+	}
+}
+
+// fileScanCase is one drift -f input: paths, standard input, the -n namespace.
+type fileScanCase struct {
+	name  string
+	paths []string
+	stdin []byte
+	ns    string
+}
+
+// checkScanMatches: FileScan with workers gives c's findings, notes,
+// counts and first error exactly as reading the files whole does.
+func checkScanMatches(t *testing.T, p *policy.Policy, c fileScanCase, workers int) {
+	t.Helper()
+	want, wantErr := readOnce(p, c.paths, c.stdin, c.ns)
+	got, sp, err := streamed(t, p, c.paths, c.stdin, c.ns, workers)
+	if badCase := strings.Contains(c.name, "bad") || strings.Contains(c.name, "missing") || c.name == "no kind"; badCase != (wantErr != nil) {
+		t.Fatalf("reading whole: error %v", wantErr)
+	}
+	if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("error\n got %v\nwant %v", err, wantErr)
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("error on more than one line: %q", err)
+		}
+		return
+	}
+	want.Summary(p)
+	got.Summary(p)
+	fs, err := sp.Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fs, want.Findings) {
+		t.Errorf("findings differ: got %d, want %d\n%s", len(fs), len(want.Findings), firstDiff(fs, want.Findings))
+	}
+	// What a directory held that was not read is the scan's
+	// own note (ManifestFiles): the reference reads no directory.
+	got.Notes = slices.DeleteFunc(got.Notes, func(n string) bool { return strings.HasPrefix(n, "-f ") })
+	if got.Scanned != want.Scanned || got.Drifted != want.Drifted || !reflect.DeepEqual(got.Notes, want.Notes) {
+		t.Errorf("scanned %d/%d drifted %d/%d notes\n got %q\nwant %q", got.Scanned, want.Scanned, got.Drifted, want.Drifted, got.Notes, want.Notes)
+	}
+	if c.name == "generated" && (want.Scanned < 500 || len(want.Findings) < 40) {
+		t.Errorf("the generated file judged too little: %d sandboxes, %d findings", want.Scanned, len(want.Findings))
 	}
 }
 
