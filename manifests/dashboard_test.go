@@ -151,15 +151,18 @@ func emittedSeries(t *testing.T) map[string]map[string]bool {
 		t.Fatal(err)
 	}
 	const w1, w2 = "namespace/sandboxes/node/worker-1", "namespace/sandboxes/node/worker-2"
-	m.Observe(report.Run{Findings: []report.Finding{{Check: "identity.uid", Target: w1, Status: report.Pass}}}, time.Now())
+	// Where a finding was made is typed (the runner sets it); the target
+	// is its string form.
+	at1, at2 := report.Location{Namespace: "sandboxes", Node: "worker-1"}, report.Location{Namespace: "sandboxes", Node: "worker-2"}
+	m.Observe(report.Run{Findings: []report.Finding{{Check: "identity.uid", Target: w1, Where: at1, Status: report.Pass}}}, time.Now())
 	m.Observe(report.Run{Policy: "p", Version: "v", Seconds: 3, Phases: map[string]float64{"probe": 2, "drift": 1}, DeclaredNamespaces: 1, Findings: []report.Finding{
-		{Check: "identity.uid", Target: w1, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
-		{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
-		{Check: "egress.must-fail", Subject: "10.0.0.1:443", Target: w1, Namespace: "sandboxes", Status: report.Fail, Class: report.ClassAnswered, Severity: report.Critical},
-		{Check: "egress.must-fail", Subject: "10.0.0.2:443", Target: w1, Namespace: "sandboxes", Status: report.Inconclusive, Deny: report.DenyUnproven, Severity: report.Critical},
-		{Check: "egress.allowed", Subject: "api.example:443", Target: w1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
+		{Check: "identity.uid", Target: w1, Where: at1, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
+		{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w1, Where: at1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
+		{Check: "egress.must-fail", Subject: "10.0.0.1:443", Target: w1, Where: at1, Namespace: "sandboxes", Status: report.Fail, Class: report.ClassAnswered, Severity: report.Critical},
+		{Check: "egress.must-fail", Subject: "10.0.0.2:443", Target: w1, Where: at1, Namespace: "sandboxes", Status: report.Inconclusive, Deny: report.DenyUnproven, Severity: report.Critical},
+		{Check: "egress.allowed", Subject: "api.example:443", Target: w1, Where: at1, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
 		{Check: "drift.pod.runtime-class", Target: "pod/sandboxes/a", Namespace: "sandboxes", Status: report.Fail, Severity: report.High},
-		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: w2, Namespace: "sandboxes", Status: report.Error},
+		{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: w2, Where: at2, Namespace: "sandboxes", Status: report.Error},
 	}}, time.Now())
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -519,14 +522,16 @@ func poolRun(now time.Time) report.Run {
 	r := report.Run{Policy: "lab", Version: "test", Backend: "kube", StartedAt: now, Seconds: 4, Phases: map[string]float64{"probe": 4}, DeclaredNamespaces: 1}
 	for _, n := range []string{"worker-1", "worker-2"} {
 		at := "namespace/sandboxes/node/" + n
+		where := report.Location{Namespace: "sandboxes", Node: n}
 		r.Findings = append(r.Findings,
-			report.Finding{Check: "identity.uid", Target: at, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
-			report.Finding{Check: "egress.must-fail", Subject: "10.99.20.10:443", Target: at, Namespace: "sandboxes", Status: report.Pass, Class: "refused", Deny: report.DenyProven, Severity: report.Critical})
+			report.Finding{Check: "identity.uid", Target: at, Where: where, Namespace: "sandboxes", Status: report.Pass, Severity: report.High},
+			report.Finding{Check: "egress.must-fail", Subject: "10.99.20.10:443", Target: at, Where: where, Namespace: "sandboxes", Status: report.Pass, Class: "refused", Deny: report.DenyProven, Severity: report.Critical})
 	}
 	w2 := "namespace/sandboxes/node/worker-2"
+	at2 := report.Location{Namespace: "sandboxes", Node: "worker-2"}
 	r.Findings = append(r.Findings,
-		report.Finding{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
-		report.Finding{Check: "caps.seccomp", Target: w2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
+		report.Finding{Check: "escape.runtime-socket", Subject: "/run/containerd/containerd.sock", Target: w2, Where: at2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Critical},
+		report.Finding{Check: "caps.seccomp", Target: w2, Where: at2, Namespace: "sandboxes", Status: report.Fail, Severity: report.Medium},
 		report.Finding{Check: report.CheckProbeRun, Subject: "node-cordoned", Target: "namespace/sandboxes/node/worker-3", Where: report.Location{Namespace: "sandboxes", Node: "worker-3"}, Namespace: "sandboxes", Status: report.Error, Severity: report.High},
 	)
 	return r
