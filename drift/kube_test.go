@@ -121,44 +121,48 @@ func (c *clusterClients) create(t *testing.T, objs []any) {
 			}
 			m.SetOwnerReferences(refs)
 		}
-		var (
-			err     error
-			created metav1.Object
-		)
-		switch o := o.(type) {
-		case *corev1.Namespace:
+		if _, isNS := o.(*corev1.Namespace); isNS {
 			continue
-		case *corev1.Pod:
-			created, err = c.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *networkingv1.NetworkPolicy:
-			created, err = c.kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.Deployment:
-			created, err = c.kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.ReplicaSet:
-			created, err = c.kube.AppsV1().ReplicaSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.StatefulSet:
-			created, err = c.kube.AppsV1().StatefulSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.DaemonSet:
-			created, err = c.kube.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *batchv1.Job:
-			created, err = c.kube.BatchV1().Jobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *batchv1.CronJob:
-			created, err = c.kube.BatchV1().CronJobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *unstructured.Unstructured:
-			gvr, ok := crdGVR[o.GetKind()]
-			if !ok {
-				t.Fatalf("no resource for kind %s", o.GetKind())
-			}
-			created, err = c.dyn.Resource(gvr).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("cannot create %T", o)
 		}
+		created, err := c.createObject(ctx, t, o)
 		if err != nil {
 			t.Fatalf("create %T %s: %v", o, o.(metav1.Object).GetName(), err)
 		}
 		kind := reflectKind(o)
 		uids[kind+"/"+created.GetNamespace()+"/"+created.GetName()] = created.GetUID()
 	}
+}
+
+// createObject creates one object (not a namespace) through its typed
+// client, or the dynamic one for a custom resource.
+func (c *clusterClients) createObject(ctx context.Context, t *testing.T, o any) (metav1.Object, error) {
+	t.Helper()
+	switch o := o.(type) {
+	case *corev1.Pod:
+		return c.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *networkingv1.NetworkPolicy:
+		return c.kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.Deployment:
+		return c.kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.ReplicaSet:
+		return c.kube.AppsV1().ReplicaSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.StatefulSet:
+		return c.kube.AppsV1().StatefulSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.DaemonSet:
+		return c.kube.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *batchv1.Job:
+		return c.kube.BatchV1().Jobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *batchv1.CronJob:
+		return c.kube.BatchV1().CronJobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *unstructured.Unstructured:
+		gvr, ok := crdGVR[o.GetKind()]
+		if !ok {
+			t.Fatalf("no resource for kind %s", o.GetKind())
+		}
+		return c.dyn.Resource(gvr).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
+	}
+	t.Fatalf("cannot create %T", o)
+	return nil, nil
 }
 
 // reflectKind is an object's kind: its TypeMeta's, or its Go type's name.
