@@ -252,35 +252,7 @@ func TestKubeLive(t *testing.T) {
 
 	for _, set := range fixtureSets() {
 		t.Run(set.file, func(t *testing.T) {
-			name := strings.TrimSuffix(set.file, ".yaml")
-			p, _ := variantPolicy(t, set.policy, name)
-			objs := set.objects(p, name+"-")
-			cc.create(t, objs)
-			counting := &countingAPI{KubeAPI: api}
-			// A small page proves the scan follows continue tokens.
-			col := scan(t, counting, p, 5)
-			want := expectationsOf(objs)
-			if col.Scanned != len(want) {
-				t.Errorf("scanned %d sandboxes, want %d", col.Scanned, len(want))
-			}
-			assertExpected(t, want, col.Findings)
-			for _, l := range counting.limits {
-				if l != 5 {
-					t.Errorf("a pod list ran with limit %d", l)
-				}
-			}
-			pods := 0
-			for _, o := range objs {
-				if _, ok := o.(*corev1.Pod); ok {
-					pods++
-				}
-			}
-			if pods > 10 && counting.cont == 0 {
-				t.Errorf("%d pods in %d list calls without a continue token", pods, counting.podCalls)
-			}
-			if strings.Contains(strings.Join(col.Notes, " "), "not installed") {
-				t.Errorf("CRDs are installed, but notes say %q", col.Notes)
-			}
+			kubeLiveFixtureSet(t, cc, api, set)
 		})
 	}
 
@@ -310,41 +282,83 @@ func TestKubeLive(t *testing.T) {
 	})
 
 	t.Run("cli", func(t *testing.T) {
-		bin := testenv.Binary(t)
-		kubeconfig := writeKubeconfig(t, cfg)
-		for _, c := range []struct {
-			set, policy string
-			code        int
-		}{
-			{"hardened", "policy.yaml", 0},
-			{"pods", "policy.yaml", 1},
-			{"cilium", "direct-policy.yaml", 1},
-		} {
-			t.Run(c.set, func(t *testing.T) {
-				// The sets were stored above; reuse their policy variants.
-				_, path := variantPolicy(t, c.policy, c.set)
-				code, stdout, stderr := testenv.Exec(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", path, "-o", "json", "--page-size", "7")
-				if code != c.code {
-					t.Fatalf("exit %d, want %d\n%s\n%s", code, c.code, stdout, stderr)
-				}
-				var run report.Run
-				if err := json.Unmarshal([]byte(stdout), &run); err != nil {
-					t.Fatalf("%v\n%s", err, stdout)
-				}
-				if run.Scanned == 0 || run.Backend != "drift" {
-					t.Fatalf("run %+v", run)
-				}
-				var set fixtureSet
-				for _, s := range fixtureSets() {
-					if s.file == c.set+".yaml" {
-						set = s
-					}
-				}
-				p, _ := variantPolicy(t, c.policy, c.set)
-				assertExpected(t, expectationsOf(set.objects(p, c.set+"-")), run.Findings)
-			})
-		}
+		kubeLiveCLI(t, cfg)
 	})
+}
+
+// kubeLiveFixtureSet: a fixture set stored on the API server is judged as
+// its expectations say, read in pages of 5 that follow continue tokens.
+func kubeLiveFixtureSet(t *testing.T, cc *clusterClients, api drift.KubeAPI, set fixtureSet) {
+	t.Helper()
+	name := strings.TrimSuffix(set.file, ".yaml")
+	p, _ := variantPolicy(t, set.policy, name)
+	objs := set.objects(p, name+"-")
+	cc.create(t, objs)
+	counting := &countingAPI{KubeAPI: api}
+	// A small page proves the scan follows continue tokens.
+	col := scan(t, counting, p, 5)
+	want := expectationsOf(objs)
+	if col.Scanned != len(want) {
+		t.Errorf("scanned %d sandboxes, want %d", col.Scanned, len(want))
+	}
+	assertExpected(t, want, col.Findings)
+	for _, l := range counting.limits {
+		if l != 5 {
+			t.Errorf("a pod list ran with limit %d", l)
+		}
+	}
+	pods := 0
+	for _, o := range objs {
+		if _, ok := o.(*corev1.Pod); ok {
+			pods++
+		}
+	}
+	if pods > 10 && counting.cont == 0 {
+		t.Errorf("%d pods in %d list calls without a continue token", pods, counting.podCalls)
+	}
+	if strings.Contains(strings.Join(col.Notes, " "), "not installed") {
+		t.Errorf("CRDs are installed, but notes say %q", col.Notes)
+	}
+}
+
+// kubeLiveCLI: sandprobe drift --kubeconfig over the stored sets exits as
+// each set's findings say and reports them.
+func kubeLiveCLI(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	bin := testenv.Binary(t)
+	kubeconfig := writeKubeconfig(t, cfg)
+	for _, c := range []struct {
+		set, policy string
+		code        int
+	}{
+		{"hardened", "policy.yaml", 0},
+		{"pods", "policy.yaml", 1},
+		{"cilium", "direct-policy.yaml", 1},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			// The sets were stored above; reuse their policy variants.
+			_, path := variantPolicy(t, c.policy, c.set)
+			code, stdout, stderr := testenv.Exec(t, bin, "drift", "--kubeconfig", kubeconfig, "--policy", path, "-o", "json", "--page-size", "7")
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, c.code, stdout, stderr)
+			}
+			var run report.Run
+			if err := json.Unmarshal([]byte(stdout), &run); err != nil {
+				t.Fatalf("%v\n%s", err, stdout)
+			}
+			if run.Scanned == 0 || run.Backend != "drift" {
+				t.Fatalf("run %+v", run)
+			}
+			var set fixtureSet
+			for _, s := range fixtureSets() {
+				if s.file == c.set+".yaml" {
+					set = s
+				}
+			}
+			p, _ := variantPolicy(t, c.policy, c.set)
+			assertExpected(t, expectationsOf(set.objects(p, c.set+"-")), run.Findings)
+		})
+	}
 }
 
 // TestKubeUnreachable: a cluster that cannot be reached is exit 3 with one
