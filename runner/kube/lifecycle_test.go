@@ -176,16 +176,7 @@ func TestPerNode(t *testing.T) {
 		t.Errorf("pods on %v, want pn-a, pn-b, pn-d, pn-f", pinned)
 	}
 	mu.Unlock()
-	for _, r := range results {
-		hk := r.Findings[slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Subject == runner.HostKernelSubject })]
-		want := report.Pass
-		if r.Target == Target(f.ns, "pn-d") {
-			want = report.Fail
-		}
-		if hk.Status != want || !strings.Contains(hk.Evidence, "6.1.0-"+strings.TrimPrefix(r.Target, Target(f.ns, "pn-"))) {
-			t.Errorf("%s: host-kernel %s (%s), want %s against its own node's kernel", r.Target, hk.Status, hk.Evidence, want)
-		}
-	}
+	checkOwnNodeKernel(t, f.ns, results)
 	lmu.Lock()
 	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "4 probe pods:") }) {
 		t.Errorf("no fan-out progress line in %q", lines)
@@ -193,6 +184,22 @@ func TestPerNode(t *testing.T) {
 	lmu.Unlock()
 	if left := f.leftovers(); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// checkOwnNodeKernel: each pod's host-kernel check compared the kernel it
+// saw with its own node's; pn-d runs the node's own kernel and fails.
+func checkOwnNodeKernel(t *testing.T, ns string, results []report.ProbeResult) {
+	t.Helper()
+	for _, r := range results {
+		hk := r.Findings[slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Subject == runner.HostKernelSubject })]
+		want := report.Pass
+		if r.Target == Target(ns, "pn-d") {
+			want = report.Fail
+		}
+		if hk.Status != want || !strings.Contains(hk.Evidence, "6.1.0-"+strings.TrimPrefix(r.Target, Target(ns, "pn-"))) {
+			t.Errorf("%s: host-kernel %s (%s), want %s against its own node's kernel", r.Target, hk.Status, hk.Evidence, want)
+		}
 	}
 }
 
