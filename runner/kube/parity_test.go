@@ -151,32 +151,39 @@ func TestParity(t *testing.T) {
 					t.Logf("%s %s %s: %s", fd.Check, fd.Subject, fd.Status, fd.Actual)
 				}
 			}
-			for check, want := range c.want {
-				fs := findings(res, check)
-				if len(fs) == 0 {
-					t.Errorf("no %s finding", check)
-					continue
-				}
-				for _, fd := range fs {
-					if fd.Status != want {
-						t.Errorf("%s %s: %s (%s), want %s", check, fd.Subject, fd.Status, fd.Actual, want)
-					}
-					if fd.Status == report.Fail && (!strings.Contains(fd.Actual, c.says) || fd.Fix == "") {
-						t.Errorf("%s says %q (fix %q), want it to say %q", check, fd.Actual, fd.Fix, c.says)
-					}
-				}
-			}
-			for _, fd := range res.Findings {
-				if report.Area(fd.Check) == "egress" && fd.Status != c.egress {
-					t.Errorf("%s %s: %s, want %s (%s)", fd.Check, fd.Subject, fd.Status, c.egress, fd.Actual)
-				}
-			}
+			checkParity(t, res, c.want, c.says, c.egress)
 			if c.name == "the probe picks the sandboxes' class" {
 				if len(probes) != 1 || probes[0].Spec.RuntimeClassName == nil || *probes[0].Spec.RuntimeClassName != "kata" {
 					t.Errorf("probe pods %v: want one under kata, the class the sandboxes run under", probes)
 				}
 			}
 		})
+	}
+}
+
+// checkParity: each parity check has the status want says, a failing one
+// saying says and carrying a fix, and the egress verdicts end as egress.
+func checkParity(t *testing.T, res report.ProbeResult, want map[string]report.Status, says string, egress report.Status) {
+	t.Helper()
+	for check, w := range want {
+		fs := findings(res, check)
+		if len(fs) == 0 {
+			t.Errorf("no %s finding", check)
+			continue
+		}
+		for _, fd := range fs {
+			if fd.Status != w {
+				t.Errorf("%s %s: %s (%s), want %s", check, fd.Subject, fd.Status, fd.Actual, w)
+			}
+			if fd.Status == report.Fail && (!strings.Contains(fd.Actual, says) || fd.Fix == "") {
+				t.Errorf("%s says %q (fix %q), want it to say %q", check, fd.Actual, fd.Fix, says)
+			}
+		}
+	}
+	for _, fd := range res.Findings {
+		if report.Area(fd.Check) == "egress" && fd.Status != egress {
+			t.Errorf("%s %s: %s, want %s (%s)", fd.Check, fd.Subject, fd.Status, egress, fd.Actual)
+		}
 	}
 }
 
