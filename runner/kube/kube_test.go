@@ -65,6 +65,29 @@ func TestHealthyRun(t *testing.T) {
 	if seen == nil {
 		t.Fatal("the kubelet never saw the pod")
 	}
+	checkProbePodShape(t, seen, spec)
+	for _, f := range res.Findings {
+		if f.Namespace != seen.Namespace {
+			t.Errorf("finding %s has namespace %q, want %q", f.Name(), f.Namespace, seen.Namespace)
+		}
+	}
+	if left := f.leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "running on node-a") }) {
+		t.Errorf("progress never said the pod was running: %q", lines)
+	}
+	if lines[len(lines)-1] != "" {
+		t.Errorf("progress not cleared at the end: %q", lines[len(lines)-1])
+	}
+}
+
+// checkProbePodShape: the probe pod carries the run's nonce and class,
+// the sandbox labels, the policy in an annotation and no volume but
+// emptyDir and downwardAPI, no token, its creator, a deadline, and pulls
+// nothing.
+func checkProbePodShape(t *testing.T, seen *corev1.Pod, spec runner.ProbeSpec) {
+	t.Helper()
 	c := seen.Spec.Containers[0]
 	for _, want := range []string{"--nonce " + spec.Nonce, "--runtime-class gvisor"} {
 		if !strings.Contains(strings.Join(c.Args, " "), want) {
@@ -89,11 +112,6 @@ func TestHealthyRun(t *testing.T) {
 	if by := seen.Annotations[AnnotationCreatedBy]; by == "" {
 		t.Errorf("no %s annotation: the runner-scope admission policy would not let it delete the pod", AnnotationCreatedBy)
 	}
-	for _, f := range res.Findings {
-		if f.Namespace != seen.Namespace {
-			t.Errorf("finding %s has namespace %q, want %q", f.Name(), f.Namespace, seen.Namespace)
-		}
-	}
 	if rc := seen.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
 		t.Errorf("runtimeClassName %v", rc)
 	}
@@ -102,15 +120,6 @@ func TestHealthyRun(t *testing.T) {
 	}
 	if c.ImagePullPolicy != corev1.PullNever {
 		t.Errorf("pull policy %s", c.ImagePullPolicy)
-	}
-	if left := f.leftovers(); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
-	}
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "running on node-a") }) {
-		t.Errorf("progress never said the pod was running: %q", lines)
-	}
-	if lines[len(lines)-1] != "" {
-		t.Errorf("progress not cleared at the end: %q", lines[len(lines)-1])
 	}
 }
 
