@@ -196,7 +196,7 @@ func nodeVerdict(t *testing.T, r regressionRun, fl mixedFleet, broken string, wa
 	reported := map[string]bool{}
 	for _, p := range r.report.Probes {
 		if strings.HasPrefix(p.Target, "namespace/"+clusterNS+"/node/") {
-			reported[p.Where.Node] = true
+			reported[nodeOf(p.Where, p.Target)] = true
 		}
 	}
 	for _, n := range nodes {
@@ -209,7 +209,7 @@ func nodeVerdict(t *testing.T, r regressionRun, fl mixedFleet, broken string, wa
 	}
 	failing := 0
 	for _, f := range r.report.Findings {
-		node := report.NodeLabel(f)
+		node := nodeOf(f.Where, f.Target)
 		if f.Check == CheckControl && node != realNode {
 			t.Errorf("the control pod ran on %s, not on the real node %s: a simulated control proves nothing", node, realNode)
 		}
@@ -363,7 +363,7 @@ func TestClusterNodeByNodeRegression(t *testing.T) {
 		// real control's answers.
 		proven := 0
 		for _, f := range r.report.Findings {
-			if report.NodeLabel(f) == realNode && f.Check == "egress.must-fail" && f.Status == report.Pass && f.Deny == report.DenyProven {
+			if nodeOf(f.Where, f.Target) == realNode && f.Check == "egress.must-fail" && f.Status == report.Pass && f.Deny == report.DenyProven {
 				proven++
 			}
 		}
@@ -421,7 +421,7 @@ func (e *clusterEnv) realNode(t *testing.T) string {
 func deadNetwork(r regressionRun, node string) bool {
 	allowed, failed := 0, 0
 	for _, f := range r.report.Findings {
-		if f.Check == "egress.allowed" && report.NodeLabel(f) == node {
+		if f.Check == "egress.allowed" && nodeOf(f.Where, f.Target) == node {
 			allowed++
 			if f.Status == report.Fail {
 				failed++

@@ -160,7 +160,7 @@ func sandboxFindings(run report.Run) map[string][]report.Finding {
 	out := map[string][]report.Finding{}
 	for _, f := range run.Findings {
 		if strings.HasPrefix(f.Target, "namespace/sandboxes/node/") {
-			out[report.NodeLabel(f)] = append(out[report.NodeLabel(f)], f)
+			out[nodeOf(f.Where, f.Target)] = append(out[nodeOf(f.Where, f.Target)], f)
 		}
 	}
 	return out
@@ -170,7 +170,7 @@ func sandboxFindings(run report.Run) map[string][]report.Finding {
 func probedNodes(run report.Run) []string {
 	var out []string
 	for _, p := range run.Probes {
-		if node := p.Where.Node; node != "" && strings.HasPrefix(p.Target, "namespace/sandboxes/node/") {
+		if node := nodeOf(p.Where, p.Target); node != "" && strings.HasPrefix(p.Target, "namespace/sandboxes/node/") {
 			out = append(out, node)
 		}
 	}

@@ -342,7 +342,7 @@ func nodeProbes(run report.Run) int {
 func byNode(run report.Run) map[string][]report.Finding {
 	out := map[string][]report.Finding{}
 	for _, f := range run.Findings {
-		out[report.NodeLabel(f)] = append(out[report.NodeLabel(f)], f)
+		out[nodeOf(f.Where, f.Target)] = append(out[nodeOf(f.Where, f.Target)], f)
 	}
 	return out
 }
@@ -598,4 +598,19 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// nodeOf is the node a finding or probe result read back from a JSON
+// report was made on: the typed location does not travel in the report
+// (json:"-"), its string form, the target, does ("…/node/NAME[/…]").
+func nodeOf(where report.Location, target string) string {
+	if where.Node != "" {
+		return where.Node
+	}
+	_, rest, ok := strings.Cut(target, "/node/")
+	if !ok {
+		return ""
+	}
+	node, _, _ := strings.Cut(rest, "/")
+	return node
 }
