@@ -99,7 +99,9 @@ if command -v iptables >/dev/null; then
 	done
 	# The isolation rules runner/docker's agentbox tests write for their
 	# --internal bridges (spabXXXXXXXX), if a killed test left them.
-	iptables -S FORWARD 2>/dev/null | grep -E -- '-[io] spab[0-9a-f]{8} ' | sed 's/^-A /-D /' |
+	# (None left is the usual case: grep finding nothing must not end the
+	# script under pipefail, or up.sh, which runs this first, fails.)
+	{ iptables -S FORWARD 2>/dev/null || true; } | { grep -E -- '-[io] spab[0-9a-f]{8} ' || true; } | sed 's/^-A /-D /' |
 		while read -r -a rule; do iptables "${rule[@]}" || true; done
 fi
 
