@@ -632,8 +632,8 @@ func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egr
 		return f
 	}
 	g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was refused %s later: "+
-		"the network policy was not yet in force when this pod started (an engine that isolates new pods late "+
-		"leaves every new sandbox open that long; docs/egress.md)", first.Evidence.Started, delay)
+		"the network policy was %s (an engine that isolates new pods late "+
+		"leaves every new sandbox open that long; docs/egress.md)", first.Evidence.Started, delay, result.SettledMark)
 	return g
 }
 

@@ -34,7 +34,7 @@ func (p ProbeResult) TerminationMessage(limit int) ([]byte, error) {
 	lean.Findings = make([]Finding, len(p.Findings))
 	for i, f := range p.Findings {
 		if f.Status == Pass {
-			f.Expected, f.Actual, f.Evidence, f.Fix, f.Seconds = "", "", "", "", 0
+			f.Expected, f.Actual, f.Evidence, f.Fix, f.Seconds = "", settledText(f.Actual), "", "", 0
 		}
 		lean.Findings[i] = f
 	}
@@ -70,6 +70,20 @@ func (p ProbeResult) TerminationMessage(limit int) ([]byte, error) {
 	return p.CompactJSON(limit)
 }
 
+// SettledMark is in the text of a pass whose deny answered at the pod's
+// start and was refused once the engine isolated the pod (the probe's
+// start-up window): that text is the only sign of why a deny that
+// answered passed, so it survives compaction where other passes' texts go.
+const SettledMark = "not yet in force when this pod started"
+
+// settledText keeps a pass's text only when it says the pass was settled.
+func settledText(actual string) string {
+	if strings.Contains(actual, SettledMark) {
+		return actual
+	}
+	return ""
+}
+
 // compactFindings is the result with every finding stripped to what the
 // runner needs: status, class, and for the others their texts.
 func (p ProbeResult) compactFindings() ProbeResult {
@@ -80,7 +94,7 @@ func (p ProbeResult) compactFindings() ProbeResult {
 		f.Evidence, f.Fix = "", ""
 		f.Attempt = nil // the full result (the pod's log) carries it
 		if f.Status == Pass {
-			f.Expected, f.Actual = "", ""
+			f.Expected, f.Actual = "", settledText(f.Actual)
 		}
 		f.Seconds = 0
 		c.Findings[i] = f
