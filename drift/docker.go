@@ -323,19 +323,6 @@ func parseDockerBytes(s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-// dockerBytes writes a byte count the way Docker's flags take it.
-func dockerBytes(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 func cpusText(v float64) string {
 	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
 }

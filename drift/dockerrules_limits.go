@@ -80,9 +80,9 @@ func checkDockerMemory(d *dockerCheck, c *DockerContainer) {
 	at := dockerAt(dMemory, 0, "HostConfig.Memory")
 	switch have := c.HostConfig.Memory; {
 	case have <= 0:
-		d.failAt(at, text+" ("+strconv.FormatInt(int64(want), 10)+" bytes)", "unlimited", "add --memory "+dockerBytes(int64(want)), "")
+		d.failAt(at, text+" ("+strconv.FormatInt(int64(want), 10)+" bytes)", "unlimited", "add --memory "+policy.DockerBytes(int64(want)), "")
 	case float64(have) > want:
-		d.failAt(at, "at most "+text, strconv.FormatInt(have, 10)+" bytes", "set --memory "+dockerBytes(int64(want)), "")
+		d.failAt(at, "at most "+text, strconv.FormatInt(have, 10)+" bytes", "set --memory "+policy.DockerBytes(int64(want)), "")
 	}
 }
 

@@ -162,7 +162,7 @@ func checkDockerTmpfs(d *dockerCheck, c *DockerContainer) {
 		size, ok := have[path.Clean(w)]
 		flag := "--tmpfs " + w
 		if limit > 0 {
-			flag += ":size=" + dockerBytes(limit)
+			flag += ":size=" + policy.DockerBytes(limit)
 		}
 		switch {
 		case !ok:
@@ -187,7 +187,7 @@ func sizeText(n int64) string {
 	if n == 0 {
 		return "unbounded (half the host's RAM)"
 	}
-	return dockerBytes(n)
+	return policy.DockerBytes(n)
 }
 
 // credentialDirs are path segments that hold someone's credentials.

@@ -90,7 +90,7 @@ func Docker(p *policy.Policy, opts DockerOptions) DockerCommand {
 	var size string
 	if s.Filesystem.SizeLimit != "" {
 		if n, err := policy.ParseQuantity(s.Filesystem.SizeLimit); err == nil {
-			size = ",size=" + dockerBytes(int64(n))
+			size = ",size=" + policy.DockerBytes(int64(n))
 		}
 	}
 	for _, w := range s.Filesystem.Writable {
@@ -163,7 +163,7 @@ func dockerLimitFlags(s *policy.Spec) []string {
 	}
 	if v := s.Resources.Limits["memory"]; v != "" {
 		if n, err := policy.ParseQuantity(v); err == nil {
-			f = append(f, "--memory", dockerBytes(int64(n)))
+			f = append(f, "--memory", policy.DockerBytes(int64(n)))
 		}
 	}
 	if v := s.Resources.Limits["cpu"]; v != "" {
@@ -172,21 +172,6 @@ func dockerLimitFlags(s *policy.Spec) []string {
 		}
 	}
 	return f
-}
-
-// dockerBytes writes a byte count in the largest unit Docker reads that
-// holds it whole (6g, 512m, 64k; else bytes): --memory and a tmpfs size
-// read as a person writes them, and mean exactly the policy's quantity.
-func dockerBytes(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // DockerNotes are what a `docker run` of the policy will not do as the
