@@ -466,6 +466,59 @@ func TestDNSOnlyBlockIsNoDeny(t *testing.T) {
 	}
 }
 
+// flapping answers the first connection, is closed for a while (a
+// refusal), then listens again on the same port and answers for good.
+func flappingPort(t *testing.T, closed time.Duration) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	go func() {
+		c, err := l.Accept()
+		l.Close()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+		c.Close()
+		time.Sleep(closed)
+		l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return
+		}
+		t.Cleanup(func() { l2.Close() })
+		for {
+			c, err := l2.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+			c.Close()
+		}
+	}()
+	return port
+}
+
+// silenced answers the first connection, then leaves the next in
+// the backlog, never served.
+func silencedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+		c.Close()
+	}()
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // TestStartupWindowIsNoBrokenDeny breaks a new pod the way kube-router
 // v2.1 does: the deny is not in force for the first instants of the pod
 // (a listener that answers, then stops listening, as a REJECT rule added
@@ -493,24 +546,6 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return l.Addr().(*net.TCPAddr).Port
 	}
-	// silenced answers the first connection, then leaves the next in
-	// the backlog, never served.
-	silenced := func(t *testing.T) int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
-			c.Close()
-		}()
-		t.Cleanup(func() { l.Close() })
-		return l.Addr().(*net.TCPAddr).Port
-	}
 	spec := func(port int) string {
 		return fmt.Sprintf(`
   egress:
@@ -530,9 +565,12 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 	}{
 		{"open at start, shut after", windowed(t), 300 * time.Millisecond, result.Pass, true},
 		{"open for good", origin(t), 300 * time.Millisecond, result.Fail, false},
+		// Refused for an instant (an engine resyncing), then open again:
+		// the second re-dial answers, and the deny fails.
+		{"open, refused a moment, open", flappingPort(t, 750*time.Millisecond), 600 * time.Millisecond, result.Fail, false},
 		{"no settle: the first answer fails", windowed(t), 0, result.Fail, false},
 		// Answered, then accepted and never served: no refusal, no pass.
-		{"open at start, silent after", silenced(t), 300 * time.Millisecond, result.Fail, false},
+		{"open at start, silent after", silencedPort(t), 300 * time.Millisecond, result.Fail, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := &Env{Policy: mustPolicy(t, spec(tc.port)), SettleDelay: tc.settle}
