@@ -185,6 +185,9 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 			f = judge(a, results[i], e)
 			if r, ok := settled[i]; ok && f.Status == result.Fail {
 				f = judgeSettled(a, f, results[i], r, e, env.SettleDelay)
+			} else if ok && f.Status == result.Pass && r.Class == policy.VerdictAnswered {
+				f = judge(a, r, e)
+				f.Actual += fmt.Sprintf("; silent on the first dial, it answered %s later: the door is open once the pod's rules are in place", env.SettleDelay)
 			}
 		}
 		// A resolver's own answer proves what it does whatever the network.
@@ -641,8 +644,8 @@ func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egr
 // before it dials once more a deny that answered (Env.SettleDelay).
 const DefaultSettleDelay = 2 * time.Second
 
-// recheckAnswered dials once more, after delay, every direct deny that
-// answered, and returns the new results by plan index (nil when delay is 0
+// recheckAnswered dials again, after delay and once more half the delay
+// later, every direct deny that answered or timed out, and returns the new results by plan index (nil when delay is 0
 // or nothing answered).
 //
 // A new pod can run before its NetworkPolicy engine has programmed it:
@@ -660,7 +663,9 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	var idx []int
 	var again []Attempt
 	for i, a := range plan {
-		if a.MustAnswer() || a.ViaProxy || a.Op != OpDial || results[i].Class != policy.VerdictAnswered {
+		// Answered (the pod not yet isolated) or silent (not yet let out
+		// where an allowance opens it): the steady state decides both.
+		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || a.Op != OpDial || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
 			continue
 		}
 		idx = append(idx, i)
