@@ -645,8 +645,8 @@ func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egr
 const DefaultSettleDelay = 2 * time.Second
 
 // recheckAnswered dials again, after delay and once more half the delay
-// later, every direct deny that answered or timed out, and returns the new results by plan index (nil when delay is 0
-// or nothing answered).
+// later, every direct deny that answered or timed out, and returns the new
+// results by plan index (nil when delay is 0 or nothing was re-dialled).
 //
 // A new pod can run before its NetworkPolicy engine has programmed it:
 // kube-router learns the pod's address from the API and isolates it a sync
