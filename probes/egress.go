@@ -624,12 +624,17 @@ func randomLabel() string {
 // the door was open when the pod started; otherwise f stands.
 // A second dial that errs (an interrupted attempt, a local failure)
 // proves no deny: the first answer stands, saying what the second saw.
-// A timeout settles it like a refusal: kube-router's steady state on
-// this cluster is silence (measured: make e2e's healthy runs).
+// A timeout settles it like a refusal (kube-router's steady state on
+// this cluster is silence, measured: make e2e's healthy runs) only where
+// an allowance answered in the same re-dial (witnessed): otherwise
+// recheckAnswered hands it over as an error.
 func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egress, delay time.Duration) result.Finding {
 	g := judge(a, again, e)
 	if g.Status != result.Pass || (again.Class != policy.VerdictRefused && again.Class != policy.VerdictTimeout) {
-		if again.Class != policy.VerdictAnswered {
+		switch {
+		case again.Class == policy.VerdictError && again.Detail != "":
+			f.Actual += fmt.Sprintf("; dialled again %s later: %s", delay, again.Detail)
+		case again.Class != policy.VerdictAnswered:
 			f.Actual += fmt.Sprintf("; dialled again %s later: %s, which does not show a deny in force", delay, again.Class)
 		}
 		return f
@@ -674,6 +679,19 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	if len(idx) == 0 {
 		return nil
 	}
+	// The witnesses: the allowances that answered the first time, dialled
+	// again with the denies. Silence proves a deny only while the pod can
+	// still reach what it must (as networkProof asks of the first round).
+	var witnesses []Attempt
+	for i, a := range plan {
+		if a.MustAnswer() && results[i].Class == policy.VerdictAnswered {
+			witnesses = append(witnesses, a)
+		}
+	}
+	round := func() []Result {
+		rs := client.RunAttempts(ctx, append(again[:len(again):len(again)], witnesses...), o)
+		return witnessed(rs[:len(again)], rs[len(again):], witnesses)
+	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
@@ -681,15 +699,16 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	case <-ctx.Done():
 		return nil
 	}
-	rs := client.RunAttempts(ctx, again, o)
+	rs := round()
 	// Once more, half the delay later: an engine resyncing the node's
 	// rules can refuse a dial for an instant even where an allow-all is in
 	// force (make e2e saw a widened policy pass this way). Only a deny both
-	// times settles it; an answer either time stands.
+	// times settles it; an answer, or an unwitnessed silence, either time
+	// stands.
 	select {
 	case <-time.After(delay / 2):
-		for j, r := range client.RunAttempts(ctx, again, o) {
-			if rs[j].Class != policy.VerdictAnswered {
+		for j, r := range round() {
+			if c := rs[j].Class; c == policy.VerdictRefused || c == policy.VerdictTimeout {
 				rs[j] = r
 			}
 		}
@@ -699,6 +718,32 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	out := make(map[int]Result, len(idx))
 	for j, i := range idx {
 		out[i] = rs[j]
+	}
+	return out
+}
+
+// witnessed returns a re-dial round's results (rs) with each silence
+// turned into an error unless a witness (an allowance that answered
+// before) answered in the same round (ws): a pod whose own network fails
+// (a stale gateway address, a node in trouble) is silent everywhere, and
+// that silence is no deny. A refusal is the network's own answer and
+// stands alone.
+func witnessed(rs, ws []Result, witnesses []Attempt) []Result {
+	for _, w := range ws {
+		if w.Class == policy.VerdictAnswered {
+			return rs
+		}
+	}
+	why := "silent, and no allowance answered before it to show the pod's network works: silence alone does not show a deny in force"
+	if len(witnesses) > 0 {
+		why = fmt.Sprintf("silent, but the allowance %s, which had answered, did not answer either: the pod's own network failed then, which does not show a deny in force", witnesses[0].Subject)
+	}
+	out := make([]Result, len(rs))
+	for j, r := range rs {
+		out[j] = r
+		if r.Class == policy.VerdictTimeout {
+			out[j] = Result{Class: policy.VerdictError, Detail: why, Evidence: r.Evidence}
+		}
 	}
 	return out
 }

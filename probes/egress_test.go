@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -519,6 +520,44 @@ func silencedPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// goesSilent is a port that serves one HTTP answer and then drops every
+// new connection without a word, as a DROP rule (or a dead path) does: its
+// listener has no backlog, and a connection the test leaves unaccepted
+// fills it, so the kernel ignores further SYNs.
+func goesSilent(t *testing.T) int {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "silent")
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+		c.Close()
+		// Fill the accept queue and never accept again.
+		if d, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			t.Cleanup(func() { d.Close() })
+		}
+	}()
+	return port
+}
+
 // TestStartupWindowIsNoBrokenDeny breaks a new pod the way kube-router
 // v2.1 does: the deny is not in force for the first instants of the pod
 // (a listener that answers, then stops listening, as a REJECT rule added
@@ -546,7 +585,10 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return l.Addr().(*net.TCPAddr).Port
 	}
-	spec := func(port int) string {
+	spec := func(allow, port int) string {
+		if allow == 0 {
+			allow = api
+		}
 		return fmt.Sprintf(`
   egress:
     allow: [{host: 127.0.0.1, port: %d, scheme: http, reason: r}]
@@ -554,7 +596,7 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
     metadata: {address: 127.0.0.2, port: %d}
     dns: {arbitraryNames: allow}
     timeout: 1s
-`, api, port, closedPort(t))
+`, allow, port, closedPort(t))
 	}
 	for _, tc := range []struct {
 		name   string
@@ -562,18 +604,26 @@ func TestStartupWindowIsNoBrokenDeny(t *testing.T) {
 		settle time.Duration
 		want   result.Status
 		note   bool
+		allow  int // the allowance's port (0: one that always answers)
 	}{
-		{"open at start, shut after", windowed(t), 300 * time.Millisecond, result.Pass, true},
-		{"open for good", origin(t), 300 * time.Millisecond, result.Fail, false},
+		// An engine that drops once it is in force: the re-dial is silent
+		// while the allowance still answers, and the deny settles.
+		{"open at start, dropped after", goesSilent(t), 300 * time.Millisecond, result.Pass, true, 0},
+		// The pod's own network fails after the first dial (make e2e's
+		// bridge changed its address under the pod): everything is silent,
+		// the allowance too, and the first answer stands.
+		{"open at start, then the pod's network fails", goesSilent(t), 300 * time.Millisecond, result.Fail, false, goesSilent(t)},
+		{"open at start, shut after", windowed(t), 300 * time.Millisecond, result.Pass, true, 0},
+		{"open for good", origin(t), 300 * time.Millisecond, result.Fail, false, 0},
 		// Refused for an instant (an engine resyncing), then open again:
 		// the second re-dial answers, and the deny fails.
-		{"open, refused a moment, open", flappingPort(t, 750*time.Millisecond), 600 * time.Millisecond, result.Fail, false},
-		{"no settle: the first answer fails", windowed(t), 0, result.Fail, false},
+		{"open, refused a moment, open", flappingPort(t, 750*time.Millisecond), 600 * time.Millisecond, result.Fail, false, 0},
+		{"no settle: the first answer fails", windowed(t), 0, result.Fail, false, 0},
 		// Answered, then accepted and never served: no refusal, no pass.
-		{"open at start, silent after", silencedPort(t), 300 * time.Millisecond, result.Fail, false},
+		{"open at start, silent after", silencedPort(t), 300 * time.Millisecond, result.Fail, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := &Env{Policy: mustPolicy(t, spec(tc.port)), SettleDelay: tc.settle}
+			env := &Env{Policy: mustPolicy(t, spec(tc.allow, tc.port)), SettleDelay: tc.settle}
 			var must []result.Finding
 			for _, f := range runEgress(context.Background(), env)[checkMustFail] {
 				if f.Subject == fmt.Sprintf("127.0.0.1:%d", tc.port) {

@@ -58,6 +58,7 @@ NODE_IP=10.250.0.1
 APISERVER_PORT=6443
 APISERVER_URL="https://$NODE_IP:$APISERVER_PORT"
 BRIDGE=sp-cni0
+BRIDGE_MAC=02:73:70:63:6e:69 # locally administered ("spcni"); see up.sh
 POD_CIDR=10.244.0.0/24
 POD_GW=10.244.0.1
 # host-local hands out .2-.199; .200-.254 are free for check-isolation.sh netns.

@@ -166,7 +166,14 @@ done
 # Create the pod bridge ourselves (the CNI bridge plugin adopts it) so it
 # exists, with its gateway address, before the first pod: check-isolation.sh
 # can then test the network without a pod.
+# Its MAC address is set, not inherited: a Linux bridge otherwise takes the
+# lowest MAC of its ports and changes it as pods come and go, and a pod
+# that resolved its gateway before is black-holed until its ARP entry goes
+# stale (make e2e's probe pod went silent seconds in, when the runner's
+# control pod was deleted). A set address never changes.
 ip link add "$BRIDGE" type bridge
+ip link set "$BRIDGE" address "$BRIDGE_MAC"
+[[ $(cat "/sys/class/net/$BRIDGE/addr_assign_type") == 3 ]] || die "$BRIDGE: its MAC address did not stay set"
 ip addr add "$POD_GW/${POD_CIDR#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 
