@@ -197,6 +197,39 @@ func TestDNSBypass(t *testing.T) {
 	}
 }
 
+// TestDNSBypassStartupWindow: a new pod's direct query to an outside DNS
+// server is answered before its NetworkPolicy engine isolates it, and is
+// silent a moment later (kube-router v2.1; make e2e saw it): with
+// SettleDelay it is asked again and the steady state passes, naming the
+// window; a server that still answers fails (TestDNSBypass).
+func TestDNSBypassStartupWindow(t *testing.T) {
+	outside := newDNSServer(t, zone(dnsmessage.RCodeNameError, nil))
+	outside.goSilentAfter(2) // the first query over UDP and over TCP
+	dns := newDNSServer(t, zone(dnsmessage.RCodeRefused, map[string][]netip.Addr{"api.test": loopbackAddr}))
+	env := &Env{Policy: mustPolicy(t, fmt.Sprintf(`
+  egress:
+    allow: [{host: api.test, port: %d, scheme: http, reason: r}]
+    metadata: {address: 127.0.0.2, port: 9}
+    timeout: 1s
+    dns: {arbitraryNames: deny, domains: [test], outsideResolvers: ["%s"]}
+`, origin(t), outside.addr)), SettleDelay: 300 * time.Millisecond, dnsServer: dns.addr}
+	var f *result.Finding
+	for _, g := range runEgress(context.Background(), env)[checkDNSBypass] {
+		if g.Subject == outside.addr+"/udp" {
+			f = &g
+		}
+	}
+	if f == nil {
+		t.Fatalf("no %s finding for %s/udp", checkDNSBypass, outside.addr)
+	}
+	if f.Status != result.Pass || !strings.Contains(f.Actual, "not yet in force when this pod started") {
+		t.Errorf("%s/udp: %s (%s), want a pass naming the start-up window", outside.addr, f.Status, f.Actual)
+	}
+	if n := len(outside.queries()); n < 3 {
+		t.Errorf("the outside server was asked %d times, want the first queries and the re-dials", n)
+	}
+}
+
 // TestResolvConf: the probe's resolver reads resolv.conf the way the C
 // library does (a pod's search list and ndots:5 included).
 func TestResolvConf(t *testing.T) {

@@ -27,6 +27,15 @@ type dnsServer struct {
 	answer func(name string) dnsAnswer
 	mu     sync.Mutex
 	log    []string
+	// silentAfter, when set, is how many questions it answers before it
+	// goes silent (a deny that lands after the first queries).
+	silentAfter int
+}
+
+func (s *dnsServer) goSilentAfter(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.silentAfter = n
 }
 
 func (s *dnsServer) queries() []string {
@@ -113,7 +122,11 @@ func (s *dnsServer) reply(req []byte) []byte {
 	name := strings.TrimSuffix(q.Name.String(), ".")
 	s.mu.Lock()
 	s.log = append(s.log, name)
+	silent := s.silentAfter > 0 && len(s.log) > s.silentAfter
 	s.mu.Unlock()
+	if silent {
+		return nil
+	}
 	a := s.answer(name)
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RCode: a.rcode})
 	b.EnableCompression()

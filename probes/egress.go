@@ -176,19 +176,19 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	byCheck := roles()
 	for i, a := range plan {
 		var f result.Finding
+		judgeOne := func(r Result) result.Finding { return judge(a, r, e) }
 		switch a.Op {
 		case OpResolve, OpQuery:
-			f = judgeDNS(a, results[i], dns)
+			judgeOne = func(r Result) result.Finding { return judgeDNS(a, r, dns) }
 		case OpFront:
-			f = judgeFront(a, results[i])
-		default:
-			f = judge(a, results[i], e)
-			if r, ok := settled[i]; ok && f.Status == result.Fail {
-				f = judgeSettled(a, f, results[i], r, e, env.SettleDelay)
-			} else if ok && f.Status == result.Pass && r.Class == policy.VerdictAnswered {
-				f = judge(a, r, e)
-				f.Actual += fmt.Sprintf("; silent on the first dial, it answered %s later: the door is open once the pod's rules are in place", env.SettleDelay)
-			}
+			judgeOne = func(r Result) result.Finding { return judgeFront(a, r) }
+		}
+		f = judgeOne(results[i])
+		if r, ok := settled[i]; ok && f.Status == result.Fail {
+			f = judgeSettled(f, judgeOne(r), results[i], r, env.SettleDelay)
+		} else if ok && f.Status == result.Pass && r.Class == policy.VerdictAnswered {
+			f = judgeOne(r)
+			f.Actual += fmt.Sprintf("; silent on the first dial, it answered %s later: the door is open once the pod's rules are in place", env.SettleDelay)
 		}
 		// A resolver's own answer proves what it does whatever the network.
 		resolverAnswered := byCheck[a.Check] == result.RoleDNSChannel && f.Attempt != nil && f.Attempt.Rcode != ""
@@ -620,7 +620,7 @@ func randomLabel() string {
 }
 
 // judgeSettled judges a deny that answered (f, from first) by its second
-// dial (again, delay later): refused then, the steady state's pass, saying
+// dial (again, delay later, judged g): refused then, the steady state's pass, saying
 // the door was open when the pod started; otherwise f stands.
 // A second dial that errs (an interrupted attempt, a local failure)
 // proves no deny: the first answer stands, saying what the second saw.
@@ -628,8 +628,7 @@ func randomLabel() string {
 // this cluster is silence, measured: make e2e's healthy runs) only where
 // an allowance answered in the same re-dial (witnessed): otherwise
 // recheckAnswered hands it over as an error.
-func judgeSettled(a Attempt, f result.Finding, first, again Result, e policy.Egress, delay time.Duration) result.Finding {
-	g := judge(a, again, e)
+func judgeSettled(f, g result.Finding, first, again Result, delay time.Duration) result.Finding {
 	if g.Status != result.Pass || (again.Class != policy.VerdictRefused && again.Class != policy.VerdictTimeout) {
 		switch {
 		case again.Class == policy.VerdictError && again.Detail != "":
@@ -670,7 +669,10 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	for i, a := range plan {
 		// Answered (the pod not yet isolated) or silent (not yet let out
 		// where an allowance opens it): the steady state decides both.
-		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || a.Op != OpDial || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
+		// A direct query to an outside DNS server (egress.dns-bypass) is a
+		// direct deny too.
+		direct := a.Op == OpDial || (a.Op == OpQuery && a.Check == checkDNSBypass)
+		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || !direct || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
 			continue
 		}
 		idx = append(idx, i)

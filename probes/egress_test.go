@@ -660,7 +660,7 @@ func TestSettledByADeny(t *testing.T) {
 	} {
 		again := Result{Class: class}
 		again.Evidence.Attempted = true
-		g := judgeSettled(a, f, first, again, e, 2*time.Second)
+		g := judgeSettled(f, judge(a, again, e), first, again, 2*time.Second)
 		if g.Status != want {
 			t.Errorf("second dial %s: %s, want %s (%q)", class, g.Status, want, g.Actual)
 		}
