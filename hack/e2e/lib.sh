@@ -242,13 +242,13 @@ expect_caught() {
 
 # install_witness: the witness table, in the forward hook around the node's
 # filters: where the node saw each new connection of a pod towards the lab,
-# before and after each filter (read by enforcers).
+# before and after each filter, counted per dial (read by enforcers).
 install_witness() {
 nft -f - <<NFT || fail "could not install the witness table"
 table inet $witness_table {
-  set pre { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
-  set mid { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
-  set post { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
+  set pre { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; counter; size 65535; }
+  set mid { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; counter; size 65535; }
+  set post { type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic; counter; size 65535; }
   chain pre {
     type filter hook forward priority -30; policy accept;
     ip saddr 10.244.0.0/24 ip daddr 10.99.0.0/16 meta l4proto { tcp, udp } ct state new add @pre { ip saddr . ip daddr . meta l4proto . th dport }

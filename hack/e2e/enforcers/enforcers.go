@@ -35,8 +35,10 @@ type conn struct {
 	port            int
 }
 
-// witnessSets reads the pre, mid and post sets of `nft -j list table`.
-func witnessSets(path string) (map[string]map[conn]bool, error) {
+// witnessSets reads the pre, mid and post sets of `nft -j list table`:
+// how many new connections each stage saw per conn (its element's
+// counter; 1 for an element without one).
+func witnessSets(path string) (map[string]map[conn]int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -52,45 +54,53 @@ func witnessSets(path string) (map[string]map[conn]bool, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("witness %s: %w", path, err)
 	}
-	sets := map[string]map[conn]bool{"pre": {}, "mid": {}, "post": {}}
+	sets := map[string]map[conn]int{"pre": {}, "mid": {}, "post": {}}
 	for _, item := range doc.Nftables {
 		if item.Set == nil || sets[item.Set.Name] == nil {
 			continue
 		}
 		for _, raw := range item.Set.Elem {
-			if c, ok := parseElem(raw); ok {
-				sets[item.Set.Name][c] = true
+			if c, n, ok := parseElem(raw); ok {
+				sets[item.Set.Name][c] += n
 			}
 		}
 	}
 	return sets, nil
 }
 
-// parseElem reads {"concat": [...]} or, with a timeout, {"elem": {"val": {"concat": [...]}}}.
-func parseElem(raw json.RawMessage) (conn, bool) {
+// parseElem reads {"concat": [...]} or, with a timeout or a counter,
+// {"elem": {"val": {"concat": [...]}, "counter": {"packets": N}}}.
+func parseElem(raw json.RawMessage) (conn, int, bool) {
 	var e struct {
 		Concat []any `json:"concat"`
 		Elem   struct {
 			Val struct {
 				Concat []any `json:"concat"`
 			} `json:"val"`
+			Counter *struct {
+				Packets int `json:"packets"`
+			} `json:"counter"`
 		} `json:"elem"`
 	}
 	if json.Unmarshal(raw, &e) != nil {
-		return conn{}, false
+		return conn{}, 0, false
+	}
+	n := 1
+	if e.Elem.Counter != nil {
+		n = e.Elem.Counter.Packets
 	}
 	c := e.Concat
 	if c == nil {
 		c = e.Elem.Val.Concat
 	}
 	if len(c) < 4 {
-		return conn{}, false
+		return conn{}, 0, false
 	}
 	port, ok := c[3].(float64)
 	if !ok {
-		return conn{}, false
+		return conn{}, 0, false
 	}
-	return conn{src: fmt.Sprint(c[0]), dst: fmt.Sprint(c[1]), proto: fmt.Sprint(c[2]), port: int(port)}, true
+	return conn{src: fmt.Sprint(c[0]), dst: fmt.Sprint(c[1]), proto: fmt.Sprint(c[2]), port: int(port)}, n, true
 }
 
 // labInfo is what of lab.json the attribution needs: each name's IPv4
@@ -209,25 +219,25 @@ var dest = regexp.MustCompile(`^(egress\.[a-z-]+) (\S+?):(\d+)(?:/(udp|tcp))?( v
 var protoNames = map[string][]string{"tcp": {"tcp", "6"}, "udp": {"udp", "17"}}
 
 type judge struct {
-	sets map[string]map[conn]bool
+	sets map[string]map[conn]int
 	ips  map[string]bool
 	lab  labInfo
 }
 
 // seen says at which points the witness saw a probe pod dial dst:port.
-func (j judge) seen(dst string, port int, proto string) map[string]bool {
-	where := map[string]bool{}
+func (j judge) seen(dst string, port int, proto string) map[string]int {
+	where := map[string]int{}
 	for stage, elems := range j.sets {
-		for c := range elems {
+		for c, n := range elems {
 			if j.ips[c.src] && c.dst == dst && c.port == port && slices.Contains(protoNames[proto], c.proto) {
-				where[stage] = true
+				where[stage] += n
 			}
 		}
 	}
 	return where
 }
 
-func stages(where map[string]bool) string {
+func stages(where map[string]int) string {
 	var s []string
 	for k := range where {
 		s = append(s, k)
@@ -282,20 +292,22 @@ func (j judge) attribute(v verdict) (dialled, who string) {
 	return dialled, directWho(v, where)
 }
 
-func directWho(v verdict, where map[string]bool) string {
-	// The probe dials a deny that answered once more after a settle delay
-	// (a new pod may run before the engine isolates it): both attempts are
-	// in the witness, and the second one decided.
+func directWho(v verdict, where map[string]int) string {
+	// The witness counts each dial. The probe dials a deny once more after
+	// a settle delay (a new pod may run before the engine isolates it), so
+	// a first dial can leave the node and a pass still be the engine's:
+	// kube-router (between mid and post) stopped the later ones.
+	stopped := where["mid"] - where["post"]
 	switch {
-	case v.status == "pass" && strings.Contains(v.body, "not yet in force when this pod started") && where["mid"]:
-		return kubeRouter + " (REJECT at the node, once its sync had isolated the new pod)"
-	case where["post"] && v.status == "FAIL":
+	case v.status == "pass" && where["post"] > 0 && stopped > 0:
+		return fmt.Sprintf("%s (REJECT at the node, once its sync had isolated the new pod: %d of %d dials stopped)", kubeRouter, stopped, where["mid"])
+	case where["post"] > 0 && v.status == "FAIL":
 		return nobody + ": it left the node for the lab and answered"
-	case where["post"]:
+	case where["post"] > 0:
 		return nobody + ": it left the node for the lab (refused by the target itself)"
-	case where["mid"]:
+	case where["mid"] > 0:
 		return kubeRouter + " (REJECT at the node)"
-	case where["pre"]:
+	case where["pre"] > 0:
 		return safetyNet + " (dropped at the node)"
 	}
 	return "never left the pod"
@@ -305,7 +317,7 @@ func (j judge) viaProxy(v verdict, check, host string, port int) (dialled, who s
 	where := j.seen(j.lab.proxyIP, j.lab.proxyPort, "tcp")
 	dialled = fmt.Sprintf("CONNECT %s:%d at %s:%d", host, port, j.lab.proxyIP, j.lab.proxyPort)
 	switch {
-	case !where["post"]:
+	case where["post"] == 0:
 		return dialled, "never reached the proxy (" + cmp.Or(stages(where), "not seen") + ")"
 	case check == "egress.allowed" && v.status == "pass":
 		return dialled, "the proxy let it through (allowed)"

@@ -46,3 +46,24 @@ enforced by: kube-router's NetworkPolicy 2, the proxy's deny 1, nobody 1, the cl
 		t.Errorf("missing flags: exit %d, want 2", code)
 	}
 }
+
+// TestDirectWhoCountsDials: the witness counts each dial. A pass whose
+// first dial left the node (the new pod not yet isolated) is still
+// kube-router's when the node stopped a later dial; a pass where every
+// dial left the node was refused by the target, not by the cluster.
+func TestDirectWhoCountsDials(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		where  map[string]int
+		want   string
+	}{
+		{"pass", map[string]int{"pre": 3, "mid": 3, "post": 1}, "kube-router's NetworkPolicy (REJECT at the node, once its sync had isolated the new pod: 2 of 3 dials stopped)"},
+		{"pass", map[string]int{"pre": 3, "mid": 3, "post": 3}, "nobody: it left the node for the lab (refused by the target itself)"},
+		{"FAIL", map[string]int{"pre": 3, "mid": 3, "post": 1}, "nobody: it left the node for the lab and answered"},
+		{"pass", map[string]int{"pre": 2, "mid": 2}, "kube-router's NetworkPolicy (REJECT at the node)"},
+	} {
+		if got := directWho(verdict{status: c.status}, c.where); got != c.want {
+			t.Errorf("%s %v: %q, want %q", c.status, c.where, got, c.want)
+		}
+	}
+}
