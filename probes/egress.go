@@ -627,10 +627,17 @@ func randomLabel() string {
 // A timeout settles it like a refusal (kube-router's steady state on
 // this cluster is silence, measured: make e2e's healthy runs) only where
 // an allowance answered in the same re-dial (witnessed): otherwise
-// recheckAnswered hands it over as an error.
+// recheckAnswered hands it over unproven, and the verdict is inconclusive
+// (the door was open at start; whether it closed cannot be told).
 func judgeSettled(f, g result.Finding, first, again Result, delay time.Duration) result.Finding {
 	if g.Status != result.Pass || (again.Class != policy.VerdictRefused && again.Class != policy.VerdictTimeout) {
 		switch {
+		case again.Unproven:
+			// Open at start, and the steady state cannot be told: neither
+			// the fail of a door left open nor the pass of one that closed.
+			f.Status = result.Inconclusive
+			f.Actual += fmt.Sprintf("; dialled again %s later: %s", delay, again.Detail)
+			f.Fix = "make the allowed hosts reachable from the sandbox (spec.egress.allow), so a silent second dial can be told from a failed network; then run again"
 		case again.Class == policy.VerdictError && again.Detail != "":
 			f.Actual += fmt.Sprintf("; dialled again %s later: %s", delay, again.Detail)
 		case again.Class != policy.VerdictAnswered:
@@ -706,7 +713,7 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 	// rules can refuse a dial for an instant even where an allow-all is in
 	// force (make e2e saw a widened policy pass this way). Only a deny both
 	// times settles it; an answer, or an unwitnessed silence, either time
-	// stands.
+	// stands (the first round's answer stands over the second's silence).
 	select {
 	case <-time.After(delay / 2):
 		for j, r := range round() {
@@ -725,11 +732,11 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 }
 
 // witnessed returns a re-dial round's results (rs) with each silence
-// turned into an error unless a witness (an allowance that answered
-// before) answered in the same round (ws): a pod whose own network fails
-// (a stale gateway address, a node in trouble) is silent everywhere, and
-// that silence is no deny. A refusal is the network's own answer and
-// stands alone.
+// turned into an unproven error unless a witness (an allowance that
+// answered before) answered in the same round (ws): a pod whose own
+// network fails (a stale gateway address, a node in trouble) is silent
+// everywhere, and that silence is no deny. A refusal is the network's own
+// answer and stands alone.
 func witnessed(rs, ws []Result, witnesses []Attempt) []Result {
 	for _, w := range ws {
 		if w.Class == policy.VerdictAnswered {
@@ -744,7 +751,7 @@ func witnessed(rs, ws []Result, witnesses []Attempt) []Result {
 	for j, r := range rs {
 		out[j] = r
 		if r.Class == policy.VerdictTimeout {
-			out[j] = Result{Class: policy.VerdictError, Detail: why, Evidence: r.Evidence}
+			out[j] = Result{Class: policy.VerdictError, Detail: why, Evidence: r.Evidence, Unproven: true}
 		}
 	}
 	return out
