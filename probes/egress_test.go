@@ -508,16 +508,21 @@ func silencedPort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
-		c.Close()
-	}()
+	go serveOnce(l)
 	t.Cleanup(func() { l.Close() })
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// serveOnce accepts one connection on l and answers it with HTTP 200;
+// false when l was closed first.
+func serveOnce(l net.Listener) bool {
+	c, err := l.Accept()
+	if err != nil {
+		return false
+	}
+	io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
+	c.Close()
+	return true
 }
 
 // goesSilent is a port that serves one HTTP answer and then drops every
@@ -544,12 +549,9 @@ func goesSilent(t *testing.T) int {
 	t.Cleanup(func() { l.Close() })
 	port := l.Addr().(*net.TCPAddr).Port
 	go func() {
-		c, err := l.Accept()
-		if err != nil {
+		if !serveOnce(l) {
 			return
 		}
-		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nok")
-		c.Close()
 		// Fill the accept queue and never accept again.
 		if d, err := net.Dial("tcp", l.Addr().String()); err == nil {
 			t.Cleanup(func() { d.Close() })
