@@ -34,7 +34,7 @@ export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # stops the rest and hack/leftovers.sh fails the run if anything else is left.
 export SANDPROBE_KEEP ?=
 
-.PHONY: all build image release deps docker-env kube-env kwok-env helm-env lint-env test unit rules fuzz e2e demo down leftovers bench lint verify docs fixtures clean
+.PHONY: all build image release deps docker-env kube-env kwok-env helm-env lint-env test unit rules fuzz fuzz-long e2e demo down leftovers bench lint verify docs fixtures clean
 
 all: build
 
@@ -122,6 +122,12 @@ fuzz:
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODENODE))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
+
+# The differential fuzzers (drift's reader against apimachinery's), each for
+# at least FUZZ_MINUTES (10) minutes: about 30 minutes, so make bench's, not
+# make test's.
+fuzz-long:
+	hack/fuzz-long.sh
 
 # Ends with hack/leftovers.sh lab: nothing of the lab outlives it.
 demo: deps build

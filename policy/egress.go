@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -191,4 +194,26 @@ func (p *Policy) Warnings() []string {
 		}
 	}
 	return out
+}
+
+// Dial is where a must-fail target is dialled: its host (a name, an
+// address, a prefix's first address) and its port (the target's own, else
+// DefaultMustFailPort). ok is false for a target validation refuses.
+func (t Target) Dial() (host string, port int, ok bool) {
+	d, err := ParseDestination(t.Target)
+	if err != nil {
+		return "", 0, false
+	}
+	port = cmp.Or(t.Port, d.Port, DefaultMustFailPort)
+	return d.DialHost(), port, true
+}
+
+// Subject names a must-fail target's direct verdict ("host:port"), as
+// the probe names it.
+func (t Target) Subject() (string, bool) {
+	host, port, ok := t.Dial()
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), true
 }

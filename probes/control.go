@@ -96,6 +96,9 @@ func runControl(ctx context.Context, env *Env) result.ProbeResult {
 	if err == nil && env.dnsServer != "" {
 		client.useDNSServer(env.dnsServer)
 	}
+	if err == nil {
+		client.keepResolved = true
+	}
 	if err != nil {
 		res.Findings = []result.Finding{{Check: checkMustFail, Status: result.Error, Actual: err.Error()}}
 		return res

@@ -41,6 +41,10 @@ type NetClient struct {
 	agent string
 	// proxyAddrs resolves the proxy's name once per run (see proxyAddrs).
 	proxyAddrs proxyResolver
+	// keepResolved records in each dial's evidence what its host name
+	// resolved to (the control vantage's, for the runner's DNS-only
+	// follow-up).
+	keepResolved bool
 }
 
 // proxyResolver holds the proxy's addresses once resolved. Resolving the

@@ -106,18 +106,10 @@ func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 		plan = append(plan, Attempt{Check: checkAllowed, Subject: sub, Host: name, Port: a.Port, Scheme: a.Scheme, ViaProxy: proxy})
 	}
 	mustFail := func(check string, t policy.Target) {
-		d, err := policy.ParseDestination(t.Target)
-		if err != nil {
+		host, port, ok := t.Dial()
+		if !ok {
 			return // validation already refused it
 		}
-		port := t.Port
-		if port == 0 {
-			port = d.Port
-		}
-		if port == 0 {
-			port = policy.DefaultMustFailPort
-		}
-		host := d.DialHost()
 		plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port), Host: host, Port: port, Scheme: schemeFor(port), Expect: t.Expect, AllAddrs: true, Addresses: t.Addresses})
 		if proxy {
 			plan = append(plan, Attempt{Check: check, Subject: hostPort(host, port) + " via proxy", Host: host, Port: port, Scheme: schemeFor(port), ViaProxy: true})
@@ -296,12 +288,17 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		r.Evidence.Rcode, r.Evidence.Resolver = dns.rcode, dns.resolver
 		return r
 	}
+	resolved := slices.Clone(addrs)
 	for _, k := range a.Addresses {
 		if !slices.Contains(addrs, k) {
 			addrs = append(addrs, k)
 		}
 	}
-	return c.dialAll(ctx, a, addrs)
+	r := c.dialAll(ctx, a, addrs)
+	if c.keepResolved && net.ParseIP(a.Host) == nil {
+		r.Evidence.Resolved = resolved
+	}
+	return r
 }
 
 // failed is a result whose outcome came from one error.

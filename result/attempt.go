@@ -50,6 +50,10 @@ type Attempt struct {
 	Rcode    string `json:"rcode,omitempty"`
 	// Addresses holds one entry per address dialled (a name's A and AAAA).
 	Addresses []AddressAttempt `json:"addresses,omitempty"`
+	// Resolved are the addresses a host name resolved to, where a control
+	// vantage dialled it: the runner has the sandbox dial them when the
+	// sandbox's own resolver stopped the name (a DNS-only block).
+	Resolved []string `json:"resolved,omitempty"`
 }
 
 // AddressAttempt is one address of a multi-address attempt.

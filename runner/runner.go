@@ -30,6 +30,9 @@ type ProbeSpec struct {
 	Deadline time.Duration
 	// NoNetwork leaves out the checks that send traffic.
 	NoNetwork bool
+	// Only narrows the probe to some checks (its --only): a follow-up
+	// round's (DNSOnlyFollowUp). Empty is every check the policy asks for.
+	Only string
 	// Scope, when set, narrows the cycle to some namespaces or nodes
 	// (serve --watch, after a change); nil is everything. A backend that
 	// cannot narrow probes everything, which is never less true.

@@ -22,6 +22,9 @@ func ProbeCommand(spec runner.ProbeSpec, class string, imageCmd []string, entryp
 	if spec.NoNetwork {
 		argv = append(argv, "--no-network")
 	}
+	if spec.Only != "" {
+		argv = append(argv, "--only", spec.Only)
+	}
 	if len(imageCmd) > 0 {
 		b, _ := json.Marshal(imageCmd)
 		argv = append(argv, "--image-command", string(b), "--image-command-timeout", entrypointTimeout.String())

@@ -239,9 +239,31 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		return nil, err
 	}
 	if !spec.NoNetwork {
-		runner.ApplyControl(&res, control(place, ctl, ctlErr))
+		c := control(place, ctl, ctlErr)
+		b.followUp(a, spec, sb, &res, c)
+		runner.ApplyControl(&res, c)
 	}
 	return []report.ProbeResult{res}, nil
+}
+
+// followUp has the probe dial, in a second container, the addresses the
+// control resolved for the must-fail names the sandbox's resolver stopped
+// (runner.DNSOnlyFollowUp): a DNS-only block is no network deny.
+func (b *Backend) followUp(a *attempt, spec runner.ProbeSpec, sb *joined, res *report.ProbeResult, c *runner.Control) {
+	if len(b.Command) > 0 {
+		return
+	}
+	fu, ok, err := runner.DNSOnlyFollowUp(spec, []report.ProbeResult{*res}, c)
+	if err != nil || !ok {
+		return // the DNS-only verdicts stay inconclusive
+	}
+	var again report.ProbeResult
+	l, err := b.prepare(a, fu.Spec, sb)
+	if err == nil {
+		defer os.RemoveAll(l.policyDir)
+		again, err = b.runProbe(a, fu.Spec, l)
+	}
+	runner.MergeFollowUp(res, again, err, fu, c.Vantage)
 }
 
 // launch is what the probe and the control container share.

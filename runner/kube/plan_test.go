@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
 
@@ -266,6 +267,37 @@ func TestPlanPoolAndDeadline(t *testing.T) {
 		p.Spec.Probe.Deadline.Duration = c.policy
 		if got := podDeadline(runner.ProbeSpec{Policy: p, Deadline: c.spec}); got != c.want {
 			t.Errorf("podDeadline(spec %s, policy %s) = %s, want %s", c.spec, c.policy, got, c.want)
+		}
+	}
+}
+
+// TestPlacedAt: a DNS-only follow-up stands where its first probe stood:
+// the namespace, the stray it stood in for, the node it was pinned to (any
+// node when the scheduler picked); never the control's place.
+func TestPlacedAt(t *testing.T) {
+	s := &stray{pod: livePod{name: "web-1"}}
+	p := runPlan{placements: []placement{
+		{ns: "ctl", control: true},
+		{ns: "a"},
+		{ns: "b", node: "n1"}, {ns: "b", node: "n2"},
+		{ns: "a", stray: s},
+	}}
+	for _, c := range []struct {
+		where report.Location
+		want  int // index in p.placements, -1 for none
+	}{
+		{report.Location{Namespace: "a", Node: "n7"}, 1},
+		{report.Location{Namespace: "b", Node: "n2"}, 3},
+		{report.Location{Namespace: "b", Node: "n3"}, -1},
+		{report.Location{Namespace: "a", Node: "n7", Stray: "web-1"}, 4},
+		{report.Location{Namespace: "ctl", Control: true}, -1},
+	} {
+		pl, ok := placedAt(p, c.where)
+		got := slices.IndexFunc(p.placements, func(q placement) bool {
+			return ok && q.ns == pl.ns && q.node == pl.node && q.stray == pl.stray && q.control == pl.control
+		})
+		if got != c.want {
+			t.Errorf("%+v: placement %d, want %d", c.where, got, c.want)
 		}
 	}
 }

@@ -64,6 +64,9 @@ func (b *Backend) probePod(r *run, pl placement) *corev1.Pod {
 		// what it can reach; its identity and filesystem are drift's.
 		args = append(args, "--only", "egress")
 	}
+	if r.spec.Only != "" {
+		args = append(args, "--only", r.spec.Only) // after a stray's: the last one counts
+	}
 	if len(b.ImageCommand) > 0 && pl.stray == nil {
 		argv, _ := json.Marshal(b.ImageCommand) // a []string always marshals
 		args = append(args, "--image-command", string(argv), "--image-command-timeout", b.ImageCommandTimeout.String())

@@ -44,7 +44,7 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	defer ctl.cancel()
 	results, errs := b.fanOut(ctx, r, p)
 	ctl.wait(len(results) > 0)
-	return b.judge(r, p, results, errs, ctl)
+	return b.judge(ctx, r, p, results, errs, ctl)
 }
 
 // prepare refuses a run that could prove nothing, learns who the runner
@@ -191,7 +191,7 @@ func (b *Backend) fanOut(ctx context.Context, r *run, p runPlan) ([]report.Probe
 // adds what the control saw as a result of its own (when any probe
 // reported: else it speaks for nothing), and names the strays past the
 // bound in their namespace's first result.
-func (b *Backend) judge(r *run, p runPlan, results []report.ProbeResult, errs []error, ctl *controlRun) ([]report.ProbeResult, error) {
+func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, errs []error, ctl *controlRun) ([]report.ProbeResult, error) {
 	var (
 		control *runner.Control
 		summary []report.ProbeResult
@@ -202,8 +202,9 @@ func (b *Backend) judge(r *run, p runPlan, results []report.ProbeResult, errs []
 			errs = append(errs, ctl.out.err)
 		}
 	}
-	for i := range results {
-		if !r.spec.NoNetwork {
+	if !r.spec.NoNetwork {
+		b.followUps(ctx, r, p, results, control)
+		for i := range results {
 			runner.ApplyControl(&results[i], control)
 		}
 	}
@@ -217,6 +218,39 @@ func (b *Backend) judge(r *run, p runPlan, results []report.ProbeResult, errs []
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// followUps has each probe whose must-fail names its resolver stopped
+// dial, in a second pod where the first stood, the addresses the control
+// resolved for them (runner.DNSOnlyFollowUp): a DNS-only block is no
+// network deny. Only such probes get one; a healthy run none.
+func (b *Backend) followUps(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, control *runner.Control) {
+	fan := pool.New().WithMaxGoroutines(b.parallel(r.spec, len(results)))
+	for i := range results {
+		fu, ok, err := runner.DNSOnlyFollowUp(r.spec, results[i:i+1], control)
+		pl, found := placedAt(p, results[i].Where)
+		if err != nil || !ok || !found {
+			continue // the DNS-only verdicts stay inconclusive
+		}
+		fr := &run{id: runner.NewNonce()[:10], spec: fu.Spec, deadline: r.deadline, createdBy: r.createdBy, track: r.track, survey: r.survey, nodes: r.nodes}
+		fan.Go(func() {
+			again, err := b.probeOne(ctx, fr, pl)
+			runner.MergeFollowUp(&results[i], again, err, fu, control.Vantage)
+		})
+	}
+	fan.Wait()
+}
+
+// placedAt is the placement whose probe reported from where: its
+// namespace and stray, and its node when it was pinned to one.
+func placedAt(p runPlan, where report.Location) (placement, bool) {
+	for _, pl := range p.placements {
+		l := pl.location(where.Node)
+		if l.Namespace == where.Namespace && l.Stray == where.Stray && !pl.control && (pl.node == "" || pl.node == where.Node) {
+			return pl, true
+		}
+	}
+	return placement{}, false
 }
 
 // errRunDeadline is the cause of the fan-out's context when its run

@@ -225,8 +225,21 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 	if cErr != nil {
 		c.Err = cErr
 	}
+	b.followUp(ctx, spec, &res, c)
 	runner.ApplyControl(&res, c)
 	return []report.ProbeResult{res}, nil
+}
+
+// followUp has the sandbox dial, in a second round, the addresses the
+// control resolved for the must-fail names the sandbox's resolver stopped
+// (runner.DNSOnlyFollowUp): a DNS-only block is no network deny.
+func (b *Backend) followUp(ctx context.Context, spec runner.ProbeSpec, res *report.ProbeResult, c *runner.Control) {
+	fu, ok, err := runner.DNSOnlyFollowUp(spec, []report.ProbeResult{*res}, c)
+	if err != nil || !ok {
+		return // the DNS-only verdicts stay inconclusive
+	}
+	again, err := b.launch(ctx, fu.Spec, b.Sandbox, nil, b.Target())
+	runner.MergeFollowUp(res, again, err, fu, c.Vantage)
 }
 
 // checkControlNetNS refuses a control that would prove nothing: the
@@ -350,6 +363,9 @@ func (b *Backend) probeArgv(spec runner.ProbeSpec, sb Sandbox, argv []string) []
 		argv = []string{ProbePath, "probe", "--policy", "-", "--nonce", spec.Nonce}
 		if spec.NoNetwork {
 			argv = append(argv, "--no-network")
+		}
+		if spec.Only != "" {
+			argv = append(argv, "--only", spec.Only)
 		}
 		if len(sb.Volumes) > 0 {
 			// The sandbox holds what the phases share: it is a phase's.

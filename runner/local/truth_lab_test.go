@@ -166,13 +166,14 @@ spec:
 }
 
 // TestLabDNSOnlyBlock: the sandbox's resolver refuses blocked.lab.test (a
-// DNS proxy), so without its addresses the probe dials nothing. Broken the
-// real-world way (a policy that filters names only: the default-deny rule
-// flushed, the address open from the sandbox), that must not pass — it
-// did, as a proven deny, because the control reached the name. Without
-// addresses it is inconclusive whatever the network does; with the
-// policy's addresses the path itself is tested: a proven pass when
-// healthy, a failure when open.
+// DNS proxy), so the probe dials nothing by name. Broken the real-world way
+// (a policy that filters names only: the default-deny rule flushed, the
+// address open from the sandbox), that must not pass — it did, as a proven
+// deny, because the control reached the name. Now the runner has the
+// sandbox dial, in a second round, the addresses the control resolved
+// (runner.DNSOnlyFollowUp): a proven pass when healthy, a failure when
+// open, the same as with the policy's own addresses. A name the control
+// cannot resolve either (nothing to dial) stays inconclusive, never a pass.
 func TestLabDNSOnlyBlock(t *testing.T) {
 	script := testenv.Lab(t)
 	doc := []byte(`apiVersion: sandprobe.dev/v1alpha1
@@ -189,6 +190,7 @@ spec:
       hosts:
         - blocked.lab.test:443
         - {target: "blocked.lab.test:80", addresses: [10.99.20.20]}
+        - nosuch.lab.test:443
     metadata: {address: 10.99.169.254}
     timeout: 2s
 `)
@@ -196,17 +198,20 @@ spec:
 		status      report.Status
 		deny, class string
 	}
+	const control = "addresses the control vantage local/sp-control resolved (10.99.20.20, fd99:0:0:20::20) were dialled from the sandbox"
 	for _, c := range []struct {
 		state []string
 		want  map[string]want
 	}{
 		{nil, map[string]want{
-			"egress.must-fail blocked.lab.test:443": {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.must-fail blocked.lab.test:443": {report.Pass, report.DenyProven, policy.VerdictTimeout},
 			"egress.must-fail blocked.lab.test:80":  {report.Pass, report.DenyProven, policy.VerdictTimeout},
+			"egress.must-fail nosuch.lab.test:443":  {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
 		}},
 		{[]string{"flush-rule", "default-deny"}, map[string]want{
-			"egress.must-fail blocked.lab.test:443": {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.must-fail blocked.lab.test:443": {report.Fail, "", policy.VerdictAnswered},
 			"egress.must-fail blocked.lab.test:80":  {report.Fail, "", policy.VerdictAnswered},
+			"egress.must-fail nosuch.lab.test:443":  {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
 		}},
 	} {
 		if c.state != nil {
@@ -218,6 +223,9 @@ spec:
 			f := fs[name]
 			if got := (want{f.Status, f.Deny, f.Class}); got != w {
 				t.Errorf("%v: %s: %+v, want %+v (%s; %s)", c.state, name, got, w, f.Actual, f.Evidence)
+			}
+			if strings.HasPrefix(name, "egress.must-fail blocked.lab.test:443") && !strings.Contains(f.Evidence, control) {
+				t.Errorf("%v: %s: evidence %q: want it to say the control's addresses were dialled", c.state, name, f.Evidence)
 			}
 		}
 	}
