@@ -288,16 +288,17 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		r.Evidence.Rcode, r.Evidence.Resolver = dns.rcode, dns.resolver
 		return r
 	}
-	resolved := slices.Clone(addrs)
+	var resolved []string // only a control keeps them
+	if c.keepResolved && net.ParseIP(a.Host) == nil {
+		resolved = slices.Clone(addrs)
+	}
 	for _, k := range a.Addresses {
 		if !slices.Contains(addrs, k) {
 			addrs = append(addrs, k)
 		}
 	}
 	r := c.dialAll(ctx, a, addrs)
-	if c.keepResolved && net.ParseIP(a.Host) == nil {
-		r.Evidence.Resolved = resolved
-	}
+	r.Evidence.Resolved = resolved
 	return r
 }
 
