@@ -223,6 +223,9 @@ func sameStream(t *testing.T, data []byte) {
 			if bytes.Equal(got, []byte("null")) {
 				got = nil
 			}
+			if !d.json && docCoinToss(d.data) {
+				continue // kubectl's JSON is random here; sameJudged wants drift to refuse it
+			}
 			if !bytes.Equal(got, ext.Raw) {
 				t.Fatalf("buffer %d, document %d: drift reads %q, kubectl %q on %q", size, i, got, ext.Raw, data)
 			}

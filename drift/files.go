@@ -118,6 +118,9 @@ func (m *Manifests) addDocument(doc *document, source string) error {
 		// error names what sigs.k8s.io/yaml's JSON names (its keys are
 		// sorted).
 	}
+	if err := sameJSONKey(raw); err != nil {
+		return err
+	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return err
