@@ -200,11 +200,7 @@ func ProbePod(p *policy.Policy, opts ProbePodOptions) *corev1.Pod {
 		secs := int64((d + time.Second - 1) / time.Second)
 		pod.Spec.ActiveDeadlineSeconds = &secs
 	}
-	for _, tol := range s.Placement.Tolerations {
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
-			Key: tol.Key, Operator: corev1.TolerationOperator(tol.Operator), Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect),
-		})
-	}
+	pod.Spec.Tolerations = Tolerations(p)
 	mounts := probeVolumes(p, opts, pod)
 	image, binary := opts.ProbeImage, ImageProbeBinary
 	if s.Image.Ref != "" {
@@ -475,4 +471,17 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Tolerations are the policy's spec.placement.tolerations as a pod's: what
+// lets a probe (and the control beside it on its node) land on a tainted
+// sandbox pool.
+func Tolerations(p *policy.Policy) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, tol := range p.Spec.Placement.Tolerations {
+		out = append(out, corev1.Toleration{
+			Key: tol.Key, Operator: corev1.TolerationOperator(tol.Operator), Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect),
+		})
+	}
+	return out
 }

@@ -58,7 +58,7 @@ func (b *Backend) controlPod(r *run, pl placement) *corev1.Pod {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: strings.ReplaceAll("sandprobe-control-"+pol+"-"+r.id, "--", "-"), Namespace: pl.ns,
+			Name: strings.ReplaceAll("sandprobe-control-"+pol+"-"+r.id+nodeSuffix(pl.node), "--", "-"), Namespace: pl.ns,
 			Labels: map[string]string{
 				render.LabelName: "sandprobe-control", render.LabelManagedBy: "sandprobe", render.LabelPolicy: p.Metadata.Name,
 				LabelRun: r.id, LabelNonce: r.spec.Nonce,
@@ -104,6 +104,12 @@ func (b *Backend) controlPod(r *run, pl placement) *corev1.Pod {
 	}
 	if r.createdBy != "" {
 		pod.Annotations[AnnotationCreatedBy] = r.createdBy
+	}
+	if pl.node != "" {
+		// Beside a probe pinned to its node: the sandbox pool's taints are
+		// the policy's to tolerate, and the control needs them too.
+		pod.Spec.Tolerations = render.Tolerations(p)
+		pinTo(pod, pl)
 	}
 	b.adaptContainer(&pod.Spec.Containers[0], false)
 	return pod

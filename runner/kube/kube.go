@@ -13,6 +13,7 @@ package kube
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -222,8 +223,9 @@ type run struct {
 	// survey is what governs the probe namespaces, for parity.
 	survey *survey
 	nodes  *nodeCache
-	// controlPod is the control pod as admitted, once created.
-	controlPod *corev1.Pod
+	// controlPod is a control pod as admitted, once created (the run's
+	// control pods differ only in their node).
+	controlPod atomic.Pointer[corev1.Pod]
 }
 
 var _ runner.Backend = (*Backend)(nil)

@@ -217,6 +217,9 @@ type kubelet struct {
 	// control answers the run's control pod: what each destination of its
 	// plan did; nil answers every one (a live listener behind each deny).
 	control func(probes.Attempt) string
+	// controlAt, when set, answers for a control pod by the node it was
+	// bound to (a node whose own egress is cut answers nothing).
+	controlAt func(node string, a probes.Attempt) string
 	// crashControl makes the control pod exit 42 instead.
 	crashControl bool
 	controlPod   *corev1.Pod // the last control pod seen
@@ -283,14 +286,17 @@ func (k *kubelet) answerControl(ctx context.Context, pod *corev1.Pod) {
 	}
 	res := report.ProbeResult{Schema: report.ProbeResultSchema, Nonce: pod.Labels[LabelNonce], Policy: p.Metadata.Name,
 		StartedAt: time.Now().UTC(), Vantage: probes.VantageControl}
+	node := k.bind(ctx, pod, "node-a")
 	for _, a := range probes.ControlPlan(p.Spec.Egress) {
 		class := policy.VerdictAnswered
-		if k.control != nil {
+		switch {
+		case k.controlAt != nil:
+			class = k.controlAt(node, a)
+		case k.control != nil:
 			class = k.control(a)
 		}
 		res.Findings = append(res.Findings, report.Finding{Check: a.Check, Subject: a.Subject, Status: report.Pass, Class: class, Evidence: "the test's control: " + class})
 	}
-	k.bind(ctx, pod, "node-a")
 	k.running(ctx, pod)
 	declareRoles(&res)
 	msg, err := res.TerminationMessage(report.TerminationMsgSize)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
+	"github.com/sandprobe/sandprobe/policy"
+	"github.com/sandprobe/sandprobe/probes"
 	"github.com/sandprobe/sandprobe/report"
 	"github.com/sandprobe/sandprobe/runner"
 )
@@ -409,5 +411,85 @@ func TestUnreachable(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %s", took)
+	}
+}
+
+// TestPerNodeControl: with a probe pinned to each node, each node's denies
+// are proven by a control on that node. The real-world break: one node of
+// the pool has no egress of its own (a subnet without NAT, a node
+// firewall); its probe's timeouts say nothing about the sandbox policy,
+// and another node's control answering them must not make them proven
+// denies. Healthy: both nodes' controls answer, both nodes' denies are
+// proven.
+func TestPerNodeControl(t *testing.T) {
+	doc := strings.Replace(gvisorPolicy, "egress: {timeout: 1s}", "egress: {timeout: 1s, mustFail: {ips: [192.0.2.10]}}", 1)
+	for _, c := range []struct {
+		name    string
+		cutNode string // the node whose own egress is cut ("" for none)
+	}{{"healthy", ""}, {"one node without egress", "pc-b"}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			pool := map[string]string{"pool": "sandbox"}
+			f.node("pc-a", "6.1.0-a", pool)
+			f.node("pc-b", "6.1.0-b", pool)
+			spec := specFor(t, doc)
+			plan, _ := probes.PlanEgress(spec.Policy.Spec.Egress)
+			var mu sync.Mutex
+			controls := map[string]int{}
+			k := f.kubelet(runThen(func(ctx context.Context, k *kubelet, pod *corev1.Pod) {
+				res := probeResult(pod, "4.4.0")
+				for _, a := range plan {
+					fd := report.Finding{Check: a.Check, Subject: a.Subject, Status: report.Pass, Class: "timeout", Evidence: "no answer in 1s"}
+					if a.MustAnswer() {
+						fd.Class = policy.VerdictAnswered
+					}
+					res.Findings = append(res.Findings, fd)
+				}
+				k.exit(ctx, pod, 0, "Completed", message(t, res))
+			}))
+			k.controlAt = func(node string, a probes.Attempt) string {
+				mu.Lock()
+				controls[node]++
+				mu.Unlock()
+				if node == c.cutNode {
+					return "timeout"
+				}
+				return policy.VerdictAnswered
+			}
+			b := f.backend()
+			b.PerNode = true
+			results, err := b.Run(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			if controls["pc-a"] == 0 || controls["pc-b"] == 0 {
+				t.Errorf("controls dialled from %v, want one on each of pc-a and pc-b", controls)
+			}
+			mu.Unlock()
+			results = probeResults(results)
+			if len(results) != 2 {
+				t.Fatalf("%d probe results, want 2", len(results))
+			}
+			for _, r := range results {
+				i := slices.IndexFunc(r.Findings, func(f report.Finding) bool { return f.Check == "egress.must-fail" && f.Subject == "192.0.2.10:443" })
+				if i < 0 {
+					t.Fatalf("%s: no must-fail verdict for 192.0.2.10:443", r.Target)
+				}
+				fd := r.Findings[i]
+				cut := r.Target == Target(f.ns, c.cutNode)
+				switch {
+				case cut && (fd.Status != report.Inconclusive || fd.Deny == report.DenyProven):
+					t.Errorf("%s, whose node has no egress: %s (deny %q, %s), want inconclusive: another node's control proves nothing here", r.Target, fd.Status, fd.Deny, fd.Actual)
+				case !cut && (fd.Status != report.Pass || fd.Deny != report.DenyProven):
+					t.Errorf("%s: %s (deny %q, %s), want a pass proven by its own node's control", r.Target, fd.Status, fd.Deny, fd.Actual)
+				case !cut && !strings.Contains(fd.Evidence, "on node "+r.Where.Node):
+					t.Errorf("%s: evidence %q does not name its own node's control", r.Target, fd.Evidence)
+				}
+			}
+			if left := f.leftovers(); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
 	}
 }

@@ -301,3 +301,84 @@ func TestPlacedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestControlPlacements: a control beside each node a probe is pinned to,
+// one unpinned control for probes the scheduler places, one control when
+// the plan has no probe pinned at all.
+func TestControlPlacements(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pls  []placement
+		want []string // the controls' nodes, "" for the unpinned one
+	}{
+		{"no probe pinned", []placement{{ns: "a"}, {ns: "b"}}, []string{""}},
+		{"per node", []placement{{ns: "a", node: "n1"}, {ns: "b", node: "n1"}, {ns: "a", node: "n2"}}, []string{"n1", "n2"}},
+		{"mixed", []placement{{ns: "a", node: "n2"}, {ns: "b"}, {ns: "a", stray: &stray{}, node: "n3"}}, []string{"n2", "n3", ""}},
+		{"empty plan", nil, []string{""}},
+	} {
+		var got []string
+		for _, pl := range controlPlacements("ctl", runPlan{placements: c.pls}) {
+			if !pl.control || pl.ns != "ctl" {
+				t.Errorf("%s: %+v is not a control in ctl", c.name, pl)
+			}
+			got = append(got, pl.node)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: controls on %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestControlOf: a pinned probe is judged against its own node's control —
+// even a failed one — never against another node's answers; a probe the
+// scheduler placed against the unpinned control.
+func TestControlOf(t *testing.T) {
+	n1, n2, free := &runner.Control{Vantage: "n1"}, &runner.Control{Vantage: "n2"}, &runner.Control{Vantage: "free"}
+	failed := &runner.Control{Vantage: "n3", Err: errors.New("unschedulable")}
+	cs := judgedControls{
+		{pl: placement{node: "n1", control: true}, node: "n1", c: n1},
+		{pl: placement{node: "n2", control: true}, node: "n2", c: n2},
+		{pl: placement{node: "n3", control: true}, c: failed},
+		{pl: placement{control: true}, node: "n9", c: free},
+	}
+	for _, c := range []struct {
+		node string
+		want *runner.Control
+	}{{"n1", n1}, {"n2", n2}, {"n3", failed}, {"n9", free}, {"n4", free}} {
+		if got := cs.of(report.Location{Namespace: "a", Node: c.node}); got != c.want {
+			t.Errorf("a probe on %s is judged against %v, want %v", c.node, got.Vantage, c.want.Vantage)
+		}
+	}
+	if got := (judgedControls{}).of(report.Location{Node: "n1"}); got != nil {
+		t.Errorf("no control: %v", got)
+	}
+}
+
+// TestControlPodPinned: a control beside a pinned probe goes to that node
+// through the scheduler, tolerating what the policy's probes tolerate (a
+// tainted sandbox pool), under a name of its own per node; the unpinned
+// control carries neither.
+func TestControlPodPinned(t *testing.T) {
+	b := &Backend{}
+	r := &run{id: "run0000001", spec: specFor(t, gvisorPolicy), deadline: time.Minute}
+	n1 := b.controlPod(r, placement{ns: "ctl", control: true, node: "n1"})
+	n2 := b.controlPod(r, placement{ns: "ctl", control: true, node: "n2"})
+	free := b.controlPod(r, placement{ns: "ctl", control: true})
+	if n1.Name == n2.Name || n1.Name == free.Name || len(n1.Name) > 63 {
+		t.Errorf("names %q, %q, %q: want three different pod names", n1.Name, n2.Name, free.Name)
+	}
+	aff := n1.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		!slices.Equal(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values, []string{"n1"}) {
+		t.Errorf("the n1 control is not pinned to n1: %+v", aff)
+	}
+	if len(n1.Spec.Tolerations) != 1 || n1.Spec.Tolerations[0].Key != "dedicated" || n1.Spec.Tolerations[0].Value != "sandbox" {
+		t.Errorf("the n1 control tolerates %+v, want the policy's dedicated=sandbox", n1.Spec.Tolerations)
+	}
+	if n1.Spec.NodeSelector != nil || n1.Spec.RuntimeClassName != nil {
+		t.Errorf("the control took the sandbox's node selector or runtime class: %v %v", n1.Spec.NodeSelector, n1.Spec.RuntimeClassName)
+	}
+	if free.Spec.Affinity != nil || free.Spec.Tolerations != nil {
+		t.Errorf("the unpinned control is pinned: %+v %+v", free.Spec.Affinity, free.Spec.Tolerations)
+	}
+}

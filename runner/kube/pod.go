@@ -100,17 +100,7 @@ func (b *Backend) probePod(r *run, pl placement) *corev1.Pod {
 	// in the cluster; a policy that allows one only allows it to be there.
 	f := false
 	pod.Spec.AutomountServiceAccountToken = &f
-	if pl.node != "" {
-		pod.Annotations[AnnotationTarget] = pl.target(pl.node)
-		// Through the scheduler, not spec.nodeName: the pod then meets the
-		// same admission, taints and resource fit as a sandbox would, and a
-		// node that cannot take it shows up as unschedulable.
-		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{pl.node}}},
-			}}},
-		}}
-	}
+	pinTo(pod, pl)
 	pod.Spec.RuntimeClassName = nil
 	if pl.runtimeClass != "" {
 		class := pl.runtimeClass
@@ -168,13 +158,34 @@ func podName(policyName, runID, node string) string {
 	if len(pol) > 24 {
 		pol = strings.TrimRight(pol[:24], "-")
 	}
-	name := "sandprobe-" + pol + "-" + runID
-	if node != "" {
-		h := fnv.New32a()
-		h.Write([]byte(node))
-		name += fmt.Sprintf("-%08x", h.Sum32())
+	return strings.ReplaceAll("sandprobe-"+pol+"-"+runID+nodeSuffix(node), "--", "-")
+}
+
+// nodeSuffix tells apart the pods of one run on different nodes: a hash of
+// the node's name (a name may be longer than a pod name allows).
+func nodeSuffix(node string) string {
+	if node == "" {
+		return ""
 	}
-	return strings.ReplaceAll(name, "--", "-")
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return fmt.Sprintf("-%08x", h.Sum32())
+}
+
+// pinTo puts a pod placed on a node there, through the scheduler, not
+// spec.nodeName: the pod then meets the same admission, taints and
+// resource fit as a sandbox would, and a node that cannot take it shows up
+// as unschedulable.
+func pinTo(pod *corev1.Pod, pl placement) {
+	if pl.node == "" {
+		return
+	}
+	pod.Annotations[AnnotationTarget] = pl.target(pl.node)
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{pl.node}}},
+		}}},
+	}}
 }
 
 func nonLabel(s string) string {

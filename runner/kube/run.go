@@ -39,8 +39,8 @@ func (b *Backend) Run(ctx context.Context, spec runner.ProbeSpec) ([]report.Prob
 		b.log().Info("watch: nothing to probe in the cycle's scope", "scope", spec.Scope.String())
 		return nil, nil
 	}
-	// The control dials while the probes run.
-	ctl := b.startControl(ctx, r)
+	// The controls dial while the probes run.
+	ctl := b.startControls(ctx, r, p)
 	defer ctl.cancel()
 	results, errs := b.fanOut(ctx, r, p)
 	ctl.wait(len(results) > 0)
@@ -119,31 +119,76 @@ type outcome struct {
 	err error
 }
 
-// controlRun is the run's control pod, dialling beside the probes.
+// controlRun is a control pod of the run, dialling beside the probes.
 type controlRun struct {
-	pl      placement
+	pl  placement
+	out outcome
+}
+
+// controls are the run's control pods: none when the run wants no
+// control; one the scheduler places when no probe is pinned to a node;
+// else one pinned to each node a probe is pinned to (a control proves a
+// deny only for the node it dialled from: a node whose own egress is cut
+// would otherwise "prove" its probe's denies with another node's
+// answers), and one unpinned beside them for the probes that are not.
+type controls struct {
 	wanted  bool
-	out     outcome
+	runs    []*controlRun
 	running conc.WaitGroup
 	cancel  context.CancelFunc
 }
 
-// startControl starts the control pod when the run wants one.
-func (b *Backend) startControl(ctx context.Context, r *run) *controlRun {
+// controlPlacements are where the run's controls stand (controls).
+func controlPlacements(ns string, p runPlan) []placement {
+	var out []placement
+	unpinned := len(p.placements) == 0
+	seen := map[string]bool{}
+	for _, pl := range p.placements {
+		switch {
+		case pl.node == "":
+			unpinned = true
+		case !seen[pl.node]:
+			seen[pl.node] = true
+			out = append(out, placement{ns: ns, control: true, node: pl.node})
+		}
+	}
+	if unpinned {
+		out = append(out, placement{ns: ns, control: true})
+	}
+	return out
+}
+
+// startControls starts the run's control pods when the run wants them,
+// as many at a time as the run starts probes.
+func (b *Backend) startControls(ctx context.Context, r *run, p runPlan) *controls {
 	ctlCtx, cancel := context.WithCancel(ctx)
-	c := &controlRun{pl: placement{ns: b.controlNamespace(), control: true}, wanted: b.wantsControl(r.spec), cancel: cancel}
-	if c.wanted {
+	c := &controls{wanted: b.wantsControl(r.spec), cancel: cancel}
+	if !c.wanted {
+		return c
+	}
+	pls := controlPlacements(b.controlNamespace(), p)
+	lanes := make(chan struct{}, b.parallel(r.spec, len(pls)))
+	for _, pl := range pls {
+		cr := &controlRun{pl: pl}
+		c.runs = append(c.runs, cr)
 		c.running.Go(func() {
-			res, err := b.probeOne(ctlCtx, r, c.pl)
-			c.out = outcome{res, err}
+			select {
+			case lanes <- struct{}{}:
+			case <-ctlCtx.Done():
+				cr.out = outcome{err: ctlCtx.Err()}
+				return
+			}
+			defer func() { <-lanes }()
+			res, err := b.probeOne(ctlCtx, r, pl)
+			cr.out = outcome{res, err}
 		})
 	}
 	return c
 }
 
-// wait waits for the control to end. When no probe reported, what it saw
-// speaks for nothing: it is cut short.
-func (c *controlRun) wait(probesReported bool) {
+// wait waits for the controls to end. When no probe reported, what they
+// saw speaks for nothing: they are cut short.
+func (c *controls) wait(probesReported bool) {
 	if !probesReported {
 		c.cancel()
 	}
@@ -187,25 +232,28 @@ func (b *Backend) fanOut(ctx context.Context, r *run, p runPlan) ([]report.Probe
 	return results, errs
 }
 
-// judge counts every deny verdict only where the control got an answer,
-// adds what the control saw as a result of its own (when any probe
-// reported: else it speaks for nothing), and names the strays past the
-// bound in their namespace's first result.
-func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, errs []error, ctl *controlRun) ([]report.ProbeResult, error) {
+// judge counts every deny verdict only where the control on the probe's
+// node got an answer, adds what each control saw as a result of its own
+// (when any probe reported: else it speaks for nothing), and names the
+// strays past the bound in their namespace's first result.
+func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, errs []error, ctl *controls) ([]report.ProbeResult, error) {
 	var (
-		control *runner.Control
+		judged  judgedControls
 		summary []report.ProbeResult
 	)
 	if ctl.wanted && len(results) > 0 {
-		control = b.control(r, ctl.pl, ctl.out.res, ctl.out.err, &summary)
-		if ctl.out.err != nil {
-			errs = append(errs, ctl.out.err)
+		for _, cr := range ctl.runs {
+			c := b.control(r, cr.pl, cr.out.res, cr.out.err, &summary)
+			judged = append(judged, judgedControl{pl: cr.pl, node: cr.out.res.Where.Node, c: c})
+			if cr.out.err != nil {
+				errs = append(errs, cr.out.err)
+			}
 		}
 	}
 	if !r.spec.NoNetwork {
-		b.followUps(ctx, r, p, results, control)
+		b.followUps(ctx, r, p, results, judged)
 		for i := range results {
-			runner.ApplyControl(&results[i], control)
+			runner.ApplyControl(&results[i], judged.of(results[i].Where))
 		}
 	}
 	if len(results) > 0 {
@@ -220,13 +268,43 @@ func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report
 	return results, errors.Join(errs...)
 }
 
+// judgedControl is one control as the probes are judged against it.
+type judgedControl struct {
+	pl   placement
+	node string // where it ran ("" if it never did)
+	c    *runner.Control
+}
+
+type judgedControls []judgedControl
+
+// of is the control a probe reporting from where is judged against: the
+// one pinned to its node, else the unpinned one when it ran on that node
+// too, else the unpinned one (a probe the scheduler placed stands where a
+// sandbox of its namespace may; the run was not asked to prove it node by
+// node). A pinned probe whose node's control
+// did not report is judged against that failed control: inconclusive,
+// never another node's answers.
+func (cs judgedControls) of(where report.Location) *runner.Control {
+	var unpinned *runner.Control
+	for _, jc := range cs {
+		if jc.pl.node != "" && jc.pl.node == where.Node {
+			return jc.c
+		}
+		if jc.pl.node == "" {
+			unpinned = jc.c
+		}
+	}
+	return unpinned
+}
+
 // followUps has each probe whose must-fail names its resolver stopped
 // dial, in a second pod where the first stood, the addresses the control
 // resolved for them (runner.DNSOnlyFollowUp): a DNS-only block is no
 // network deny. Only such probes get one; a healthy run none.
-func (b *Backend) followUps(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, control *runner.Control) {
+func (b *Backend) followUps(ctx context.Context, r *run, p runPlan, results []report.ProbeResult, controls judgedControls) {
 	fan := pool.New().WithMaxGoroutines(b.parallel(r.spec, len(results)))
 	for i := range results {
+		control := controls.of(results[i].Where)
 		fu, ok, err := runner.DNSOnlyFollowUp(r.spec, results[i:i+1], control)
 		pl, found := placedAt(p, results[i].Where)
 		if err != nil || !ok || !found {
@@ -313,12 +391,15 @@ func (b *Backend) whoAmI(ctx context.Context) string {
 // judged against, and adds the control's summary as a result of its own.
 func (b *Backend) control(r *run, pl placement, res report.ProbeResult, err error, results *[]report.ProbeResult) *runner.Control {
 	vantage := "namespace/" + pl.ns
+	if pl.node != "" {
+		vantage += " on node " + pl.node
+	}
 	if err != nil {
 		return &runner.Control{Vantage: vantage, Err: errors.New(oneLine(err))}
 	}
 	c := runner.NewControl(vantage, res)
 	summary := res
-	summary.Findings = []report.Finding{b.controlSummary(r, res.Target, pl.ns, res, r.controlPod)}
+	summary.Findings = []report.Finding{b.controlSummary(r, res.Target, pl.ns, res, r.controlPod.Load())}
 	*results = append(*results, summary)
 	return c
 }

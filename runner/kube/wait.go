@@ -113,7 +113,7 @@ func (b *Backend) probeOne(ctx context.Context, r *run, pl placement) (report.Pr
 	// changed its labels.
 	admitted := created.DeepCopy()
 	if pl.control {
-		r.controlPod = admitted
+		r.controlPod.Store(admitted)
 	}
 	// Deletion must happen even when ctx is cancelled or the deadline
 	// passed, so it gets a fresh context of its own.
