@@ -231,6 +231,27 @@ func (c *NetClient) handshake(ctx context.Context, conn net.Conn, host string) (
 	return detail, nil
 }
 
+// envoyLocalReply says why an HTTP answer is an Envoy sidecar's own
+// gateway error rather than the destination's ("" when it is not): a
+// mesh that routes outbound traffic only to known services (Istio's
+// outboundTrafficPolicy REGISTRY_ONLY) answers every plain-HTTP request
+// for another host with a 502 from its BlackHoleCluster, signed
+// `server: envoy`, and no upstream was reached. An answer an upstream gave
+// through Envoy (a mesh that lets the request out, ALLOW_ANY) carries
+// `x-envoy-upstream-service-time`; a site served by Envoy answers with its
+// own status. Either is an answer.
+func envoyLocalReply(resp *http.Response) string {
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	default:
+		return ""
+	}
+	if !strings.EqualFold(resp.Header.Get("Server"), "envoy") || resp.Header.Get("X-Envoy-Upstream-Service-Time") != "" {
+		return ""
+	}
+	return fmt.Sprintf("HTTP: GET / → %s %s from server: envoy with no upstream time (an Envoy local reply)", resp.Proto, resp.Status)
+}
+
 // whoAnswered asks a connection that was accepted for application-level
 // proof that the destination is what took it: a TLS server certificate
 // (https), an HTTP status line (http), or for other ports any byte, or a
@@ -290,6 +311,9 @@ func (c *NetClient) whoAnswered(ctx context.Context, conn net.Conn, a Attempt) (
 			return answered(fmt.Sprintf("connected; %d bytes back, not HTTP", fb.n))
 		}
 		resp.Body.Close()
+		if why := envoyLocalReply(resp); why != "" {
+			return outcome{class: policy.VerdictIntercepted, detail: why}, why + ": the mesh's sidecar answered for a destination it did not reach"
+		}
 		return answered(fmt.Sprintf("HTTP: GET / → %s %s", resp.Proto, resp.Status))
 	}
 	// Another protocol: wait a little for a banner, or for a close.

@@ -424,7 +424,7 @@ func judge(a Attempt, r Result, e policy.Egress) result.Finding {
 	if a.MustAnswer() {
 		f.Expected = "answered"
 		if r.Class == policy.VerdictIntercepted {
-			f.Status, f.Actual = result.Inconclusive, "intercepted: "+r.Detail+": a handshake alone is no proof the host answered"
+			f.Status, f.Actual = result.Inconclusive, "intercepted: "+r.Detail+": nothing from the host itself shows it answered"
 			f.Fix = fmt.Sprintf("find what takes connections to %s (a mesh sidecar, a transparent proxy) and let it through, or declare the scheme the host speaks (http or https) so the probe can ask it", a.Subject)
 			return f
 		}

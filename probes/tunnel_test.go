@@ -218,3 +218,78 @@ func TestInterceptedIsNoAnswer(t *testing.T) {
 		}
 	}
 }
+
+// httpAnswer serves one fixed HTTP response on loopback to every request:
+// the status line and headers given, an empty body.
+func httpAnswer(t *testing.T, head string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 "+head+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEnvoyLocalReply: an Envoy sidecar that routes only to known
+// services (Istio's REGISTRY_ONLY) answers a plain-HTTP request for any
+// other host with its BlackHoleCluster's 502, signed server: envoy, no
+// upstream reached: for a must-fail target that is intercepted —
+// inconclusive, not the false alarm of an "answer" — and for an allowance
+// no pass. The mesh broken the way meshes break (ALLOW_ANY: the request
+// goes out, the upstream's answer carries Envoy's upstream time) fails
+// the must-fail target; a site served by Envoy is an answer.
+func TestEnvoyLocalReply(t *testing.T) {
+	blackholed := httpAnswer(t, "502 Bad Gateway\r\nserver: envoy\r\ndate: Thu, 03 Dec 2026 06:00:00 GMT")
+	noUpstream := httpAnswer(t, "503 Service Unavailable\r\nServer: envoy\r\ncontent-type: text/plain")
+	allowAny := httpAnswer(t, "200 OK\r\nserver: envoy\r\nx-envoy-upstream-service-time: 14")
+	upstream502 := httpAnswer(t, "502 Bad Gateway\r\nserver: envoy\r\nx-envoy-upstream-service-time: 3")
+	servedByEnvoy := httpAnswer(t, "301 Moved Permanently\r\nserver: envoy\r\nlocation: https://example.test/")
+	otherGateway := httpAnswer(t, "502 Bad Gateway\r\nserver: nginx")
+	c, err := NewNetClient(policy.Egress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		check  string
+		port   int
+		class  string
+		status result.Status
+	}{
+		{"REGISTRY_ONLY blackhole, must-fail", checkMustFail, blackholed, policy.VerdictIntercepted, result.Inconclusive},
+		{"REGISTRY_ONLY blackhole, metadata", checkMetadata, blackholed, policy.VerdictIntercepted, result.Inconclusive},
+		{"no healthy upstream, must-fail", checkMustFail, noUpstream, policy.VerdictIntercepted, result.Inconclusive},
+		{"REGISTRY_ONLY blackhole, allowance", checkAllowed, blackholed, policy.VerdictIntercepted, result.Inconclusive},
+		{"ALLOW_ANY, must-fail", checkMustFail, allowAny, policy.VerdictAnswered, result.Fail},
+		{"ALLOW_ANY, the upstream's own 502", checkMustFail, upstream502, policy.VerdictAnswered, result.Fail},
+		{"a site served by Envoy", checkMustFail, servedByEnvoy, policy.VerdictAnswered, result.Fail},
+		{"another gateway's 502", checkMustFail, otherGateway, policy.VerdictAnswered, result.Fail},
+		{"ALLOW_ANY, allowance", checkAllowed, allowAny, policy.VerdictAnswered, result.Pass},
+	} {
+		a := Attempt{Check: tc.check, Subject: fmt.Sprintf("http %d", tc.port), Host: "127.0.0.1", Port: tc.port, Scheme: "http", AllAddrs: tc.check != checkAllowed}
+		r := c.RunAttempts(context.Background(), []Attempt{a}, RunOptions{Concurrency: 1, Timeout: 2 * time.Second})[0]
+		f := judge(a, r, policy.Egress{})
+		if r.Class != tc.class || f.Status != tc.status {
+			t.Errorf("%s: %s → %s (%s), want %s → %s", tc.name, r.Class, f.Status, r.Detail, tc.class, tc.status)
+		}
+		if tc.class == policy.VerdictIntercepted && !strings.Contains(f.Actual, "server: envoy") {
+			t.Errorf("%s: %q does not name the evidence", tc.name, f.Actual)
+		}
+	}
+}
