@@ -47,7 +47,7 @@ func ControlPlan(e policy.Egress) []Attempt {
 			a.Op, a.ViaProxy = OpHello, false
 			out = append(out, a)
 		case a.ViaProxy:
-		case a.Op == OpDial && byCheck[a.Check].Deny():
+		case (a.Op == OpDial || a.Op == OpUDP) && byCheck[a.Check].Deny():
 			out = append(out, a)
 		case a.Op == OpResolve && a.role == dnsName:
 			out = append(out, a)

@@ -40,7 +40,8 @@ spec:
 		got = append(got, a.Check+" "+a.Subject)
 	}
 	want := []string{"egress.must-fail blocked.example:443", "egress.must-fail 10.0.0.1:443", "egress.metadata 127.0.0.2:80", "egress.proxy-bypass api.example:443 direct",
-		"egress.sni-mismatch blocked.example via api.example:443", "egress.dns-exfil name blocked.example",
+		"egress.sni-mismatch blocked.example via api.example:443",
+		"egress.udp blocked.example:443/udp", "egress.udp 10.0.0.1:443/udp", "egress.udp api.example:443/udp", "egress.dns-exfil name blocked.example",
 		"egress.dns-bypass 10.0.0.1:53/udp", "egress.dns-bypass 10.0.0.1:53/tcp"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("control plan %q, want %q", got, want)

@@ -73,6 +73,10 @@ func checkEgressDNSBypass(ctx context.Context, env *Env) []result.Finding {
 	return egressFindings(ctx, env, checkDNSBypass)
 }
 
+func checkEgressUDP(ctx context.Context, env *Env) []result.Finding {
+	return egressFindings(ctx, env, checkUDP)
+}
+
 // PlanEgress turns the policy into attempts; planning problems (an
 // allowance with only a wildcard to dial) become skip findings.
 func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
@@ -135,6 +139,7 @@ func PlanEgress(e policy.Egress) ([]Attempt, []result.Finding) {
 		}
 	}
 	plan = append(plan, planSNI(e, concrete)...)
+	plan = append(plan, planUDP(e, concrete)...)
 	plan = append(plan, planDNS(e)...)
 	return plan, notes
 }
@@ -269,6 +274,8 @@ func (c *NetClient) try(ctx context.Context, a Attempt) Result {
 		return c.tryFront(ctx, a)
 	case OpHello:
 		return c.tryHello(ctx, a)
+	case OpUDP:
+		return c.tryUDP(ctx, a)
 	}
 	if a.ViaProxy {
 		return c.tryProxy(ctx, a)
@@ -556,6 +563,8 @@ func openFix(a Attempt, e policy.Egress) string {
 		return fmt.Sprintf("block the metadata address %s in the sandbox's egress policy (ipBlock except / a CNI deny) and in the proxy", a.Host)
 	case checkProxyBypass:
 		return fmt.Sprintf("deny direct egress to %s's addresses: only the proxy may reach allowed hosts", a.Host)
+	case checkUDP:
+		return fmt.Sprintf("deny UDP to %s (QUIC answered on %d/udp): a rule that lists TCP ports only, or one widened for HTTP/3, leaves it open; allow UDP to the sandbox's resolver alone", a.Host, a.Port)
 	}
 	if a.ViaProxy {
 		return fmt.Sprintf("the proxy lets %s through: restore its default-deny allow-list", a.Subject)
@@ -676,7 +685,7 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 		// where an allowance opens it): the steady state decides both.
 		// A direct query to an outside DNS server (egress.dns-bypass) is a
 		// direct deny too.
-		direct := a.Op == OpDial || (a.Op == OpQuery && a.Check == checkDNSBypass)
+		direct := a.Op == OpDial || a.Op == OpUDP || (a.Op == OpQuery && a.Check == checkDNSBypass)
 		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || !direct || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
 			continue
 		}

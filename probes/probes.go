@@ -231,6 +231,13 @@ func Catalogue() []Check {
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })
 			}},
+		{ID: checkUDP, Run: checkEgressUDP, Role: result.RoleMustFail, Severity: result.High, Network: true, Late: true,
+			Proves: "UDP does not go where TCP may not: a QUIC probe (1,200 bytes, a reserved version every QUIC server answers with Version Negotiation) to 443/udp of every direct must-fail host and IP and, with a proxy, of each allowed host's own addresses gets no datagram back; silence is proven only where the control vantage got an answer from the same address, and where nothing answers the control either (no QUIC server there) while it reached others, the destination is not applicable",
+			Fix:    "deny UDP to everything but the sandbox's resolver (a rule that lists TCP ports only, or one widened for HTTP/3, leaves QUIC open)",
+			Applies: func(p *policy.Policy) bool {
+				plan, _ := PlanEgress(p.Spec.Egress)
+				return slices.ContainsFunc(plan, func(a Attempt) bool { return a.Check == checkUDP })
+			}},
 		{ID: "runtime.isolation", Run: checkRuntimeIsolation, Severity: result.Critical,
 			Proves:  "the sandbox runs under the isolation its runtime class declares: gVisor's kernel (its own markers), or a VM — a hypervisor counts only when the runner, reading the node's kernel from outside (every backend does), finds the probe's kernel is not the node's; inconclusive when the node's kernel cannot be read",
 			Fix:     "set the pod's runtimeClassName to a RuntimeClass whose handler gives the declared isolation (docker: --runtime runsc)",

@@ -67,6 +67,10 @@ const (
 	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
 	dnsNamePrefix   = "name "
 	dnsCanaryPrefix = "canary "
+	// udpSuffix ends the subject of a must-fail destination probed over
+	// UDP (egress.udp: QUIC on 443/udp, probes.udpSuffix); most hosts
+	// speak no QUIC, and what answers nobody is nothing to keep out.
+	udpSuffix = "/udp"
 )
 
 // ApplyControl judges every deny verdict of a probe result against the
@@ -168,12 +172,13 @@ func controlWhy(f *report.Finding, c *Control) (string, bool) {
 // nothing to protect. Only a control proven alive on this run says so.
 //
 // The neighbours the probe derives (a node's kubelet and runtime ports,
-// subjects "node:PORT (…)", and the API server's service address) are
-// judged alike: a kubelet's read-only port or a runtime's TCP API is off
+// subjects "node:PORT (…)", and the API server's service address), and
+// the QUIC probes of egress.udp (subjects "HOST:443/udp"), are judged
+// alike: a kubelet's read-only port or a runtime's TCP API is off
 // on most nodes, a cluster without kube-proxy has no path to the service
 // address, and what answers nobody is nothing to keep the sandbox from.
 func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
-	neighbour := f.Role == report.RoleMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix))
+	neighbour := f.Role == report.RoleMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix) || strings.HasSuffix(f.Subject, udpSuffix))
 	if (f.Role != report.RoleMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
 		return false
 	}

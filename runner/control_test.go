@@ -241,3 +241,43 @@ func TestApplyControlDNSNames(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyControlUDP: a QUIC probe's silence is a proven deny where the
+// control got Version Negotiation from the same address; where nothing
+// answers the control either (most hosts speak no QUIC) and the control
+// reached something else, it is not applicable — no false alarm; with a
+// control that reached nothing, it stays unproven, never a pass.
+func TestApplyControlUDP(t *testing.T) {
+	probe := func() report.ProbeResult {
+		return report.ProbeResult{Findings: []report.Finding{
+			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "quic.example:443/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "open.example:443/udp", Status: report.Fail, Class: "answered"},
+		}}
+	}
+	alive := NewControl("local/ctl", report.ProbeResult{Findings: []report.Finding{
+		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "quic.example:443/udp", Status: report.Pass, Class: "answered", Evidence: "QUIC version negotiation (0x1)"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "open.example:443/udp", Status: report.Pass, Class: "answered"},
+	}})
+	res := probe()
+	ApplyControl(&res, alive)
+	want := map[string][2]string{
+		"quic.example:443/udp":   {"pass", report.DenyProven},
+		"noquic.example:443/udp": {"skip", ""},
+		"open.example:443/udp":   {"fail", ""},
+	}
+	for _, f := range res.Findings {
+		if got := [2]string{string(f.Status), f.Deny}; got != want[f.Subject] {
+			t.Errorf("%s: %v, want %v (%s)", f.Subject, got, want[f.Subject], f.Actual)
+		}
+	}
+	dead := NewControl("local/ctl", report.ProbeResult{Findings: []report.Finding{
+		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+	}})
+	res = probe()
+	ApplyControl(&res, dead)
+	if f := res.Findings[1]; f.Status != report.Inconclusive || f.Deny != report.DenyUnproven {
+		t.Errorf("a control that reached nothing: %s/%s, want inconclusive/unproven", f.Status, f.Deny)
+	}
+}

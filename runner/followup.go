@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 
@@ -22,8 +23,12 @@ import (
 // egress-only round, and the host's verdict rests on that dial, judged
 // against the control like any other.
 
-// CheckMustFail is the check whose DNS-only verdicts a follow-up settles.
-const CheckMustFail = "egress.must-fail"
+// The checks whose DNS-only verdicts a follow-up settles: a must-fail
+// host over TCP, and over UDP (QUIC on 443/udp, subjects "HOST:443/udp").
+const (
+	CheckMustFail = "egress.must-fail"
+	CheckUDP      = "egress.udp"
+)
 
 // FollowUp is the second round a run needs: the spec the probe runs with
 // (its policy's must-fail hosts narrowed to the DNS-only ones, each with
@@ -33,14 +38,15 @@ type FollowUp struct {
 	Addresses map[string][]string
 }
 
-// followUpOnly is the probe's --only for a follow-up: the must-fail check alone
-// (its allowances are dialled still, as the witnesses a deny needs).
-const followUpOnly = CheckMustFail
+// followUpOnly is the probe's --only for a follow-up: the must-fail
+// checks alone (the allowances are dialled still, as the witnesses a deny
+// needs).
+const followUpOnly = CheckMustFail + "," + CheckUDP
 
 // DNSOnly says whether a finding is a must-fail host's verdict that rests
 // on the sandbox's resolver alone: nothing was dialled.
 func DNSOnly(f report.Finding) bool {
-	return f.Check == CheckMustFail && f.Role == report.RoleMustFail && !strings.HasSuffix(f.Subject, " via proxy") &&
+	return (f.Check == CheckMustFail || f.Check == CheckUDP) && f.Role == report.RoleMustFail && !strings.HasSuffix(f.Subject, " via proxy") &&
 		f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0
 }
 
@@ -100,8 +106,14 @@ func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 	var kept []any
 	for i, t := range hosts {
 		sub, ok := t.Subject()
-		add, want := addrs[sub]
-		if !ok || !want {
+		host, _, _ := t.Dial()
+		var add []string
+		for _, a := range slices.Concat(addrs[sub], addrs[net.JoinHostPort(host, "443")+"/udp"]) {
+			if !slices.Contains(add, a) {
+				add = append(add, a)
+			}
+		}
+		if !ok || len(add) == 0 {
 			continue
 		}
 		entry := map[string]any{"target": t.Target}
@@ -130,7 +142,7 @@ func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 func MergeFollowUp(res *report.ProbeResult, follow report.ProbeResult, err error, fu FollowUp, vantage string) {
 	byName := map[string]report.Finding{}
 	for _, f := range follow.Findings {
-		if _, ok := fu.Addresses[f.Subject]; ok && f.Check == CheckMustFail && err == nil {
+		if _, ok := fu.Addresses[f.Subject]; ok && (f.Check == CheckMustFail || f.Check == CheckUDP) && err == nil {
 			byName[f.Name()] = f
 		}
 	}

@@ -38,13 +38,19 @@ spec:
 	}
 	spec := ProbeSpec{Policy: p, PolicyBytes: doc, Nonce: "n"}
 	dnsOnly := func(sub string) report.Finding {
-		return report.Finding{Check: CheckMustFail, Role: report.RoleMustFail, Subject: sub, Status: report.Inconclusive, Class: "dns-refused",
+		check := CheckMustFail
+		if strings.HasSuffix(sub, "/udp") {
+			check = CheckUDP
+		}
+		return report.Finding{Check: check, Role: report.RoleMustFail, Subject: sub, Status: report.Inconclusive, Class: "dns-refused",
 			Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByResolver, Rcode: "REFUSED"}}
 	}
 	res := report.ProbeResult{Findings: []report.Finding{
 		dnsOnly("blocked.example:443"), dnsOnly("pinned.example:80"), dnsOnly("unknown.example:443"),
 		{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "dialled.example:443", Status: report.Pass, Class: "timeout", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByNetwork}},
 		dnsOnly("blocked.example:443 via proxy"),
+		// over UDP (QUIC) the same name: its host entry gets both sets
+		dnsOnly("blocked.example:443/udp"),
 	}}
 	answered := func(sub string, addrs ...string) report.Finding {
 		return report.Finding{Check: CheckMustFail, Role: report.RoleMustFail, Subject: sub, Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: addrs}}
@@ -54,19 +60,20 @@ spec:
 		answered("pinned.example:80", "192.0.2.2"),
 		{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "unknown.example:443", Status: report.Pass, Class: "nxdomain", Attempt: &report.Attempt{Attempted: true}},
 		answered("dialled.example:443", "192.0.2.4"),
+		{Check: CheckUDP, Role: report.RoleMustFail, Subject: "blocked.example:443/udp", Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: []string{"192.0.2.1", "192.0.2.3"}}},
 	}})
 	fu, ok, err := DNSOnlyFollowUp(spec, []report.ProbeResult{res}, c)
 	if err != nil || !ok {
 		t.Fatalf("follow-up: %v %v", ok, err)
 	}
-	if fu.Spec.Only != CheckMustFail || fu.Spec.Nonce != "n" {
+	if fu.Spec.Only != CheckMustFail+","+CheckUDP || fu.Spec.Nonce != "n" {
 		t.Errorf("spec: only %q nonce %q", fu.Spec.Only, fu.Spec.Nonce)
 	}
 	got := fu.Spec.Policy.Spec.Egress.MustFail
 	if len(got.Hosts) != 2 || len(got.IPs) != 0 {
 		t.Fatalf("must-fail of the follow-up: %+v", got)
 	}
-	if h := got.Hosts[0]; h.Target != "blocked.example" || strings.Join(h.Addresses, " ") != "192.0.2.1 2001:db8::1" {
+	if h := got.Hosts[0]; h.Target != "blocked.example" || strings.Join(h.Addresses, " ") != "192.0.2.1 2001:db8::1 192.0.2.3" {
 		t.Errorf("first host: %+v", h)
 	}
 	if h := got.Hosts[1]; h.Expect != "timeout" || h.Reason != "keep me" || strings.Join(h.Addresses, " ") != "192.0.2.9 192.0.2.2" {

@@ -23,8 +23,10 @@ func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(s string) error { *l = append(*l, s); return nil }
 
 // cmdServe: `serve --map ADDR=NAME ... [--cert C --key K] [--ready FILE]
-// [--served FILE]`: HTTP on :80 and HTTPS on :443 (dual-stack), every
-// request answered with a body naming the host that was reached.
+// [--served FILE] [--quic-port 443]`: HTTP on :80 and HTTPS on :443
+// (dual-stack), every request answered with a body naming the host that
+// was reached; with --quic-port, QUIC's Version Negotiation on each
+// mapped address.
 func cmdServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var maps list
@@ -33,6 +35,7 @@ func cmdServe(args []string) error {
 	key := fs.String("key", "", "TLS key (PEM)")
 	httpPort := fs.Int("http-port", 80, "HTTP port")
 	httpsPort := fs.Int("https-port", 443, "HTTPS port")
+	quicPort := fs.Int("quic-port", 0, "UDP port where each mapped address answers a QUIC client's first packet with Version Negotiation (0: none)")
 	ready := fs.String("ready", "", "file written (with the pid) once listening")
 	served := fs.String("served", "", "append one line per request answered: time client host port scheme path")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +73,17 @@ func cmdServe(args []string) error {
 			return err
 		}
 		wg.Go(func() { s.ServeHTTP(secure, &tls.Config{Certificates: []tls.Certificate{kp}}) })
+	}
+	if *quicPort > 0 {
+		// One socket per address: an answer must leave from the address
+		// the probe's connected UDP socket sent to.
+		for addr := range s.Names {
+			pc, err := net.ListenPacket("udp", net.JoinHostPort(addr, strconv.Itoa(*quicPort)))
+			if err != nil {
+				return err
+			}
+			wg.Go(func() { lab.ServeQUIC(pc) })
+		}
 	}
 	if err := lab.WriteReady(*ready); err != nil {
 		return err

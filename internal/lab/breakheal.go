@@ -56,7 +56,7 @@ func (l *Lab) liveRuleNames() []string {
 // applyState re-derives what a state change touches.
 func (l *Lab) applyState(state string) error {
 	switch state {
-	case "egress-open", "raw-ips-open", "metadata-open", "ipv6-open", "proxy-bypass", "flush-rule":
+	case "egress-open", "raw-ips-open", "metadata-open", "ipv6-open", "proxy-bypass", "flush-rule", "quic-open":
 		return l.applyNft()
 	case "proxy-open", "proxy-nolog", "proxy-allows-blocked":
 		return l.restartProxy()

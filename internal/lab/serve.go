@@ -139,3 +139,54 @@ func WriteReady(path string) error {
 	}
 	return os.Rename(path+".tmp", path)
 }
+
+// quicMinDatagram is the least a QUIC server reads as a client's first
+// packet (RFC 9000 §14.1); shorter ones it may drop unanswered.
+const quicMinDatagram = 1200
+
+// ServeQUIC answers, on one address's UDP socket, every datagram that
+// begins a QUIC connection (a long header of at least 1,200 bytes) with
+// the Version Negotiation packet a QUIC server sends for a version it does
+// not speak (RFC 9000 §17.2.1), offering QUIC v1: the lab's must-fail
+// targets speak enough QUIC to answer a probe, as most of the web does.
+// One socket per address, so each answer leaves from the address asked.
+// It returns when pc is closed.
+func ServeQUIC(pc net.PacketConn) error {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		if vn := versionNegotiation(buf[:n]); vn != nil {
+			pc.WriteTo(vn, from)
+		}
+	}
+}
+
+// versionNegotiation is the answer to a long-header packet with a version
+// other than 0 and 1, or nil when the datagram is none.
+func versionNegotiation(p []byte) []byte {
+	if len(p) < quicMinDatagram || p[0]&0x80 == 0 {
+		return nil
+	}
+	version := uint32(p[1])<<24 | uint32(p[2])<<16 | uint32(p[3])<<8 | uint32(p[4])
+	if version == 0 || version == 1 {
+		return nil
+	}
+	dl := int(p[5])
+	if 6+dl >= len(p) {
+		return nil
+	}
+	dcid := p[6 : 6+dl]
+	sl := int(p[6+dl])
+	if 7+dl+sl > len(p) {
+		return nil
+	}
+	scid := p[7+dl : 7+dl+sl]
+	out := []byte{0x80 | p[0]&0x7f, 0, 0, 0, 0, byte(sl)}
+	out = append(out, scid...)
+	out = append(out, byte(dl))
+	out = append(out, dcid...)
+	return append(out, 0, 0, 0, 1)
+}

@@ -101,7 +101,7 @@ func (l *Lab) startServer(name, ns, cert string) error {
 		args = append(args, "--map", m[0]+"="+m[1])
 	}
 	tls := filepath.Join(l.Dir, "tls", cert)
-	args = append(args, "--cert", tls+".pem", "--key", tls+".key", "--http-port", strconv.Itoa(HTTPPort), "--https-port", strconv.Itoa(HTTPSPort),
+	args = append(args, "--cert", tls+".pem", "--key", tls+".key", "--http-port", strconv.Itoa(HTTPPort), "--https-port", strconv.Itoa(HTTPSPort), "--quic-port", strconv.Itoa(HTTPSPort),
 		"--ready", filepath.Join(l.Dir, "run", name+".ready"), "--served", filepath.Join(l.Dir, "served", name+".log"))
 	os.Remove(filepath.Join(l.Dir, "run", name+".ready"))
 	return l.start(name, ns, args...)

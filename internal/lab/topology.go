@@ -151,7 +151,7 @@ var BlockedHosts = []Target{
 
 // BrokenStates are what `lab break` can switch on.
 var BrokenStates = []string{"egress-open", "raw-ips-open", "metadata-open", "ipv6-open", "proxy-open", "proxy-bypass",
-	"dns-open", "allowed-down", "flush-rule", "proxy-nolog", "proxy-allows-blocked"}
+	"dns-open", "allowed-down", "flush-rule", "proxy-nolog", "proxy-allows-blocked", "quic-open"}
 
 // nsAddrs are the addresses of a namespace's lab interface.
 func nsAddrs(ns string) [][2]string {

@@ -329,7 +329,7 @@ func TestClusterNodeByNodeRegression(t *testing.T) {
 	// hosts' addresses around the proxy, DNS servers around the resolver.
 	deny := func(f report.Finding) bool {
 		switch f.Check {
-		case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", "egress.dns-bypass":
+		case "egress.must-fail", "egress.metadata", "egress.proxy-bypass", "egress.dns-bypass", "egress.udp":
 			return !strings.HasSuffix(f.Subject, " via proxy")
 		}
 		return false

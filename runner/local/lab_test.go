@@ -284,6 +284,12 @@ spec:
 			"egress.dns-bypass 10.99.20.11:53/tcp":            {"pass", "proven", "answered"},
 			"egress.dns-bypass 10.99.20.1:53/udp":             {"inconclusive", "unproven", "refused"},
 			"egress.dns-bypass 10.99.20.1:53/tcp":             {"inconclusive", "unproven", "refused"},
+			// QUIC: the lab's targets answer it; the router speaks none,
+			// to the control either: nothing to keep out (not applicable)
+			"egress.udp 10.99.20.11:443/udp":      {"pass", "proven", "answered"},
+			"egress.udp blocked.lab.test:443/udp": {"pass", "proven", "answered"},
+			"egress.udp api.lab.test:443/udp":     {"pass", "proven", "answered"},
+			"egress.udp 10.99.20.1:443/udp":       {"skip", "", "refused"},
 		}},
 		// The control broken the way the real world breaks it: a firewall
 		// on the control's side that drops everything leaving it (a
@@ -327,7 +333,7 @@ spec:
 			if run.ExitCode() != report.ExitNonConformant {
 				t.Errorf("exit %d, want 1: an unproven deny is never a pass", run.ExitCode())
 			}
-			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 4, "sp-control under a default-deny": 10, "none": 10}[c.name]); got != want {
+			if got, want := gaugeSum(t, run, report.MetricEgressDeniesUnproven), float64(map[string]int{"sp-control": 4, "sp-control under a default-deny": 14, "none": 14}[c.name]); got != want {
 				t.Errorf("%s = %v, want %v", report.MetricEgressDeniesUnproven, got, want)
 			}
 		})
@@ -402,6 +408,7 @@ func TestLabBrokenStates(t *testing.T) {
 	}{
 		{state: []string{"egress-open"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.10:443", "egress.must-fail [fd99:0:0:20::11]:443", "egress.metadata 10.99.169.254:80", "egress.proxy-bypass api.lab.test:443 direct",
+				"egress.udp 10.99.20.10:443/udp", "egress.udp api.lab.test:443/udp",
 				// every must-fail IP is also a DNS server of the internet (as 1.1.1.1 is)
 				"egress.dns-bypass 10.99.20.10:53/udp", "egress.dns-bypass [fd99:0:0:20::11]:53/tcp"},
 			leaks: true}, // the direct queries reached the authority
@@ -437,6 +444,12 @@ func TestLabBrokenStates(t *testing.T) {
 		{state: []string{"flush-rule", "deny-raw-drop"}, status: report.Fail, class: policy.VerdictAnswered,
 			fail: []string{"egress.must-fail 10.99.20.10:443", "egress.dns-bypass 10.99.20.10:53/tcp"},
 			pass: []string{"egress.must-fail 10.99.20.11:443", "egress.must-fail [fd99:0:0:20::10]:443"}, leaks: true},
+		// a rule widened "for a minute" so that browsers get HTTP/3:
+		// QUIC reaches every must-fail address and the allowed hosts
+		// around the proxy, while every TCP deny still holds
+		{state: []string{"quic-open"}, status: report.Fail, class: policy.VerdictAnswered,
+			fail: []string{"egress.udp 10.99.20.10:443/udp", "egress.udp 10.99.20.13:443/udp", "egress.udp [fd99:0:0:20::11]:443/udp", "egress.udp api.lab.test:443/udp"},
+			pass: []string{"egress.must-fail 10.99.20.10:443", "egress.must-fail blocked.lab.test:443", "egress.proxy-bypass api.lab.test:443 direct"}},
 		{state: []string{"allowed-down"}, status: report.Inconclusive,
 			fail: []string{"egress.must-fail blocked.lab.test:443", "egress.must-fail 10.99.20.11:443", "egress.metadata 10.99.169.254:80"}},
 	}

@@ -207,11 +207,14 @@ spec:
 			"egress.must-fail blocked.lab.test:443": {report.Pass, report.DenyProven, policy.VerdictTimeout},
 			"egress.must-fail blocked.lab.test:80":  {report.Pass, report.DenyProven, policy.VerdictTimeout},
 			"egress.must-fail nosuch.lab.test:443":  {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.udp blocked.lab.test:443/udp":   {report.Pass, report.DenyProven, policy.VerdictTimeout},
+			"egress.udp nosuch.lab.test:443/udp":    {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
 		}},
 		{[]string{"flush-rule", "default-deny"}, map[string]want{
 			"egress.must-fail blocked.lab.test:443": {report.Fail, "", policy.VerdictAnswered},
 			"egress.must-fail blocked.lab.test:80":  {report.Fail, "", policy.VerdictAnswered},
 			"egress.must-fail nosuch.lab.test:443":  {report.Inconclusive, report.DenyUnproven, policy.VerdictDNSRefused},
+			"egress.udp blocked.lab.test:443/udp":   {report.Fail, "", policy.VerdictAnswered},
 		}},
 	} {
 		if c.state != nil {
