@@ -21,13 +21,34 @@ import (
 // tinyproxy's filter does) and records each request's User-Agent.
 func agentProxy(t *testing.T) (port int, agents func() []string) {
 	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	port = serveConns(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		seen = append(seen, req.Method+" "+req.UserAgent())
+		mu.Unlock()
+		io.WriteString(c, "HTTP/1.1 403 Filtered\r\nContent-Length: 0\r\n\r\n")
+	})
+	return port, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// serveConns listens on a loopback port for the test's life and hands
+// each connection to handle, closing it after.
+func serveConns(t *testing.T, handle func(net.Conn)) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	var mu sync.Mutex
-	var seen []string
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -36,22 +57,11 @@ func agentProxy(t *testing.T) (port int, agents func() []string) {
 			}
 			go func() {
 				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				seen = append(seen, req.Method+" "+req.UserAgent())
-				mu.Unlock()
-				io.WriteString(c, "HTTP/1.1 403 Filtered\r\nContent-Length: 0\r\n\r\n")
+				handle(c)
 			}()
 		}
 	}()
-	return l.Addr().(*net.TCPAddr).Port, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), seen...)
-	}
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestProxyResolvedOncePerRun: the proxy's name is asked for once per run,

@@ -223,27 +223,11 @@ func TestInterceptedIsNoAnswer(t *testing.T) {
 // the status line and headers given, an empty body.
 func httpAnswer(t *testing.T, head string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 "+head+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-			}()
+	return serveConns(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 "+head+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
 		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
+	})
 }
 
 // TestEnvoyLocalReply: an Envoy sidecar that routes only to known
