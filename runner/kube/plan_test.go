@@ -336,10 +336,10 @@ func TestControlOf(t *testing.T) {
 	n1, n2, free := &runner.Control{Vantage: "n1"}, &runner.Control{Vantage: "n2"}, &runner.Control{Vantage: "free"}
 	failed := &runner.Control{Vantage: "n3", Err: errors.New("unschedulable")}
 	cs := judgedControls{
-		{pl: placement{node: "n1", control: true}, node: "n1", c: n1},
-		{pl: placement{node: "n2", control: true}, node: "n2", c: n2},
+		{pl: placement{node: "n1", control: true}, c: n1},
+		{pl: placement{node: "n2", control: true}, c: n2},
 		{pl: placement{node: "n3", control: true}, c: failed},
-		{pl: placement{control: true}, node: "n9", c: free},
+		{pl: placement{control: true}, c: free},
 	}
 	for _, c := range []struct {
 		node string

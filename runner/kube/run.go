@@ -244,7 +244,7 @@ func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report
 	if ctl.wanted && len(results) > 0 {
 		for _, cr := range ctl.runs {
 			c := b.control(r, cr.pl, cr.out.res, cr.out.err, &summary)
-			judged = append(judged, judgedControl{pl: cr.pl, node: cr.out.res.Where.Node, c: c})
+			judged = append(judged, judgedControl{pl: cr.pl, c: c})
 			if cr.out.err != nil {
 				errs = append(errs, cr.out.err)
 			}
@@ -270,18 +270,16 @@ func (b *Backend) judge(ctx context.Context, r *run, p runPlan, results []report
 
 // judgedControl is one control as the probes are judged against it.
 type judgedControl struct {
-	pl   placement
-	node string // where it ran ("" if it never did)
-	c    *runner.Control
+	pl placement
+	c  *runner.Control
 }
 
 type judgedControls []judgedControl
 
 // of is the control a probe reporting from where is judged against: the
-// one pinned to its node, else the unpinned one when it ran on that node
-// too, else the unpinned one (a probe the scheduler placed stands where a
-// sandbox of its namespace may; the run was not asked to prove it node by
-// node). A pinned probe whose node's control
+// one pinned to its node, else the unpinned one (a probe the scheduler
+// placed stands where a sandbox of its namespace may; the run was not
+// asked to prove it node by node). A pinned probe whose node's control
 // did not report is judged against that failed control: inconclusive,
 // never another node's answers.
 func (cs judgedControls) of(where report.Location) *runner.Control {
