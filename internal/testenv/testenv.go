@@ -21,6 +21,11 @@ import (
 // missing-environment skip into a failure.
 const RequireEnvVar = "SANDPROBE_REQUIRE_ENV"
 
+// UnitVar names the variable `make unit` sets to "1": the quick loop
+// brings up no network lab (which, by design, stays up for the next test),
+// so a root shell with the lab's tools is left as it was found.
+const UnitVar = "SANDPROBE_UNIT"
+
 // Missing skips the test, or fails it when the environment is required.
 func Missing(t testing.TB, why string) {
 	t.Helper()
@@ -110,6 +115,9 @@ func LabDir() string {
 // tests that use it (in any package) take turns. It returns the lab script.
 func Lab(t testing.TB) string {
 	t.Helper()
+	if os.Getenv(UnitVar) == "1" {
+		t.Skip("make unit brings up no network lab: make test runs this")
+	}
 	RequireRoot(t)
 	script := filepath.Join(ModuleRoot(t), "hack", "lab", "lab")
 	for _, tool := range []string{"nft", "dnsmasq", "tinyproxy", "ip"} {
