@@ -318,7 +318,7 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 		ID:    anchor(f),
 		Check: f.Check, Target: f.Target, Subject: f.Subject, Status: string(f.Status), Severity: string(f.Severity), S: statusOf(f.Status),
 		Class: f.Class, Expected: f.Expected, Actual: f.Actual, Fix: f.Fix,
-		Reason: reasons[f.Check+" "+f.Subject], role: f.Role,
+		Reason: reasons[reasonKey(f.Role, f.Subject)], role: f.Role,
 	}
 	if r.Reason == "" {
 		r.Reason = roleReason(f.Role)
@@ -355,6 +355,11 @@ func makeRow(run report.Run, f report.Finding, reasons map[string]string, proxy 
 	}
 	return r
 }
+
+// Judged says whether the row's verdict is a deny the control judges
+// (its check's role), not the resolver's own answer: what the DNS table
+// shows in its deny column.
+func (r row) Judged() bool { return r.role.Deny() }
 
 // anchor is a stable element id for a finding.
 func anchor(f report.Finding) string {
@@ -453,18 +458,24 @@ func roleReason(role report.Role) string {
 	return ""
 }
 
-// reasonsOf maps "check subject" to what the policy says of it.
+// reasonKey keys what the policy says of a destination by the role of the
+// check that dialled it, not by the check's ID: any check of the role
+// whose subject names the destination shows the policy's reason.
+func reasonKey(role report.Role, subject string) string { return string(role) + " " + subject }
+
+// reasonsOf maps a role and a subject (reasonKey) to what the policy says
+// of the destination.
 func reasonsOf(e policy.Egress) map[string]string {
 	out := map[string]string{}
 	for _, a := range e.Allow {
 		s := allowedSubject(a, e.Proxy != "")
-		out["egress.allowed "+s] = a.Reason
-		out["egress.allowed "+hostPort(a.Host, a.Port)] = a.Reason
+		out[reasonKey(report.RoleAllowance, s)] = a.Reason
+		out[reasonKey(report.RoleAllowance, hostPort(a.Host, a.Port))] = a.Reason
 		name := a.Host
 		if a.Probe != "" {
 			name = a.Probe
 		}
-		out["egress.proxy-bypass "+hostPort(name, a.Port)+" direct"] = "allowed only through the proxy: " + a.Reason
+		out[reasonKey(report.RoleProxyBypass, hostPort(name, a.Port)+" direct")] = "allowed only through the proxy: " + a.Reason
 	}
 	mustFail := func(list []policy.Target, path string) {
 		for i, t := range list {
@@ -487,8 +498,8 @@ func reasonsOf(e policy.Egress) map[string]string {
 				reason += "; expected " + t.Expect
 			}
 			s := hostPort(d.DialHost(), port)
-			out["egress.must-fail "+s] = reason
-			out["egress.must-fail "+s+" via proxy"] = reason + "; the proxy must refuse it"
+			out[reasonKey(report.RoleMustFail, s)] = reason
+			out[reasonKey(report.RoleMustFail, s+" via proxy")] = reason + "; the proxy must refuse it"
 		}
 	}
 	mustFail(e.MustFail.Hosts, "spec.egress.mustFail.hosts")
@@ -496,8 +507,8 @@ func reasonsOf(e policy.Egress) map[string]string {
 	for _, addr := range e.Metadata.Addresses {
 		for _, port := range e.Metadata.Ports {
 			s := hostPort(addr, port)
-			out["egress.metadata "+s] = "a cloud metadata address: credentials of the node"
-			out["egress.metadata "+s+" via proxy"] = "a cloud metadata address; the proxy must refuse it"
+			out[reasonKey(report.RoleMetadata, s)] = "a cloud metadata address: credentials of the node"
+			out[reasonKey(report.RoleMetadata, s+" via proxy")] = "a cloud metadata address; the proxy must refuse it"
 		}
 	}
 	return out

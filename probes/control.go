@@ -69,9 +69,10 @@ func ControlPlan(e policy.Egress) []Attempt {
 // it could not be.
 func RunControl(ctx context.Context, env *Env) result.ProbeResult {
 	res := runControl(ctx, env)
-	byCheck := roles()
+	byCheck, judgeOf := roles(), judges()
 	for i := range res.Findings {
-		res.Findings[i].Role = byCheck[res.Findings[i].Check]
+		f := &res.Findings[i]
+		f.Role, f.Judge = byCheck[f.Check], judgeOf[f.Check]
 	}
 	res.DeclareRoles()
 	return res

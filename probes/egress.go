@@ -170,7 +170,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 	deadNetwork, noControl := networkProof(plan, results, len(e.Allow))
 	dns := dnsEvidence(plan, results)
 	np := readNoProxy(env.Environ)
-	byCheck := roles()
+	byCheck, judgeOf := roles(), judges()
 	for i, a := range plan {
 		var f result.Finding
 		judgeOne := func(r Result) result.Finding { return judge(a, r, e) }
@@ -195,7 +195,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		if r := byCheck[a.Check]; e.Proxy != "" && !a.ViaProxy && (r == result.RoleMustFail || r == result.RoleMetadata) && a.Op == OpDial {
 			np.note(&f, a)
 		}
-		f.Role = byCheck[a.Check]
+		f.Role, f.Judge = byCheck[a.Check], judgeOf[a.Check]
 		out[a.Check] = append(out[a.Check], f)
 	}
 	return out

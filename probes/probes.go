@@ -75,6 +75,11 @@ type Check struct {
 	// deny the control must prove, an allowance, a DNS channel); "" for
 	// none. The runner, the metrics and the page read it from the finding.
 	Role result.Role
+	// Judge is how the runner judges the check's denies beyond its role:
+	// whether what answers nobody (the control included) is not
+	// applicable, whether the DNS-only follow-up settles a name the
+	// sandbox's resolver stopped. Zero for none.
+	Judge result.Judge
 	// Network checks send traffic; verify-image runs without them.
 	Network bool
 	// Late checks run after the quick local ones, concurrently: they are slow
@@ -199,13 +204,13 @@ func Catalogue() []Check {
 			Proves:  "each allowed host answers from inside the sandbox — through the proxy when one is declared (CONNECT for HTTPS, an absolute URL for HTTP) — and its TLS handshake completes (an HTTP status line for plain HTTP); a connection accepted and closed with nothing exchanged (a sidecar's blackhole) is intercepted: inconclusive",
 			Fix:     "allow the host in the sandbox's egress rules (and the proxy's allow-list)",
 			Applies: func(p *policy.Policy) bool { return len(p.Spec.Egress.Allow) > 0 }},
-		{ID: checkMustFail, Run: checkEgressMustFail, Role: result.RoleMustFail, Severity: result.Critical, Network: true, Late: true,
+		{ID: checkMustFail, Run: checkEgressMustFail, Role: result.RoleMustFail, Judge: result.Judge{FollowUp: true}, Severity: result.Critical, Network: true, Late: true,
 			Proves: "every must-fail host (each address it resolves to, and each declared), raw IP and CIDR, and every neighbour derived from where the sandbox runs (its node's address from the downward API on the kubelet's 10250 and 10255, a container runtime's TCP API 2375 and 2376 and spec.egress.mustFail.nodePorts, subjects node:PORT; the API server's service address unless the policy allows it), fails directly — with the pinned failure class where one is declared — and through the proxy by the proxy's own deny status, over CONNECT and, for every target, over plain HTTP (a GET to port 80); each attempt made with its whole timeout; inconclusive when a connection was only accepted and closed with nothing exchanged, or answered only by an Envoy sidecar's own 502 for a host it will not route (intercepted: a mesh sidecar, a transparent proxy), when nothing shows the network works, when only the resolver stopped a name and no address was dialled (a DNS-only block is no network deny), or when the failure cannot be told from the probe's own",
 			Fix:    "restore the deny rule for the destination in the sandbox's egress policy",
 			Applies: func(p *policy.Policy) bool {
 				return len(p.Spec.Egress.MustFail.Hosts)+len(p.Spec.Egress.MustFail.IPs) > 0
 			}},
-		{ID: checkMetadata, Run: checkEgressMetadata, Role: result.RoleMetadata, Severity: result.Critical, Network: true, Late: true,
+		{ID: checkMetadata, Run: checkEgressMetadata, Role: result.RoleMetadata, Judge: result.Judge{Unserved: true}, Severity: result.Critical, Network: true, Late: true,
 			Proves: "no cloud metadata address answers — 169.254.169.254, fd00:ec2::254, 169.254.170.2 and 100.100.100.200 on ports 80 and 443, unless the policy names others — directly, nor through the proxy (only its deny passes); a place the control vantage cannot reach either, while it reaches others on the same run, is not applicable (no metadata service answers there)",
 			Fix:    "block the metadata address in the sandbox's egress policy and in the proxy"},
 		{ID: checkProxyBypass, Run: checkEgressProxyBypass, Role: result.RoleProxyBypass, Severity: result.High, Network: true, Late: true,
@@ -231,7 +236,7 @@ func Catalogue() []Check {
 			Applies: func(p *policy.Policy) bool {
 				return slices.ContainsFunc(planDNS(p.Spec.Egress), func(a Attempt) bool { return a.Check == checkDNSBypass })
 			}},
-		{ID: checkUDP, Run: checkEgressUDP, Role: result.RoleMustFail, Severity: result.High, Network: true, Late: true,
+		{ID: checkUDP, Run: checkEgressUDP, Role: result.RoleMustFail, Judge: result.Judge{Unserved: true, FollowUp: true}, Severity: result.High, Network: true, Late: true,
 			Proves: "UDP does not go where TCP may not: a QUIC probe (1,200 bytes, a reserved version every QUIC server answers with Version Negotiation) to 443/udp of every direct must-fail host and IP and, with a proxy, of each allowed host's own addresses gets no datagram back; silence is proven only where the control vantage got an answer from the same address, and where nothing answers the control either (no QUIC server there) while it reached others, the destination is not applicable",
 			Fix:    "deny UDP to everything but the sandbox's resolver (a rule that lists TCP ports only, or one widened for HTTP/3, leaves QUIC open)",
 			Applies: func(p *policy.Policy) bool {
@@ -340,6 +345,9 @@ func runOne(ctx context.Context, env *Env, c Check) (out []result.Finding) {
 			if f.Role == "" && f.Check == c.ID {
 				f.Role = c.Role
 			}
+			if f.Judge == (result.Judge{}) && f.Check == c.ID {
+				f.Judge = c.Judge
+			}
 			if f.Fix == "" && (f.Status == result.Fail || f.Status == result.Error) {
 				f.Fix = c.Fix
 			}
@@ -406,6 +414,17 @@ func roles() map[string]result.Role {
 	for _, c := range Catalogue() {
 		if c.Role != "" {
 			m[c.ID] = c.Role
+		}
+	}
+	return m
+}
+
+// judges maps each check ID of the catalogue to its judge.
+func judges() map[string]result.Judge {
+	m := map[string]result.Judge{}
+	for _, c := range Catalogue() {
+		if c.Judge != (result.Judge{}) {
+			m[c.ID] = c.Judge
 		}
 	}
 	return m

@@ -26,6 +26,8 @@ type (
 	Severity = result.Severity
 	// Role is result.Role.
 	Role = result.Role
+	// Judge is result.Judge.
+	Judge = result.Judge
 	// Location is result.Location.
 	Location = result.Location
 )

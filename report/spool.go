@@ -444,8 +444,9 @@ func (s *Spool) EachIn(g int, fn func(*Finding) error) error {
 }
 
 // The record: every string field as a uvarint length and its bytes, then
-// Seconds as IEEE bits, Line as a varint, and Affects as a uvarint count
-// and its strings as the fields are. A new Finding field must be
+// Seconds as IEEE bits, Line as a varint, Judge as a uvarint of bits
+// (judgeBits), and Affects as a uvarint count and its strings as the
+// fields are. A new Finding field must be
 // added to encodeFinding and decodeFinding
 // (TestSpoolRoundTrip fills every field by reflection).
 const recordStrings = 19
@@ -458,6 +459,20 @@ func controlField(control bool) string {
 	return ""
 }
 
+// judgeBits is a Judge as record bits, fromJudgeBits the way back.
+func judgeBits(j Judge) uint64 {
+	var bits uint64
+	if j.Unserved {
+		bits |= 1
+	}
+	if j.FollowUp {
+		bits |= 2
+	}
+	return bits
+}
+
+func fromJudgeBits(bits uint64) Judge { return Judge{Unserved: bits&1 != 0, FollowUp: bits&2 != 0} }
+
 func encodeFinding(b []byte, f *Finding) []byte {
 	for _, s := range [recordStrings]string{f.Check, f.Target, f.Subject, f.Namespace, string(f.Status), f.Expected, f.Actual, f.Fix, f.Evidence, f.Class, f.File, f.Control, f.Deny, string(f.Severity), string(f.Role),
 		f.Where.Namespace, f.Where.Node, f.Where.Stray, controlField(f.Where.Control)} {
@@ -466,6 +481,7 @@ func encodeFinding(b []byte, f *Finding) []byte {
 	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Seconds))
 	b = binary.AppendVarint(b, int64(f.Line))
+	b = binary.AppendUvarint(b, judgeBits(f.Judge))
 	b = binary.AppendUvarint(b, uint64(len(f.Affects)))
 	for _, s := range f.Affects {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -528,6 +544,11 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	i += w
+	judge, w := binary.Uvarint(b[i:])
+	if w <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	i += w
 	affects, w, err := decodeAffects(b[i:])
 	if err != nil {
 		return 0, err
@@ -535,7 +556,7 @@ func decodeFinding(b []byte, f *Finding) (int, error) {
 	*f = Finding{
 		Check: fields[0], Target: fields[1], Subject: fields[2], Namespace: fields[3], Status: Status(fields[4]),
 		Expected: fields[5], Actual: fields[6], Fix: fields[7], Evidence: fields[8], Class: fields[9],
-		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]), Role: Role(fields[14]),
+		Seconds: secs, File: fields[10], Line: int(line), Control: fields[11], Deny: fields[12], Severity: Severity(fields[13]), Role: Role(fields[14]), Judge: fromJudgeBits(judge),
 		Where:   Location{Namespace: fields[15], Node: fields[16], Stray: fields[17], Control: fields[18] != ""},
 		Affects: affects,
 	}

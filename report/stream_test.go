@@ -161,10 +161,14 @@ func everyField(t *testing.T, s string, sec float64) Finding {
 		case reflect.Int:
 			fv.SetInt(int64(len(s)*7 - 3))
 		case reflect.Struct:
-			if fv.Type() != reflect.TypeFor[Location]() {
+			switch fv.Type() {
+			case reflect.TypeFor[Location]():
+				fv.Set(reflect.ValueOf(Location{Namespace: s + "-ns", Node: s + "-node", Stray: s + "-as", Control: len(s)%2 == 1}))
+			case reflect.TypeFor[Judge]():
+				fv.Set(reflect.ValueOf(Judge{Unserved: len(s)%2 == 1, FollowUp: true}))
+			default:
 				t.Fatalf("Finding.%s: a new struct field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)
 			}
-			fv.Set(reflect.ValueOf(Location{Namespace: s + "-ns", Node: s + "-node", Stray: s + "-as", Control: len(s)%2 == 1}))
 		case reflect.Pointer:
 			if fv.Type() != reflect.TypeFor[*Attempt]() {
 				t.Fatalf("Finding.%s: a new pointer field — teach encodeFinding and appendFindingJSON about it", v.Type().Field(i).Name)

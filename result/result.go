@@ -69,6 +69,9 @@ type Finding struct {
 	// the metrics and the page make of the finding. Not in any report (the
 	// check says it); a probe's result declares it in Roles.
 	Role Role `json:"-"`
+	// Judge is how the runner judges the check's denies, from its
+	// catalogue row; like Role, in no report, declared in Judges.
+	Judge Judge `json:"-"`
 	// Where is where the probe stood (the Kubernetes backend's typed
 	// location; zero for other backends): Target is its String(). Not in
 	// any report but as Target.
@@ -150,6 +153,9 @@ type ProbeResult struct {
 	// catalogue row's): the runner stamps them on the findings
 	// (StampRoles) and drops the declaration, so no report shows it.
 	Roles map[string]Role `json:"roles,omitempty"`
+	// Judges declares the judge of each check of Findings that has one
+	// (its catalogue row's), stamped and dropped with Roles.
+	Judges map[string]Judge `json:"judges,omitempty"`
 }
 
 // Counts tallies findings by status.

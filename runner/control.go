@@ -64,13 +64,10 @@ const (
 	// derives (no path to it for anyone: a cluster without kube-proxy).
 	apiServerPrefix = "kubernetes API "
 	// dnsNamePrefix begins the subject of a must-fail name asked for by
-	// egress.dns-exfil ("name blocked.example"); "canary " the canary's.
+	// the DNS channel's check (role dns-channel: "name blocked.example");
+	// "canary " the canary's.
 	dnsNamePrefix   = "name "
 	dnsCanaryPrefix = "canary "
-	// udpSuffix ends the subject of a must-fail destination probed over
-	// UDP (egress.udp: QUIC on 443/udp, probes.udpSuffix); most hosts
-	// speak no QUIC, and what answers nobody is nothing to keep out.
-	udpSuffix = "/udp"
 )
 
 // ApplyControl judges every deny verdict of a probe result against the
@@ -157,7 +154,7 @@ func controlWhy(f *report.Finding, c *Control) (string, bool) {
 		f.Control, f.Deny = seen.Class, report.DenyProven
 		f.Evidence = joinEvidence(f.Evidence, fmt.Sprintf("control (%s, no sandbox policy): answered: %s", c.Vantage, seen.Evidence))
 		return "", true
-	case metadataNotApplicable(f, c, seen):
+	case unservedNotApplicable(f, c, seen):
 		return "", true
 	default:
 		f.Control = seen.Class
@@ -165,30 +162,31 @@ func controlWhy(f *report.Finding, c *Control) (string, bool) {
 	}
 }
 
-// metadataNotApplicable marks a metadata place the control got nothing
-// from either as not applicable, and says whether it did. The default set
-// names every cloud's places; on any one cloud at most one or two answer.
-// Where the control gets nothing either, no metadata service answers:
-// nothing to protect. Only a control proven alive on this run says so.
+// unservedNotApplicable marks a destination the control got nothing from
+// either as not applicable, and says whether it did: a check whose row
+// says so (Judge.Unserved) probes places where most of the time nothing
+// serves — the default metadata set names every cloud's places and on any
+// one cloud at most one or two answer; most hosts speak no QUIC — and
+// what answers nobody is nothing to keep the sandbox from. Only a control
+// proven alive on this run says so.
 //
-// The neighbours the probe derives (a node's kubelet and runtime ports,
-// subjects "node:PORT (…)", and the API server's service address), and
-// the QUIC probes of egress.udp (subjects "HOST:443/udp"), are judged
-// alike: a kubelet's read-only port or a runtime's TCP API is off
-// on most nodes, a cluster without kube-proxy has no path to the service
-// address, and what answers nobody is nothing to keep the sandbox from.
-func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
-	neighbour := f.Role == report.RoleMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix) || strings.HasSuffix(f.Subject, udpSuffix))
-	if (f.Role != report.RoleMetadata && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
+// The neighbours the must-fail check derives (a node's kubelet and
+// runtime ports, subjects "node:PORT (…)", and the API server's service
+// address) are judged alike: a kubelet's read-only port or a runtime's
+// TCP API is off on most nodes, and a cluster without kube-proxy has no
+// path to the service address.
+func unservedNotApplicable(f *report.Finding, c *Control, seen report.Finding) bool {
+	neighbour := f.Role == report.RoleMustFail && (strings.HasPrefix(f.Subject, neighbourPrefix) || strings.HasPrefix(f.Subject, apiServerPrefix))
+	if (!f.Judge.Unserved && !neighbour) || (f.Status != report.Pass && f.Status != report.Inconclusive) {
 		return false
 	}
 	alive := c.aliveBy(controlKey(f.Check, f.Subject))
 	if alive == "" {
 		return false
 	}
-	what := "no metadata service answers here"
-	if neighbour {
-		what = "nothing answers it here, for the control either"
+	what := "nothing answers it here, for the control either"
+	if f.Role == report.RoleMetadata {
+		what = "no metadata service answers here"
 	}
 	f.Control, f.Deny, f.Status = seen.Class, "", report.Skip
 	f.Actual = fmt.Sprintf("not applicable: %s: the control vantage %s, where no sandbox policy applies, got %s too, while it reached %s", what, c.Vantage, seen.Class, alive)
@@ -197,8 +195,8 @@ func metadataNotApplicable(f *report.Finding, c *Control, seen report.Finding) b
 	return true
 }
 
-// applyDNSControl judges egress.dns-exfil's NXDOMAIN evidence against the
-// control. A must-fail name's NXDOMAIN in the sandbox shows the resolver
+// applyDNSControl judges the DNS channel's NXDOMAIN evidence (role
+// dns-channel) against the control. A must-fail name's NXDOMAIN in the sandbox shows the resolver
 // does not forward only if the name exists: the control resolves it. Real
 // policies are full of names that do not exist upstream, and a forwarding
 // resolver relays their NXDOMAIN as it is. A random name's NXDOMAIN that

@@ -18,21 +18,21 @@ func TestApplyControl(t *testing.T) {
 	closedAtHello := &report.Attempt{Attempted: true, StoppedBy: report.StoppedByProxy, Signal: report.SignalClosedAtHello}
 	probe := func() report.ProbeResult {
 		return report.ProbeResult{Findings: []report.Finding{
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "live:443", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "dead:443", Status: report.Pass, Class: "refused"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "unseen:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "live:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dead:443", Status: report.Pass, Class: "refused"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "unseen:443", Status: report.Pass, Class: "timeout"},
 			// A sidecar's blackhole took it: neither an answer nor a deny.
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "sidecar:443", Status: report.Inconclusive, Class: "intercepted"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "sidecar:443", Status: report.Inconclusive, Class: "intercepted"},
 			// Only the sandbox's resolver stopped it: nothing was dialled.
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "dnsonly:443", Status: report.Inconclusive, Class: "dns-refused", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByResolver, Rcode: "REFUSED"}},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "open:443", Status: report.Fail, Class: "answered"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "changed:443", Status: report.Fail, Class: "refused"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "live:443 via proxy", Status: report.Pass, Class: "proxy-denied"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "dead:443 via proxy", Status: report.Inconclusive, Class: "error"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.170.2:80", Status: report.Inconclusive, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "100.100.100.200:80", Status: report.Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dnsonly:443", Status: report.Inconclusive, Class: "dns-refused", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByResolver, Rcode: "REFUSED"}},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "open:443", Status: report.Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "changed:443", Status: report.Fail, Class: "refused"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "live:443 via proxy", Status: report.Pass, Class: "proxy-denied"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dead:443 via proxy", Status: report.Inconclusive, Class: "error"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:80", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.170.2:80", Status: report.Inconclusive, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "100.100.100.200:80", Status: report.Fail, Class: "answered"},
 			{Check: "egress.proxy-bypass", Role: report.RoleProxyBypass, Subject: "api:443 direct", Status: report.Error, Class: "error"},
 			{Check: "egress.allowed", Role: report.RoleAllowance, Subject: "api:443 via proxy", Status: report.Pass, Class: "answered"},
 			{Check: "egress.dns-exfil", Role: report.RoleDNSChannel, Subject: "*.lab.test", Status: report.Pass, Class: "dns-refused"},
@@ -46,25 +46,25 @@ func TestApplyControl(t *testing.T) {
 			// The neighbours the probe derives on its node: the kubelet
 			// denied (the rendered policy), its read-only port off on
 			// every node, and an ipBlock for the node that lets it in.
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "node:2375 (container runtime API)", Status: report.Fail, Class: "answered"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "node:2375 (container runtime API)", Status: report.Fail, Class: "answered"},
 			// No kube-proxy: the service address answers nobody.
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
 		}}
 	}
 	control := NewControl("namespace/sandprobe-system", report.ProbeResult{Findings: []report.Finding{
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "live:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "changed:443", Status: report.Pass, Class: "answered"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "dnsonly:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "sidecar:443", Status: report.Pass, Class: "answered", Evidence: "HTTP/1.1 200 OK"},
-		{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "live:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dead:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "changed:443", Status: report.Pass, Class: "answered"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dnsonly:443", Status: report.Pass, Class: "answered", Evidence: "connected"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "sidecar:443", Status: report.Pass, Class: "answered", Evidence: "HTTP/1.1 200 OK"},
+		{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:80", Status: report.Error, Class: "error", Actual: "not attempted"},
 		// GCE and EC2: nothing listens on :443 (a reset); 169.254.170.2
 		// is ECS only and 100.100.100.200 Alibaba only (no answer).
-		{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
-		{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
-		{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "100.100.100.200:80", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:443", Status: report.Pass, Class: "refused", Evidence: "ECONNREFUSED"},
+		{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "100.100.100.200:80", Status: report.Pass, Class: "timeout"},
 		{Check: "egress.dns-bypass", Role: report.RoleDNSBypass, Subject: "8.8.8.8:53/udp", Status: report.Pass, Class: "answered", Evidence: "8.8.8.8:53 answered NXDOMAIN over udp"},
 		// An outside resolver the policy names where no DNS server runs:
 		// it ignores everyone, so the sandbox's timeout proves no rule.
@@ -72,9 +72,9 @@ func TestApplyControl(t *testing.T) {
 		{Check: "egress.sni-mismatch", Role: report.RoleFronting, Subject: "evil via front:443", Status: report.Pass, Class: "answered", Evidence: "the front completed a TLS handshake for evil"},
 		// An SNI router with no default backend: silent to the control too.
 		{Check: "egress.sni-mismatch", Role: report.RoleFronting, Subject: "evil via router:443", Status: report.Pass, Class: "refused"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "answered", Evidence: "10.0.0.7:10250: TLS 1.3"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "node:10250 (kubelet)", Status: report.Pass, Class: "answered", Evidence: "10.0.0.7:10250: TLS 1.3"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "node:10255 (kubelet read-only)", Status: report.Pass, Class: "refused"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "kubernetes API 10.96.0.1:443", Status: report.Pass, Class: "timeout"},
 	}})
 	type want struct {
 		status        report.Status
@@ -133,9 +133,9 @@ func TestApplyControl(t *testing.T) {
 		{"a control that reached nothing", NewControl("namespace/dead", report.ProbeResult{Findings: []report.Finding{
 			// A name it resolved (its hosts file) shows nothing of its network.
 			{Check: "egress.dns-exfil", Role: report.RoleDNSChannel, Subject: "name blocked.example", Status: report.Pass, Class: "answered"},
-			{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "live:443", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "live:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.170.2:80", Status: report.Pass, Class: "timeout"},
 		}}), map[string]want{
 			"egress.must-fail live:443":           {report.Inconclusive, report.DenyUnproven, "timeout"},
 			"egress.metadata 169.254.169.254:443": {report.Inconclusive, report.DenyUnproven, "timeout"},
@@ -143,8 +143,8 @@ func TestApplyControl(t *testing.T) {
 		}},
 		// Alive only by the one place being judged: that is no other proof.
 		{"a control that reached only the place judged", NewControl("namespace/one", report.ProbeResult{Findings: []report.Finding{
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.metadata", Role: report.RoleMetadata, Subject: "169.254.169.254:80", Status: report.Pass, Class: "answered"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:443", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.metadata", Role: report.RoleMetadata, Judge: metadataJudge, Subject: "169.254.169.254:80", Status: report.Pass, Class: "answered"},
 		}}), map[string]want{
 			"egress.metadata 169.254.169.254:443": {report.Skip, "", "timeout"},
 		}},
@@ -185,7 +185,7 @@ func TestApplyControlDNSNames(t *testing.T) {
 	control := NewControl("namespace/ctl", report.ProbeResult{Findings: []report.Finding{
 		{Check: "egress.dns-exfil", Role: report.RoleDNSChannel, Subject: "name exists.example", Status: report.Pass, Class: "answered", Evidence: "exists.example resolved to 192.0.2.1"},
 		{Check: "egress.dns-exfil", Role: report.RoleDNSChannel, Subject: "name gone.example", Status: report.Pass, Class: "dns-nxdomain", Evidence: "NXDOMAIN from 10.0.0.10:53 for gone.example"},
-		{Check: "egress.must-fail", Role: report.RoleMustFail, Subject: "live:443", Status: report.Pass, Class: "answered"},
+		{Check: "egress.must-fail", Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "live:443", Status: report.Pass, Class: "answered"},
 	}})
 	type want struct {
 		status report.Status
@@ -250,15 +250,15 @@ func TestApplyControlDNSNames(t *testing.T) {
 func TestApplyControlUDP(t *testing.T) {
 	probe := func() report.ProbeResult {
 		return report.ProbeResult{Findings: []report.Finding{
-			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "quic.example:443/udp", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
-			{Check: "egress.udp", Role: report.RoleMustFail, Subject: "open.example:443/udp", Status: report.Fail, Class: "answered"},
+			{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "quic.example:443/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+			{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "open.example:443/udp", Status: report.Fail, Class: "answered"},
 		}}
 	}
 	alive := NewControl("local/ctl", report.ProbeResult{Findings: []report.Finding{
-		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "quic.example:443/udp", Status: report.Pass, Class: "answered", Evidence: "QUIC version negotiation (0x1)"},
-		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
-		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "open.example:443/udp", Status: report.Pass, Class: "answered"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "quic.example:443/udp", Status: report.Pass, Class: "answered", Evidence: "QUIC version negotiation (0x1)"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "open.example:443/udp", Status: report.Pass, Class: "answered"},
 	}})
 	res := probe()
 	ApplyControl(&res, alive)
@@ -273,7 +273,7 @@ func TestApplyControlUDP(t *testing.T) {
 		}
 	}
 	dead := NewControl("local/ctl", report.ProbeResult{Findings: []report.Finding{
-		{Check: "egress.udp", Role: report.RoleMustFail, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
+		{Check: "egress.udp", Role: report.RoleMustFail, Judge: udpJudge, Subject: "noquic.example:443/udp", Status: report.Pass, Class: "timeout"},
 	}})
 	res = probe()
 	ApplyControl(&res, dead)

@@ -23,13 +23,6 @@ import (
 // egress-only round, and the host's verdict rests on that dial, judged
 // against the control like any other.
 
-// The checks whose DNS-only verdicts a follow-up settles: a must-fail
-// host over TCP, and over UDP (QUIC on 443/udp, subjects "HOST:443/udp").
-const (
-	CheckMustFail = "egress.must-fail"
-	CheckUDP      = "egress.udp"
-)
-
 // FollowUp is the second round a run needs: the spec the probe runs with
 // (its policy's must-fail hosts narrowed to the DNS-only ones, each with
 // the control's addresses) and, per subject, those addresses.
@@ -38,16 +31,27 @@ type FollowUp struct {
 	Addresses map[string][]string
 }
 
-// followUpOnly is the probe's --only for a follow-up: the must-fail
-// checks alone (the allowances are dialled still, as the witnesses a deny
-// needs).
-const followUpOnly = CheckMustFail + "," + CheckUDP
-
-// DNSOnly says whether a finding is a must-fail host's verdict that rests
-// on the sandbox's resolver alone: nothing was dialled.
+// DNSOnly says whether a finding is a verdict the DNS-only follow-up
+// settles (its check's row says so: Judge.FollowUp) and that rests on the
+// sandbox's resolver alone: nothing was dialled.
 func DNSOnly(f report.Finding) bool {
-	return (f.Check == CheckMustFail || f.Check == CheckUDP) && f.Role == report.RoleMustFail && !strings.HasSuffix(f.Subject, " via proxy") &&
+	return f.Judge.FollowUp && !strings.HasSuffix(f.Subject, " via proxy") &&
 		f.Attempt != nil && f.Attempt.StoppedBy == report.StoppedByResolver && len(f.Attempt.Addresses) == 0
+}
+
+// followUpOnly is the probe's --only for a follow-up: every check of
+// results whose row the follow-up covers, in the order they came (the
+// allowances are dialled still, as the witnesses a deny needs).
+func followUpOnly(results []report.ProbeResult) string {
+	var only []string
+	for _, res := range results {
+		for _, f := range res.Findings {
+			if f.Judge.FollowUp && !slices.Contains(only, f.Check) {
+				only = append(only, f.Check)
+			}
+		}
+	}
+	return strings.Join(only, ",")
 }
 
 // DNSOnlyFollowUp returns the follow-up for the DNS-only must-fail
@@ -83,13 +87,15 @@ func DNSOnlyFollowUp(spec ProbeSpec, results []report.ProbeResult, c *Control) (
 		return FollowUp{}, false, fmt.Errorf("the DNS-only follow-up's policy: %w", err)
 	}
 	follow := spec
-	follow.Policy, follow.PolicyBytes, follow.Only = p, doc, followUpOnly
+	follow.Policy, follow.PolicyBytes, follow.Only = p, doc, followUpOnly(results)
 	return FollowUp{Spec: follow, Addresses: addrs}, true, nil
 }
 
 // narrowMustFail is the policy file with spec.egress.mustFail holding only
-// the hosts whose subjects are in addrs, each with those addresses added
-// to its own (a string entry becomes the object form).
+// the hosts some subject in addrs names, each with those addresses added
+// to its own (a string entry becomes the object form). A host's own
+// subject (HOST:PORT) names it; so does a subject of another check that
+// begins with its name and a port ("HOST:443/udp") and is no host's own.
 func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(spec.PolicyBytes, &doc); err != nil {
@@ -103,16 +109,16 @@ func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 	if mf == nil || len(raw) != len(hosts) {
 		return nil, fmt.Errorf("the DNS-only follow-up: spec.egress.mustFail.hosts of the policy file does not match its loaded form")
 	}
+	own := map[string]bool{}
+	for _, t := range hosts {
+		if sub, ok := t.Subject(); ok {
+			own[sub] = true
+		}
+	}
 	var kept []any
 	for i, t := range hosts {
 		sub, ok := t.Subject()
-		host, _, _ := t.Dial()
-		var add []string
-		for _, a := range slices.Concat(addrs[sub], addrs[net.JoinHostPort(host, "443")+"/udp"]) {
-			if !slices.Contains(add, a) {
-				add = append(add, a)
-			}
-		}
+		add := hostAddresses(t, sub, addrs, own)
 		if !ok || len(add) == 0 {
 			continue
 		}
@@ -135,6 +141,31 @@ func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 	return json.Marshal(doc)
 }
 
+// hostAddresses are the addresses of addrs that must-fail host t takes:
+// its own subject's first, then those of every subject that is no host's
+// own and begins with t's name and a port, each address once.
+func hostAddresses(t policy.Target, sub string, addrs map[string][]string, own map[string]bool) []string {
+	host, _, _ := t.Dial()
+	prefix := net.JoinHostPort(host, "")
+	var add []string
+	keep := func(list []string) {
+		for _, a := range list {
+			if !slices.Contains(add, a) {
+				add = append(add, a)
+			}
+		}
+	}
+	keep(addrs[sub])
+	for _, s := range slices.Sorted(maps.Keys(addrs)) {
+		if !own[s] && strings.HasPrefix(s, prefix) && startsWithDigit(s[len(prefix):]) {
+			keep(addrs[s])
+		}
+	}
+	return add
+}
+
+func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
+
 // MergeFollowUp puts the follow-up's verdicts of the DNS-only subjects in
 // place of the first round's, saying where the addresses came from. A
 // subject the follow-up did not report (err: it could not run) keeps its
@@ -142,7 +173,7 @@ func narrowMustFail(spec ProbeSpec, addrs map[string][]string) ([]byte, error) {
 func MergeFollowUp(res *report.ProbeResult, follow report.ProbeResult, err error, fu FollowUp, vantage string) {
 	byName := map[string]report.Finding{}
 	for _, f := range follow.Findings {
-		if _, ok := fu.Addresses[f.Subject]; ok && (f.Check == CheckMustFail || f.Check == CheckUDP) && err == nil {
+		if _, ok := fu.Addresses[f.Subject]; ok && f.Judge.FollowUp && err == nil {
 			byName[f.Name()] = f
 		}
 	}

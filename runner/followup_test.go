@@ -9,6 +9,21 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
+// The egress checks these tests stand for, with the roles and judges
+// their catalogue rows declare (probes.Catalogue; internal/catalogue's
+// TestJudgedByRow holds the runner to every row).
+const (
+	checkMustFail = "egress.must-fail"
+	checkUDP      = "egress.udp"
+	checkMetadata = "egress.metadata"
+)
+
+var (
+	mustFailJudge = report.Judge{FollowUp: true}
+	udpJudge      = report.Judge{Unserved: true, FollowUp: true}
+	metadataJudge = report.Judge{Unserved: true}
+)
+
 // TestDNSOnlyFollowUp: the follow-up asks the sandbox to dial exactly the
 // DNS-only must-fail hosts the control resolved and reached, each with the
 // control's addresses besides its own, the entries' other fields as
@@ -38,35 +53,35 @@ spec:
 	}
 	spec := ProbeSpec{Policy: p, PolicyBytes: doc, Nonce: "n"}
 	dnsOnly := func(sub string) report.Finding {
-		check := CheckMustFail
+		check, judge := checkMustFail, mustFailJudge
 		if strings.HasSuffix(sub, "/udp") {
-			check = CheckUDP
+			check, judge = checkUDP, udpJudge
 		}
-		return report.Finding{Check: check, Role: report.RoleMustFail, Subject: sub, Status: report.Inconclusive, Class: "dns-refused",
+		return report.Finding{Check: check, Role: report.RoleMustFail, Judge: judge, Subject: sub, Status: report.Inconclusive, Class: "dns-refused",
 			Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByResolver, Rcode: "REFUSED"}}
 	}
 	res := report.ProbeResult{Findings: []report.Finding{
 		dnsOnly("blocked.example:443"), dnsOnly("pinned.example:80"), dnsOnly("unknown.example:443"),
-		{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "dialled.example:443", Status: report.Pass, Class: "timeout", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByNetwork}},
+		{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "dialled.example:443", Status: report.Pass, Class: "timeout", Attempt: &report.Attempt{Attempted: true, StoppedBy: report.StoppedByNetwork}},
 		dnsOnly("blocked.example:443 via proxy"),
 		// over UDP (QUIC) the same name: its host entry gets both sets
 		dnsOnly("blocked.example:443/udp"),
 	}}
 	answered := func(sub string, addrs ...string) report.Finding {
-		return report.Finding{Check: CheckMustFail, Role: report.RoleMustFail, Subject: sub, Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: addrs}}
+		return report.Finding{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: sub, Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: addrs}}
 	}
 	c := NewControl("local/ctl", report.ProbeResult{Findings: []report.Finding{
 		answered("blocked.example:443", "192.0.2.1", "2001:db8::1"),
 		answered("pinned.example:80", "192.0.2.2"),
-		{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "unknown.example:443", Status: report.Pass, Class: "nxdomain", Attempt: &report.Attempt{Attempted: true}},
+		{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "unknown.example:443", Status: report.Pass, Class: "nxdomain", Attempt: &report.Attempt{Attempted: true}},
 		answered("dialled.example:443", "192.0.2.4"),
-		{Check: CheckUDP, Role: report.RoleMustFail, Subject: "blocked.example:443/udp", Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: []string{"192.0.2.1", "192.0.2.3"}}},
+		{Check: checkUDP, Role: report.RoleMustFail, Judge: udpJudge, Subject: "blocked.example:443/udp", Status: report.Pass, Class: report.ClassAnswered, Attempt: &report.Attempt{Attempted: true, Resolved: []string{"192.0.2.1", "192.0.2.3"}}},
 	}})
 	fu, ok, err := DNSOnlyFollowUp(spec, []report.ProbeResult{res}, c)
 	if err != nil || !ok {
 		t.Fatalf("follow-up: %v %v", ok, err)
 	}
-	if fu.Spec.Only != CheckMustFail+","+CheckUDP || fu.Spec.Nonce != "n" {
+	if fu.Spec.Only != checkMustFail+","+checkUDP || fu.Spec.Nonce != "n" {
 		t.Errorf("spec: only %q nonce %q", fu.Spec.Only, fu.Spec.Nonce)
 	}
 	got := fu.Spec.Policy.Spec.Egress.MustFail
@@ -87,7 +102,7 @@ spec:
 		"no control":       nil,
 		"control failed":   {Vantage: "x", Err: errors.New("boom")},
 		"isolated sandbox": {Vantage: "x", Isolated: "loopback only"},
-		"control NXDOMAIN": NewControl("x", report.ProbeResult{Findings: []report.Finding{{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "unknown.example:443", Status: report.Pass, Class: "nxdomain"}}}),
+		"control NXDOMAIN": NewControl("x", report.ProbeResult{Findings: []report.Finding{{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "unknown.example:443", Status: report.Pass, Class: "nxdomain"}}}),
 	} {
 		if _, ok, err := DNSOnlyFollowUp(spec, []report.ProbeResult{res}, ctl); ok || err != nil {
 			t.Errorf("%s: a follow-up (%v)", name, err)
@@ -101,13 +116,13 @@ spec:
 func TestMergeFollowUp(t *testing.T) {
 	first := func() report.ProbeResult {
 		return report.ProbeResult{Findings: []report.Finding{
-			{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "a.example:443", Status: report.Inconclusive, Class: "nxdomain", Attempt: &report.Attempt{StoppedBy: report.StoppedByResolver}},
-			{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "b.example:443", Status: report.Inconclusive, Class: "nxdomain", Attempt: &report.Attempt{StoppedBy: report.StoppedByResolver}},
+			{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "a.example:443", Status: report.Inconclusive, Class: "nxdomain", Attempt: &report.Attempt{StoppedBy: report.StoppedByResolver}},
+			{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "b.example:443", Status: report.Inconclusive, Class: "nxdomain", Attempt: &report.Attempt{StoppedBy: report.StoppedByResolver}},
 		}}
 	}
 	fu := FollowUp{Addresses: map[string][]string{"a.example:443": {"192.0.2.1"}, "b.example:443": {"192.0.2.2"}}}
 	follow := report.ProbeResult{Findings: []report.Finding{
-		{Check: CheckMustFail, Role: report.RoleMustFail, Subject: "a.example:443", Status: report.Fail, Class: report.ClassAnswered, Evidence: "192.0.2.1:443: connected"},
+		{Check: checkMustFail, Role: report.RoleMustFail, Judge: mustFailJudge, Subject: "a.example:443", Status: report.Fail, Class: report.ClassAnswered, Evidence: "192.0.2.1:443: connected"},
 		{Check: "egress.allowed", Role: report.RoleAllowance, Subject: "a.example:443", Status: report.Pass, Class: report.ClassAnswered},
 	}}
 	res := first()

@@ -124,7 +124,7 @@ func (b *Backend) controlSummary(r *run, target, ns string, ctl report.ProbeResu
 	var seen []string
 	for _, c := range ctl.Findings {
 		seen = append(seen, c.Subject+": "+cmp.Or(c.Class, string(c.Status)))
-		// The must-fail names it resolves for egress.dns-exfil are no
+		// The must-fail names it resolves for the DNS channel are no
 		// destinations: a resolver that refuses them (the lab's, a
 		// filtering one) says nothing about the control's reach.
 		if c.Role == report.RoleDNSChannel {
