@@ -181,7 +181,7 @@ func TestTallyMerge(t *testing.T) {
 		}
 		n := int64(0)
 		tally.each(func(e entry) { n += e.count })
-		counts = append(counts, fmt.Sprintf("%d keys %d records %d probe", len(tally.keys), n, tally.probe))
+		counts = append(counts, fmt.Sprintf("%d keys %d records %d probe", tally.keys.n, n, tally.probe))
 	}
 	if counts[0] != counts[1] {
 		t.Errorf("1 worker: %s; 4 workers: %s", counts[0], counts[1])

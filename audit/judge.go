@@ -83,8 +83,9 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 	denied, wouldBlock := j.tally(t, u)
 	j.nameSandboxes(u)
 	u.DeniedTotal, u.WouldBlockTotal = len(denied), len(wouldBlock)
-	u.Denied = t.uses(denied, opt.MaxListed)
-	u.WouldBlock = t.uses(wouldBlock, max(opt.MaxListed, opt.MaxFindings+1))
+	rank := t.ranks()
+	u.Denied = t.uses(denied, opt.MaxListed, rank)
+	u.WouldBlock = t.uses(wouldBlock, max(opt.MaxListed, opt.MaxFindings+1), rank)
 
 	var fs []report.Finding
 	for i := range u.Allowances {
@@ -100,28 +101,26 @@ func Judge(p *policy.Policy, t *Tally, sources []report.UsageSource, opt Options
 	return u, fs
 }
 
-type hostPort struct {
-	host string
-	port int
-}
-
 // judgement is what one Judge call reads the tally with: the allowances
 // and their host rules, the allowed path to the proxy and the resolver,
 // and which sandboxes used each allowance.
 type judgement struct {
-	allow      []policy.Allowance
-	rules      []policy.HostRule
-	proxyHost  string
-	proxyPort  int
-	paths      []netip.Prefix
-	sandboxes  []map[string]bool
-	matchCache map[hostPort]int
+	allow     []policy.Allowance
+	rules     []policy.HostRule
+	proxyHost string
+	proxyPort int
+	paths     []netip.Prefix
+	sandboxes []map[string]bool
+	// What allowanceOf and onPath said of a (host id, port) and a host id:
+	// a record has few destinations and many keys.
+	matchCache map[uint64]int
+	pathCache  []int8 // 0 not asked, 1 on the path, -1 not
 }
 
 // newJudgement parses the allowances' rules and adds a usage row for each
 // to u.
 func newJudgement(e *policy.Egress, u *report.EgressUsage) *judgement {
-	j := &judgement{allow: e.Allow, rules: make([]policy.HostRule, len(e.Allow)), sandboxes: make([]map[string]bool, len(e.Allow)), matchCache: map[hostPort]int{}}
+	j := &judgement{allow: e.Allow, rules: make([]policy.HostRule, len(e.Allow)), sandboxes: make([]map[string]bool, len(e.Allow)), matchCache: map[uint64]int{}}
 	for i, a := range e.Allow {
 		r, _ := policy.ParseHostRule(a.Host) // validated with the policy
 		if r.Port == 0 {
@@ -137,8 +136,24 @@ func newJudgement(e *policy.Egress, u *report.EgressUsage) *judgement {
 	return j
 }
 
-// onPath says whether host is an address of the proxy or the resolver.
-func (j *judgement) onPath(host string) bool {
+// onPath says whether host (the tally's host id) is an address of the
+// proxy or the resolver.
+func (j *judgement) onPath(host string, id uint32) bool {
+	if int(id) >= len(j.pathCache) {
+		j.pathCache = append(j.pathCache, make([]int8, int(id)+1-len(j.pathCache))...)
+	}
+	if c := j.pathCache[id]; c != 0 {
+		return c > 0
+	}
+	on := j.addressOnPath(host)
+	j.pathCache[id] = -1
+	if on {
+		j.pathCache[id] = 1
+	}
+	return on
+}
+
+func (j *judgement) addressOnPath(host string) bool {
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		return false
@@ -152,9 +167,10 @@ func (j *judgement) onPath(host string) bool {
 }
 
 // allowanceOf is the index of the first allowance that lets host:port
-// through (by its rule, or by one of its declared addresses), -1 if none.
-func (j *judgement) allowanceOf(host string, port int) int {
-	k := hostPort{host, port}
+// (host the tally's host id) through (by its rule, or by one of its
+// declared addresses), -1 if none.
+func (j *judgement) allowanceOf(host string, id uint32, port int) int {
+	k := uint64(id)<<16 | uint64(port)
 	if i, ok := j.matchCache[k]; ok {
 		return i
 	}
@@ -173,16 +189,16 @@ func (j *judgement) allowanceOf(host string, port int) int {
 // denied and would-block keys, as indexes into t.keys: sorted as they are,
 // and made into report rows only as far as they are listed.
 func (j *judgement) tally(t *Tally, u *report.EgressUsage) (denied, wouldBlock []int32) {
-	for k := range t.keys {
-		en := t.entry(&t.keys[k])
-		i := j.allowanceOf(en.host, en.port)
+	for k := range int32(t.keys.n) {
+		en, host := t.entry(k), t.keys.at(k).host
+		i := j.allowanceOf(en.host, host, en.port)
 		switch en.decision {
 		case egresslog.Allowed:
 			if i < 0 {
-				if en.host == j.proxyHost && (j.proxyPort == 0 || en.port == j.proxyPort) || j.onPath(en.host) {
+				if en.host == j.proxyHost && (j.proxyPort == 0 || en.port == j.proxyPort) || j.onPath(en.host, host) {
 					continue // the way to the proxy or the resolver (a flow record): the allowed path
 				}
-				wouldBlock = append(wouldBlock, int32(k))
+				wouldBlock = append(wouldBlock, k)
 				continue
 			}
 			j.used(&u.Allowances[i], i, en)
@@ -190,7 +206,7 @@ func (j *judgement) tally(t *Tally, u *report.EgressUsage) (denied, wouldBlock [
 			if i >= 0 {
 				u.Allowances[i].Denied += en.count
 			}
-			denied = append(denied, int32(k))
+			denied = append(denied, k)
 		}
 	}
 	return denied, wouldBlock
@@ -199,12 +215,8 @@ func (j *judgement) tally(t *Tally, u *report.EgressUsage) (denied, wouldBlock [
 // used adds an allowed entry to allowance i's usage a.
 func (j *judgement) used(a *report.AllowanceUsage, i int, en entry) {
 	a.Requests += en.count
-	if en.outKnown {
-		a.BytesOut = max(a.BytesOut, 0) + en.bytesOut
-	}
-	if en.inKnown {
-		a.BytesIn = max(a.BytesIn, 0) + en.bytesIn
-	}
+	a.BytesOut = addBytes(a.BytesOut, en.bytesOut)
+	a.BytesIn = addBytes(a.BytesIn, en.bytesIn)
 	if en.last != 0 {
 		if l := time.UnixMilli(en.last).UTC(); l.After(a.LastUse) {
 			a.LastUse = l
@@ -231,26 +243,99 @@ func (j *judgement) nameSandboxes(u *report.EgressUsage) {
 }
 
 // uses sorts keys (indexes into t.keys) the most frequent first, then by
-// sandbox, host and port, and returns the first n as report rows.
-func (t *Tally) uses(keys []int32, n int) []report.DestinationUse {
-	slices.SortFunc(keys, func(i, j int32) int {
-		a, b := &t.keys[i], &t.keys[j]
+// sandbox, host and port, and returns the first n as report rows. The
+// sort compares integers: each key's count and its names' ranks in name
+// order, in an array of its own (the same order as comparing the names).
+func (t *Tally) uses(keys []int32, n int, rank *nameRanks) []report.DestinationUse {
+	type useKey struct {
+		count         int64
+		sandbox, host uint32 // ranks
+		port          uint16
+		key           int32
+	}
+	order := make([]useKey, len(keys))
+	for i, k := range keys {
+		s := t.keys.at(k)
+		order[i] = useKey{t.keys.stats(k).count, rank.sandboxes[s.sandbox], rank.hosts[s.host], s.port, k}
+	}
+	order = firstSorted(order, n, func(a, b useKey) int {
 		if a.count != b.count {
 			return cmp.Compare(b.count, a.count)
 		}
-		if c := strings.Compare(t.sandboxes[a.sandbox], t.sandboxes[b.sandbox]); c != 0 {
-			return c
+		if a.sandbox != b.sandbox {
+			return cmp.Compare(a.sandbox, b.sandbox)
 		}
-		if c := strings.Compare(t.hosts[a.host], t.hosts[b.host]); c != 0 {
-			return c
+		if a.host != b.host {
+			return cmp.Compare(a.host, b.host)
 		}
 		return cmp.Compare(a.port, b.port)
 	})
 	out := make([]report.DestinationUse, 0, min(len(keys), n))
-	for _, k := range keys[:min(len(keys), n)] {
-		out = append(out, destUse(t.entry(&t.keys[k])))
+	for _, o := range order {
+		out = append(out, destUse(t.entry(o.key)))
 	}
 	return out
+}
+
+// firstSorted returns the first n of list in the total order cmp, sorted,
+// reusing list: a heap of the n best so far keeps the rest from being
+// sorted (tens of thousands of denied keys, of which a thousand are listed).
+func firstSorted[T any](list []T, n int, cmp func(a, b T) int) []T {
+	if len(list) <= n {
+		slices.SortFunc(list, cmp)
+		return list
+	}
+	if n <= 0 {
+		return list[:0]
+	}
+	// best is a heap whose root is the last of the n best so far.
+	best := list[:n]
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && cmp(best[c+1], best[c]) > 0 {
+				c++
+			}
+			if cmp(best[c], best[i]) <= 0 {
+				return
+			}
+			best[i], best[c] = best[c], best[i]
+			i = c
+		}
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, x := range list[n:] {
+		if cmp(x, best[0]) < 0 {
+			best[0] = x
+			down(0)
+		}
+	}
+	slices.SortFunc(best, cmp)
+	return best
+}
+
+// nameRanks is each sandbox's and host's place in name order, by id.
+type nameRanks struct{ sandboxes, hosts []uint32 }
+
+func (t *Tally) ranks() *nameRanks {
+	rank := func(names []string) []uint32 {
+		ids := make([]uint32, len(names))
+		for i := range ids {
+			ids[i] = uint32(i)
+		}
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(names[a], names[b]) })
+		r := make([]uint32, len(names))
+		for place, id := range ids {
+			r[id] = uint32(place)
+		}
+		return r
+	}
+	return &nameRanks{rank(t.sandboxes), rank(t.hosts)}
 }
 
 func destUse(en entry) report.DestinationUse {

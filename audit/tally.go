@@ -7,8 +7,6 @@
 package audit
 
 import (
-	"slices"
-
 	"github.com/sandprobe/sandprobe/egresslog"
 )
 
@@ -18,23 +16,30 @@ import (
 const maxKeys = 200_000
 
 // stats is what the record says of one sandbox and one destination with
-// one decision; the key holds which (Tally.key).
+// one decision; the key holds which (Tally.key). A byte count that no
+// record gave is -1.
 type stats struct {
 	count, bytesOut, bytesIn int64
 	first, last              int64 // Unix ms
-	outKnown, inKnown        bool
 }
 
 func (s *stats) add(o stats) {
 	s.count += o.count
-	s.bytesOut += o.bytesOut
-	s.bytesIn += o.bytesIn
-	s.outKnown = s.outKnown || o.outKnown
-	s.inKnown = s.inKnown || o.inKnown
+	s.bytesOut = addBytes(s.bytesOut, o.bytesOut)
+	s.bytesIn = addBytes(s.bytesIn, o.bytesIn)
 	if o.first != 0 && (s.first == 0 || o.first < s.first) {
 		s.first = o.first
 	}
 	s.last = max(s.last, o.last)
+}
+
+// addBytes adds byte counts of which -1 is not known: the sum of the
+// known ones, -1 when neither is.
+func addBytes(sum, n int64) int64 {
+	if n < 0 {
+		return sum
+	}
+	return max(sum, 0) + n
 }
 
 // entry is a stats with its names, as Judge reads it.
@@ -45,13 +50,48 @@ type entry struct {
 	stats
 }
 
-// slot is the stats of one (sandbox, host, port, decision) key.
+// slot is one (sandbox, host, port, decision) key; its stats are kept
+// apart (block), so that the chains a record walks to find its key lie
+// in 16 bytes a key, not 64.
 type slot struct {
-	stats
 	sandbox, host uint32
+	next          int32 // the next slot of the same sandbox and host, as index+1; 0 ends the chain
 	port          uint16
 	decision      egresslog.Decision
-	next          int32 // the next slot of the same sandbox and host, as index+1; 0 ends the chain
+}
+
+// slotBlock is how many keys one block of a tally holds (56 KiB).
+const slotBlock = 1024
+
+type block struct {
+	slots [slotBlock]slot
+	stats [slotBlock]stats
+}
+
+// slots is a tally's keys, in blocks that never move: a slice that
+// doubled as it grew copied every slot into fresh memory again, and on a
+// virtual machine every fresh page is a fault that costs tens of
+// microseconds (three in five of egress-usage's page faults at a million
+// lines were that copy).
+type slots struct {
+	blocks []*block
+	n      int
+}
+
+func (l *slots) at(i int32) *slot { return &l.blocks[i/slotBlock].slots[i%slotBlock] }
+
+func (l *slots) stats(i int32) *stats { return &l.blocks[i/slotBlock].stats[i%slotBlock] }
+
+// add appends s, with stats that count nothing yet, and returns its index.
+func (l *slots) add(s slot) int32 {
+	if l.n == len(l.blocks)*slotBlock {
+		l.blocks = append(l.blocks, new(block))
+	}
+	i := int32(l.n)
+	b := l.blocks[i/slotBlock]
+	b.slots[i%slotBlock], b.stats[i%slotBlock] = s, stats{bytesOut: -1, bytesIn: -1}
+	l.n++
+	return i
 }
 
 // maxDense bounds the cells of the dense pair table (4 bytes each): past
@@ -76,7 +116,7 @@ type Tally struct {
 	cells    int
 	maxCells int // maxDense; tests lower it
 	pairs    map[uint64]int32
-	keys     []slot // one slot a key, in the order first seen
+	keys     slots // one slot a key, in the order first seen
 	// The last record's sandbox and host, as written and as ids, and its
 	// slot: a run of records from one sandbox to one destination, as logs
 	// have them, skips the interning and the table.
@@ -111,8 +151,10 @@ func intern(ids map[string]uint32, names *[]string, s []byte) uint32 {
 // records are counted in Folded.
 const maxIDs = 1<<23 - 1
 
-func (t *Tally) entry(s *slot) entry {
-	return entry{sandbox: t.sandboxes[s.sandbox], host: t.hosts[s.host], port: int(s.port), decision: s.decision, stats: s.stats}
+// entry is key i with its names.
+func (t *Tally) entry(i int32) entry {
+	s := t.keys.at(i)
+	return entry{sandbox: t.sandboxes[s.sandbox], host: t.hosts[s.host], port: int(s.port), decision: s.decision, stats: *t.keys.stats(i)}
 }
 
 // head returns where the table keeps the pair's first slot, or nil when
@@ -133,7 +175,7 @@ func (t *Tally) head(sb, host uint32) *int32 {
 			return &row[host]
 		}
 		// Too many cells: move every pair to the map.
-		t.pairs = make(map[uint64]int32, len(t.keys))
+		t.pairs = make(map[uint64]int32, t.keys.n)
 		for s, row := range t.rows {
 			for h, first := range row {
 				if first != 0 {
@@ -155,16 +197,15 @@ func (t *Tally) lookup(sb, host uint32, port uint16, d egresslog.Decision) int32
 	} else {
 		first = t.pairs[uint64(sb)<<32|uint64(host)]
 	}
-	for i := first; i != 0; i = t.keys[i-1].next {
-		if s := &t.keys[i-1]; s.port == port && s.decision == d {
+	for i := first; i != 0; i = t.keys.at(i - 1).next {
+		if s := t.keys.at(i - 1); s.port == port && s.decision == d {
 			return i - 1
 		}
 	}
-	if len(t.keys) >= maxKeys {
+	if t.keys.n >= maxKeys {
 		return -1
 	}
-	t.keys = append(t.keys, slot{sandbox: sb, host: host, port: port, decision: d, next: first})
-	i := int32(len(t.keys))
+	i := t.keys.add(slot{sandbox: sb, host: host, port: port, decision: d, next: first}) + 1
 	if h != nil {
 		*h = i
 	} else {
@@ -194,7 +235,7 @@ func (t *Tally) Add(r *egresslog.Record) {
 	var i int32
 	switch {
 	case t.lastSlot >= 0 && string(sb) == string(t.lastSandbox) && string(r.Host) == string(t.lastHost):
-		if s := &t.keys[t.lastSlot]; s.port == port && s.decision == d {
+		if s := t.keys.at(t.lastSlot); s.port == port && s.decision == d {
 			i = t.lastSlot
 		} else {
 			i = t.lookup(t.lastSB, t.lastHostID, port, d)
@@ -214,16 +255,10 @@ func (t *Tally) Add(r *egresslog.Record) {
 		return
 	}
 	t.lastSlot = i
-	s := &t.keys[i].stats
+	s := t.keys.stats(i)
 	s.count++
-	if r.BytesOut >= 0 {
-		s.bytesOut += r.BytesOut
-		s.outKnown = true
-	}
-	if r.BytesIn >= 0 {
-		s.bytesIn += r.BytesIn
-		s.inKnown = true
-	}
+	s.bytesOut = addBytes(s.bytesOut, r.BytesOut)
+	s.bytesIn = addBytes(s.bytesIn, r.BytesIn)
 	if r.Time != 0 {
 		if s.first == 0 || r.Time < s.first {
 			s.first = r.Time
@@ -234,8 +269,8 @@ func (t *Tally) Add(r *egresslog.Record) {
 
 // each calls fn for every entry.
 func (t *Tally) each(fn func(e entry)) {
-	for i := range t.keys {
-		fn(t.entry(&t.keys[i]))
+	for i := range int32(t.keys.n) {
+		fn(t.entry(i))
 	}
 }
 
@@ -245,7 +280,6 @@ func (t *Tally) Merge(o *Tally) {
 	t.marked += o.marked
 	t.folded += o.folded
 	t.total += o.total
-	t.keys = slices.Grow(t.keys, len(o.keys))
 	// o's ids in t's numbering, interned once each.
 	sbs := make([]uint32, len(o.sandboxes))
 	for i, s := range o.sandboxes {
@@ -256,14 +290,14 @@ func (t *Tally) Merge(o *Tally) {
 		hosts[i] = intern(t.hostIDs, &t.hosts, []byte(h))
 	}
 	t.lastSlot = -1
-	for j := range o.keys {
-		s := &o.keys[j]
+	for j := range int32(o.keys.n) {
+		s := o.keys.at(j)
 		i := t.lookup(sbs[s.sandbox], hosts[s.host], s.port, s.decision)
 		if i < 0 {
-			t.folded += s.count
+			t.folded += o.keys.stats(j).count
 			continue
 		}
-		t.keys[i].add(s.stats)
+		t.keys.stats(i).add(*o.keys.stats(j))
 	}
 }
 

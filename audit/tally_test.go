@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -62,4 +64,29 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines vs %d", len(al), len(bl))
+}
+
+// firstSorted gives what sorting the whole list and keeping the first n
+// gives, for every n, with ties and without.
+func TestFirstSorted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{0, 1, 2, 7, 100, 1000} {
+		for _, spread := range []int{3, 1 << 30} { // many ties, next to none
+			list := make([]int, size)
+			for i := range list {
+				list[i] = rng.IntN(spread)
+			}
+			want := slices.Clone(list)
+			slices.Sort(want)
+			for _, n := range []int{0, 1, 2, size / 2, size - 1, size, size + 3} {
+				if n < 0 {
+					continue
+				}
+				got := firstSorted(slices.Clone(list), n, cmp.Compare[int])
+				if !slices.Equal(got, want[:min(n, size)]) {
+					t.Fatalf("size %d spread %d n %d: %v, want %v", size, spread, n, got, want[:min(n, size)])
+				}
+			}
+		}
+	}
 }

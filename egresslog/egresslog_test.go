@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -340,5 +342,103 @@ func TestScanReadErrorAndCancel(t *testing.T) {
 		if err != nil || st.Records != 5000 || n != 5000 || st.Lines != 5000 {
 			t.Errorf("workers %d: whole: %v, %d records, %d in the sinks, %d lines", workers, err, st.Records, n, st.Lines)
 		}
+	}
+}
+
+// lineSink keeps each record's line number and line.
+type lineSink struct{ lines map[int64]string }
+
+func (s *lineSink) Add(r *Record) { s.lines[r.LineNo] = string(r.Line) }
+
+// Whatever the chunk size, the reader's pace and the workers, every line
+// is read once, whole, with its number: lines that straddle chunk ends,
+// CRLF line ends (a CR at a chunk's end too), blank lines, a file smaller
+// than one chunk and a last line without a line end.
+func TestChunkBoundaries(t *testing.T) {
+	var b bytes.Buffer
+	want := map[int64]string{}
+	no := int64(0)
+	for i := 0; i < 300; i++ {
+		line := fmt.Sprintf("1796189515.%03d %6d 10.0.0.%d TCP_TUNNEL/200 %d CONNECT host%d.example.com:443 - HIER_DIRECT/1.2.3.4 - %d \"ua/%d\"", i%1000, i, i%250, i, i%37, i*7, i)
+		no++
+		want[no] = line
+		b.WriteString(line)
+		switch {
+		case i == 299: // the last line ends without a line end
+		case i%3 == 0:
+			b.WriteString("\r\n")
+		default:
+			b.WriteString("\n")
+		}
+		if i%50 == 7 {
+			b.WriteString("\n") // a blank line keeps its number
+			no++
+		}
+	}
+	readers := map[string]func([]byte) io.Reader{
+		"whole": func(d []byte) io.Reader { return bytes.NewReader(d) },
+		"half":  func(d []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(d)) },
+		"bytes": func(d []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(d)) },
+		"eof":   func(d []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(d)) },
+	}
+	for name, reader := range readers {
+		for _, size := range []int{200, 333, 4096, 1 << 20} {
+			for _, workers := range []int{1, 3} {
+				sinks, st, err := Scan(context.Background(), reader(b.Bytes()), Options{Format: FormatSquid, ChunkSize: size, Workers: workers}, func() *lineSink { return &lineSink{map[int64]string{}} })
+				if err != nil {
+					t.Fatalf("%s size %d workers %d: %v", name, size, workers, err)
+				}
+				got := map[int64]string{}
+				for _, s := range sinks {
+					for n, l := range s.lines {
+						got[n] = l
+					}
+				}
+				if st.Lines != 300 || st.Records != 300 || st.Skipped != 0 || !maps.Equal(got, want) {
+					t.Errorf("%s size %d workers %d: %d lines, %d records, %d skipped; %d of 300 lines read as written", name, size, workers, st.Lines, st.Records, st.Skipped, countSame(got, want))
+				}
+			}
+		}
+	}
+}
+
+func countSame(got, want map[int64]string) int {
+	n := 0
+	for k, v := range want {
+		if got[k] == v {
+			n++
+		}
+	}
+	return n
+}
+
+// A chunk reads about step bytes, however large its buffer (the longest
+// line): it ends at the first line end past step, and the chunks put
+// together are the input, numbered from the first line.
+func TestChunkerReadsAStep(t *testing.T) {
+	data := squidBenchLines(2000)
+	rd := &chunker{r: bytes.NewReader(data), size: 1 << 20, step: 4096, free: make(chan *chunk, 4)}
+	var all []byte
+	line := int64(1)
+	for {
+		c, err := rd.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.data) > 4096+300 || c.data[len(c.data)-1] != '\n' {
+			t.Fatalf("chunk %d: %d bytes, want about 4096 ending at a line end", c.seq, len(c.data))
+		}
+		if c.firstLine != line {
+			t.Fatalf("chunk %d: first line %d, want %d", c.seq, c.firstLine, line)
+		}
+		line += int64(bytes.Count(c.data, []byte{'\n'}))
+		all = append(all, c.data...)
+		rd.release(c)
+	}
+	if !bytes.Equal(all, data) {
+		t.Errorf("the chunks hold %d bytes, the input %d", len(all), len(data))
 	}
 }
