@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandprobe/sandprobe/result"
@@ -25,6 +28,9 @@ func runTool(ctx context.Context, name string, args []string, timeout time.Durat
 	exp := fmt.Sprintf("`%s` exits 0 within %s", cmdline, timeout)
 	path, err := exec.LookPath(name)
 	if err != nil {
+		if f, ok := notExecutable(name, exp); ok {
+			return f
+		}
 		f := fail(name, exp, "not found on PATH", "PATH="+getenv("PATH"))
 		f.Fix = fmt.Sprintf("install %s in the image, on PATH (%s)", name, getenv("PATH"))
 		return f
@@ -61,6 +67,32 @@ func runTool(ctx context.Context, name string, args []string, timeout time.Durat
 	f := pass(name, exp, "exited 0", evidence)
 	f.Seconds = took.Seconds()
 	return f
+}
+
+// notExecutable names a tool that exec.LookPath did not take but that is
+// in the image, on PATH: a file the sandbox's uid may not run (an image
+// built for root, its tool installed mode 0700 or 0750 root:root). "Not
+// found" would send the user to install what is there.
+func notExecutable(name, exp string) (result.Finding, bool) {
+	for _, dir := range filepath.SplitList(getenv("PATH")) {
+		path := name
+		if !strings.Contains(name, "/") {
+			path = filepath.Join(dir, name)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		owner := ""
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner = fmt.Sprintf(", owner %d:%d", st.Uid, st.Gid)
+		}
+		uid, gid := os.Getuid(), os.Getgid()
+		f := fail(name, exp, fmt.Sprintf("%s is in the image but uid %d may not run it (mode %04o%s)", path, uid, fi.Mode().Perm(), owner), "PATH="+getenv("PATH"))
+		f.Fix = fmt.Sprintf("the image installs %s for its owner only (built to run as root): make it executable for uid %d at build time (chmod 0755 %s, or give it group %d)", name, uid, path, gid)
+		return f, true
+	}
+	return result.Finding{}, false
 }
 
 func firstLine(s string) string {

@@ -4,7 +4,7 @@
 #
 #   sandprobe/smoke:test                 (by hack/docker/up.sh)
 #   sandprobe/debian-chromium:test       debian-chromium.sh
-#   sandprobe/debian-{nochromium,nogit,tmp0755,writableroot}:test
+#   sandprobe/debian-{nochromium,nogit,rootonly,tmp0755,writableroot}:test
 #                                        debian-variants.sh
 #
 # Not built here: the image of the sandprobe binary itself, which needs the

@@ -5,6 +5,8 @@
 #   sandprobe/debian-nochromium:test     Chromium removed (dpkg --purge)
 #   sandprobe/debian-nogit:test          git removed
 #   sandprobe/debian-tmp0755:test        /tmp mode 0755 instead of 1777
+#   sandprobe/debian-rootonly:test       built for root: git installed mode 0700 root:root,
+#                                        so the sandbox's uid cannot run it
 #   sandprobe/debian-writableroot:test   ENTRYPOINT writes /var/run/sandprobe-app/ at
 #                                        start: works on a writable root (also as
 #                                        uid 65532), fails under --read-only
@@ -73,6 +75,13 @@ build_nogit() {
 		"${DEFAULT_CMD[@]}"
 }
 
+build_rootonly() {
+	derive rootonly '
+		chmod 0700 "$(command -v git)"
+		[ "$(stat -c %a "$(command -v git)")" = 700 ]' \
+		"${DEFAULT_CMD[@]}"
+}
+
 build_tmp0755() {
 	derive tmp0755 '
 		chmod 0755 /tmp
@@ -99,7 +108,7 @@ build_writableroot() {
 }
 
 variants=("$@")
-[[ ${#variants[@]} -gt 0 ]] || variants=(nochromium nogit tmp0755 writableroot)
+[[ ${#variants[@]} -gt 0 ]] || variants=(nochromium nogit rootonly tmp0755 writableroot)
 
 require_daemon
 image_exists "$BASE" || die "$BASE missing: run hack/images/debian-chromium.sh first"

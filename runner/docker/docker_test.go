@@ -26,6 +26,7 @@ const (
 	noChromiumImage   = "sandprobe/debian-nochromium:test"
 	noGitImage        = "sandprobe/debian-nogit:test"
 	tmp0755Image      = "sandprobe/debian-tmp0755:test"
+	rootOnlyImage     = "sandprobe/debian-rootonly:test"
 	writableRootImage = "sandprobe/debian-writableroot:test"
 	scratchImage      = "sandprobe/verify-scratch:test"
 	gvisor            = "runsc-nonet" // runsc without networking: the only runsc that starts here
@@ -215,6 +216,10 @@ func TestSabotagedImages(t *testing.T) {
 			check: "browser.screenshot", subject: "profile", actual: "cannot create a fresh profile directory under /tmp", fix: "chmod 1777"},
 		{name: "declared tool missing", image: noGitImage, runtime: "runc", env: []string{"HOME=/tmp"},
 			check: "tools.run", subject: "git", actual: "not found on PATH", fix: "install git in the image"},
+		{name: "tool built for root only", image: rootOnlyImage, runtime: "runc", env: []string{"HOME=/tmp"},
+			check: "tools.run", subject: "git", actual: "is in the image but uid 65532 may not run it (mode 0700, owner 0:0)", fix: "chmod 0755 /usr/bin/git"},
+		{name: "tool built for root only, under gVisor", image: rootOnlyImage, runtime: gvisor, env: []string{"HOME=/tmp"},
+			check: "tools.run", subject: "git", actual: "uid 65532 may not run it", fix: "make it executable for uid 65532"},
 		{name: "entrypoint needs a writable root", image: writableRootImage, runtime: "runc", env: []string{"HOME=/tmp"},
 			check: "image.entrypoint", subject: "/usr/local/bin/sandprobe-app-start", actual: "writes /var/run/sandprobe-app/pid on the read-only root", fix: "the entrypoint needs a writable root"},
 		{name: "entrypoint needs a writable root, under gVisor", image: writableRootImage, runtime: gvisor, env: []string{"HOME=/tmp"},
