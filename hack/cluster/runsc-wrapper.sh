@@ -13,7 +13,11 @@
 #    /proc/sys/net/core/rmem_default, which newer kernels have in every
 #    namespace). With host networking the sandbox uses the pod's network
 #    namespace through the host kernel; the pod's isolation rules still apply.
-#  * --oci-seccomp: honour the pod's seccomp profile inside the sandbox.
+#  * --oci-seccomp: honour the pod's seccomp profile inside the sandbox;
+#    except when this wrapper is installed as `runsc-default` (the
+#    `gvisor-default` RuntimeClass): gVisor's default, as GKE Sandbox runs
+#    it, where the Sentry's own host filter is the boundary and the pod's
+#    profile is not loaded inside.
 #  * One gVisor sandbox per container: runsc would put a pod's app containers
 #    into the pause container's sandbox (CRI annotations), but then it reports
 #    the sandbox's PID for every container and the runc shim never sees an app
@@ -44,7 +48,8 @@ if ((create)) && [[ -n $bundle && -f $bundle/config.json ]]; then
   mv "$tmp" "$bundle/config.json"
 fi
 
-flags=(--platform=ptrace --network=host --oci-seccomp)
+flags=(--platform=ptrace --network=host)
+[[ ${0##*/} == runsc-default ]] || flags+=(--oci-seccomp)
 [[ -n $log_dir ]] && flags+=("--debug-log=$log_dir/")
 
 # `kill` of a container whose sandbox already exited: runsc says "sandbox is

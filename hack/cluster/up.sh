@@ -95,180 +95,9 @@ chmod 700 "$CLUSTER_DIR"
 cp "$PROBE_BIN" "$CLUSTER_DIR/bin/probe"
 echo "$PROBE_BIN" > "$CLUSTER_DIR/probe-bin"
 
-# ---- 2. host network and isolation --------------------------------------------------
-t=$(now_ns)
-# Remember the sysctls that the kubelet and the CNI bridge plugin change (in
-# the data dir: it survives a wipe of /run without a reboot).
-for s in "${SAVED_SYSCTLS[@]}"; do
-  echo "$s=$(sysctl -n "$s")"
-done > "$DATA_DIR/sysctl.orig"
-if [[ -d $KUBELET_CONTAINER_LOGS_DIR ]]; then touch "$DATA_DIR/varlog-containers-existed"; fi
-
-# The node address sits on one end of a veth pair that stays in the host
-# namespace (this kernel has no dummy driver: `ip link add ... type dummy`
-# fails with "Unknown device type"); the pair gives the link a carrier.
-ip link add "$NODE_IF" type veth peer name "$NODE_IF-peer"
-ip addr add "$NODE_IP/32" dev "$NODE_IF"
-ip link set "$NODE_IF-peer" up
-ip link set "$NODE_IF" up
-
-# nftables: traffic from the pod network may reach only the node's address
-# (kubelet, apiserver) and the lab network; everything else, in particular the
-# real uplink, its addresses and 169.254.169.254, is dropped. Installed before
-# anything can start a pod. Matching on the bridge name works before the CNI
-# plugin creates the bridge.
-nft -f - <<EOF
-table inet $NFT_TABLE {
-  # Packets from pods addressed to this machine (any of its addresses).
-  chain input {
-    type filter hook input priority filter - 10; policy accept;
-    iifname "$BRIDGE" jump from_pods
-    ip saddr $POD_CIDR jump from_pods
-  }
-  chain from_pods {
-    # Replies to connections the node opened (kubelet probes, lab traffic).
-    ct state established,related accept
-    ip daddr $NODE_IP accept
-    counter drop comment "pod to a host address other than the node"
-  }
-  # Packets from pods routed elsewhere.
-  chain forward {
-    type filter hook forward priority filter - 10; policy accept;
-    iifname "$BRIDGE" jump from_pods_routed
-    ip saddr $POD_CIDR jump from_pods_routed
-  }
-  chain from_pods_routed {
-    # Pod to pod on the bridge: only seen here when br_netfilter is on.
-    iifname "$BRIDGE" oifname "$BRIDGE" accept
-    ip daddr $LAB_CIDR4 accept
-    ip6 daddr $LAB_CIDR6 accept
-    counter drop comment "pod to anything but the node and the lab"
-  }
-  # Belt and braces: nothing with a pod source address leaves by any other
-  # interface, whatever the routing says.
-  chain output {
-    type filter hook output priority filter - 10; policy accept;
-    ip saddr $POD_CIDR oifname != { "lo", "$BRIDGE" } ip daddr != $LAB_CIDR4 counter drop
-  }
-}
-EOF
-
-# Routing: packets arriving from the bridge may use every route of the main
-# table except default routes (suppress_prefixlength 0), i.e. the bridge
-# subnet and the lab's routes but never the uplink's default gateway; the next
-# rule makes the rest unreachable. Local addresses are resolved earlier (local
-# table, pref 0) and are filtered by nftables above.
-for fam in -4 -6; do
-  ip "$fam" rule add pref "$IP_RULE_PREF" iif "$BRIDGE" lookup main suppress_prefixlength 0
-  ip "$fam" rule add pref $((IP_RULE_PREF + 1)) iif "$BRIDGE" unreachable
-done
-
-# Create the pod bridge ourselves (the CNI bridge plugin adopts it) so it
-# exists, with its gateway address, before the first pod: check-isolation.sh
-# can then test the network without a pod.
-# Its MAC address is set, not inherited: a Linux bridge otherwise takes the
-# lowest MAC of its ports and changes it as pods come and go, and a pod
-# that resolved its gateway before is black-holed until its ARP entry goes
-# stale (make e2e's probe pod went silent seconds in, when the runner's
-# control pod was deleted). A set address never changes.
-ip link add "$BRIDGE" type bridge
-ip link set "$BRIDGE" address "$BRIDGE_MAC"
-[[ $(cat "/sys/class/net/$BRIDGE/addr_assign_type") == 3 ]] || die "$BRIDGE: its MAC address did not stay set"
-ip addr add "$POD_GW/${POD_CIDR#*/}" dev "$BRIDGE"
-ip link set "$BRIDGE" up
-
-# CNI: bridge + host-local. No ipMasq: pod traffic must never be NATed onto a
-# real interface. isGateway gives pods a default route via the bridge so that
-# the node IP and the lab are reachable; the rules above drop the rest.
-mkdir -p "$CNI_CONF_DIR" "$DATA_DIR/cni"
-cat > "$CNI_CONF_DIR/10-sandprobe.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "sandprobe",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": false,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$DATA_DIR/cni/networks",
-        "ranges": [[{ "subnet": "$POD_CIDR", "gateway": "$POD_GW", "rangeEnd": "$POD_RANGE_END" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    }
-  ]
-}
-EOF
-mark "network + nftables" "$t"
-
-# ---- 3. PKI (openssl) ----------------------------------------------------------------
-t=$(now_ns)
-# new_key FILE: an ECDSA P-256 key (fast to generate, supported everywhere here).
-new_key() { openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null; chmod 600 "$1"; }
-
-# new_cert NAME SUBJECT EXTENSIONS: key + certificate signed by the cluster CA.
-new_cert() {
-  local name="$1" subj="$2" ext="$3"
-  new_key "$PKI/$name.key"
-  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
-    -set_serial "0x$(openssl rand -hex 16)" -days 30 -out "$PKI/$name.crt" \
-    -extfile <(printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$ext") \
-    2>/dev/null
-  rm -f "$PKI/$name.csr"
-}
-client='extendedKeyUsage=clientAuth'
-server='extendedKeyUsage=serverAuth'
-
-new_key "$PKI/ca.key"
-openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=sandprobe-cluster-ca" -days 30 \
-  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-  -out "$PKI/ca.crt" 2>/dev/null
-new_cert apiserver "/CN=kube-apiserver" \
-  "$server
-subjectAltName=IP:$NODE_IP,IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-new_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client"
-new_cert admin "/O=system:masters/CN=sandprobe-admin" "$client"
-new_cert controller-manager "/CN=system:kube-controller-manager" "$client"
-new_cert scheduler "/CN=system:kube-scheduler" "$client"
-new_cert kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" "$client"
-new_cert kubelet-serving "/CN=$NODE_NAME" "$server
-subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
-# Service-account token signing key pair (RSA, the most widely verifiable).
-openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
-openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
-
-# kubeconfig NAME CERT: a kubeconfig with embedded credentials.
-kubeconfig() {
-  local out="$CLUSTER_DIR/$1.kubeconfig" cert="$2"
-  cat > "$out" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sandprobe
-  cluster:
-    server: $APISERVER_URL
-    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
-users:
-- name: $cert
-  user:
-    client-certificate-data: $(base64 -w0 "$PKI/$cert.crt")
-    client-key-data: $(base64 -w0 "$PKI/$cert.key")
-contexts:
-- name: sandprobe
-  context: {cluster: sandprobe, user: $cert}
-current-context: sandprobe
-EOF
-  chmod 600 "$out"
-}
-kubeconfig admin admin
-kubeconfig controller-manager controller-manager
-kubeconfig scheduler scheduler
-kubeconfig kubelet kubelet-client
-mark "pki + kubeconfigs" "$t"
+# ---- 2. host network and isolation, 3. PKI (openssl): their own files ------------
+source "$cluster_lib_dir/up-network.sh"
+source "$cluster_lib_dir/up-pki.sh"
 
 # ---- 4. control plane ----------------------------------------------------------------
 t=$(now_ns)
@@ -328,80 +157,8 @@ start_bg kube-scheduler "$K8S_BIN/kube-scheduler" \
   --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
 mark "controller-manager/scheduler" "$t"
 
-# ---- 5. containerd ---------------------------------------------------------------------
-t=$(now_ns)
-# gVisor: runsc, driven by containerd's runc shim through a wrapper that adds
-# the flags this machine needs (see runsc-wrapper.sh for why). Copied so the
-# running cluster does not depend on the checkout.
-cp "$cluster_lib_dir/runsc-wrapper.sh" "$CLUSTER_DIR/bin/runsc"
-mkdir -p "$LOGS/runsc"
-
-mkdir -p "$CLUSTER_DIR/containerd" "$DATA_DIR/containerd"
-cat > "$CLUSTER_DIR/containerd/config.toml" <<EOF
-# Generated by hack/cluster/up.sh. Private sockets and directories: this
-# containerd never collides with one the machine may run for other purposes.
-version = 2
-root = "$DATA_DIR/containerd"
-state = "$CONTAINERD_STATE"
-disabled_plugins = [
-  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.tracing.processor.v1.otlp",
-]
-
-[grpc]
-  address = "$CONTAINERD_SOCK"
-[ttrpc]
-  address = "$CONTAINERD_SOCK.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$DATA_DIR/containerd/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  # root here lacks CAP_SYS_RESOURCE: without this every sandbox fails when
-  # runc tries to lower oom_score_adj below the shim's own value.
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "$RUNC"
-        Root = "$CLUSTER_DIR/runc"
-        SystemdCgroup = false
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
-        BinaryName = "$CLUSTER_DIR/bin/runsc"
-        Root = "$CLUSTER_DIR/runsc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$CNI_CONF_DIR"
-    max_conf_num = 1
-EOF
-# PATH: containerd finds containerd-shim-runc-v2 there, CNI plugins find iptables.
-SANDPROBE_RUNSC="$RUNTIME_BIN/runsc" SANDPROBE_RUNSC_LOG_DIR="$LOGS/runsc" \
-PATH="$RUNTIME_BIN:$PATH" start_bg containerd "$RUNTIME_BIN/containerd" \
-  --config "$CLUSTER_DIR/containerd/config.toml" --log-level warn
-wait_for containerd 30 ctrc version || die "containerd not up; see $LOGS/containerd.log"
-mark "containerd up" "$t"
-
-t=$(now_ns)
-# Images: no registry, so the sandbox image and the probe image are built
-# from the static probe binary and imported.
-"$cluster_lib_dir/import-image.sh" "$PAUSE_IMAGE" "$CLUSTER_DIR/bin/probe" /probe pause >&2
-"$cluster_lib_dir/import-image.sh" "$PROBE_IMAGE" "$CLUSTER_DIR/bin/probe" /probe report >&2
-mark "images imported" "$t"
+# ---- 5. containerd (runc, runsc) and the images: their own file -----------------------
+source "$cluster_lib_dir/up-containerd.sh"
 
 # ---- 6. kubelet ----------------------------------------------------------------------------
 t=$(now_ns)
@@ -479,6 +236,14 @@ metadata:
   annotations:
     sandprobe.dev/runtime: "gVisor runsc (Debian 0.0~20221219) --platform=ptrace --network=host, one sandbox per container, via containerd's runc v2 shim; see hack/cluster/README.md"
 handler: runsc
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: gvisor-default
+  annotations:
+    sandprobe.dev/runtime: "as gvisor, but without --oci-seccomp (gVisor's default, as GKE Sandbox runs it): the pod's seccomp profile is not loaded inside"
+handler: runsc-default
 EOF
 wait_for "default ServiceAccount" 60 kc get serviceaccount default -n default \
   || die "no default ServiceAccount; see $LOGS/kube-controller-manager.log"

@@ -68,6 +68,8 @@ func unpack(t testing.TB, src, dir string) {
 // profile says ENOSYS (google/gvisor#14688), so glibc's posix_spawn fails
 // and Chromium cannot start its crash handler: a true verdict (a sandbox
 // of this policy there cannot run the browser), named with that cause.
+// Under gVisor's default (RuntimeClass gvisor-default, no --oci-seccomp)
+// the Debian + Chromium image passes every check.
 // Every verdict that differs between the backends is listed; a difference
 // outside the known ones fails the test.
 func TestClusterVerifyImageDebian(t *testing.T) {
@@ -86,6 +88,8 @@ func TestClusterVerifyImageDebian(t *testing.T) {
 		{"sandprobe/debian-chromium:test", []string{browserEPERM}},
 		{"sandprobe/debian-nogit:test", []string{browserEPERM, "tools.run git"}},
 		{"sandprobe/debian-nochromium:test", []string{"browser.screenshot locate"}},
+		// built for root: git is mode 0700 root:root, uid 65532 cannot run it
+		{"sandprobe/debian-rootonly:test", []string{browserEPERM, "tools.run git"}},
 		// /tmp is an emptyDir on the cluster (mode 0777 whatever the image
 		// says): the sandbox really can write it.
 		{"sandprobe/debian-tmp0755:test", []string{browserEPERM}},
@@ -116,7 +120,7 @@ func TestClusterVerifyImageDebian(t *testing.T) {
 			if left := e.probeObjects(t); len(left) > 0 {
 				t.Errorf("left behind: %v", left)
 			}
-			d := e.verifyDocker(t, host, string(policyDoc), c.image)
+			d := e.verifyDocker(t, host, string(policyDoc), c.image, "gvisor")
 			for _, diff := range verdictDiff(d.verdicts, k.verdicts) {
 				t.Logf("docker vs kube: %s", diff)
 				if !knownDifference(diff) {
@@ -124,6 +128,43 @@ func TestClusterVerifyImageDebian(t *testing.T) {
 				}
 			}
 		})
+	}
+	t.Run("debian-chromium:test under gvisor-default", func(t *testing.T) {
+		e.verifyGVisorDefault(t, host, string(policyDoc))
+	})
+}
+
+// verifyGVisorDefault: the same image under gVisor's default, as GKE
+// Sandbox runs it (RuntimeClass gvisor-default: runsc without
+// --oci-seccomp, the Sentry's own host filter as the boundary), with the
+// policy saying so (spec.seccomp: Unconfined, the fix caps.seccomp names
+// there). Nothing turns clone3's ENOSYS into EPERM, so Chromium starts and
+// writes its screenshot: every check passes, and the two backends agree
+// but for what only a pod or only the engine can say.
+func (e *clusterEnv) verifyGVisorDefault(t *testing.T, host, policyDoc string) {
+	const image = "sandprobe/debian-chromium:test"
+	doc := strings.NewReplacer("classNames: [gvisor]", "classNames: [gvisor-default]", "seccomp: RuntimeDefault", "seccomp: Unconfined").Replace(policyDoc)
+	if !strings.Contains(doc, "[gvisor-default]") || !strings.Contains(doc, "seccomp: Unconfined") {
+		t.Fatalf("fixtures/image-policy.yaml changed shape:\n%s", policyDoc)
+	}
+	testenv.DockerImage(t, host, image)
+	ref := e.clusterCopy(t, host, image)
+	k := e.verify(t, doc, ref, "--env", "HOME=/tmp", "--entrypoint-timeout", "0")
+	if k.code != report.ExitOK {
+		t.Errorf("kube: exit %d, want 0; failing:\n%s\n%s", k.code, strings.Join(k.failing(), "\n"), k.stderr)
+	}
+	if v := k.verdicts["browser.screenshot /tmp"]; v != report.Pass {
+		t.Errorf("kube: browser.screenshot /tmp %q, want pass (Chromium wrote its screenshot)", v)
+	}
+	if left := e.probeObjects(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	d := e.verifyDocker(t, host, doc, image, "gvisor-default")
+	for _, diff := range verdictDiff(d.verdicts, k.verdicts) {
+		t.Logf("docker vs kube: %s", diff)
+		if !strings.HasPrefix(diff, "image.entrypoint ") && !strings.HasPrefix(diff, "pod.labels ") {
+			t.Errorf("docker vs kube: %s differs under gVisor's default on both", diff)
+		}
 	}
 }
 
@@ -144,14 +185,14 @@ func knownDifference(diff string) bool {
 }
 
 // verifyDocker is the same verification on the Docker engine under runsc.
-func (e *clusterEnv) verifyDocker(t testing.TB, host, policyDoc, image string) verifyResult {
+func (e *clusterEnv) verifyDocker(t testing.TB, host, policyDoc, image, class string) verifyResult {
 	t.Helper()
 	dir := t.TempDir()
 	pol, jsonFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "report.json")
 	if err := os.WriteFile(pol, []byte(policyDoc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(e.bin, "verify-image", "--policy", pol, "--image", image, "--runtime", "runsc-nonet", "--runtime-class", "gvisor",
+	cmd := exec.Command(e.bin, "verify-image", "--policy", pol, "--image", image, "--runtime", "runsc-nonet", "--runtime-class", class,
 		"--env", "HOME=/tmp", "--docker-host", host, "--json", jsonFile, "-o", "text")
 	out, _ := cmd.CombinedOutput()
 	r := verifyResult{runResult: runResult{stderr: string(out)}, verdicts: map[string]report.Status{}}
