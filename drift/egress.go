@@ -67,6 +67,15 @@ func newEgressModel(p *policy.Policy) (*egressModel, error) {
 			continue
 		}
 		m.hosts = append(m.hosts, allowHost{rule: r, reason: a.Reason})
+		if p.Spec.Egress.Proxy == "" {
+			// Reached directly: its declared addresses are how an
+			// address-based engine allows it (render writes them).
+			for _, s := range a.Addresses {
+				if ip, err := netip.ParseAddr(s); err == nil {
+					m.ips = append(m.ips, allowIP{addr: ip.Unmap(), port: r.Port, reason: a.Reason})
+				}
+			}
+		}
 	}
 	if p.Spec.Egress.Proxy != "" {
 		u, err := url.Parse(p.Spec.Egress.Proxy)

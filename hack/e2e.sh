@@ -5,11 +5,10 @@
 #   cluster up (hack/cluster) → kube-router's NetworkPolicy controller
 #   (hack/cluster/netpol.sh) → lab up, pod network attached in engine mode
 #   (the lab only routes; nothing but the NetworkPolicy keeps sandboxes in) →
-#   build and import the sandprobe image → kubectl apply -k (manifests/ through the e2e
-#   overlay) → the NetworkPolicy `sandprobe render` writes, applied in the
-#   sandbox namespace, and a live sandbox → a Job from the CronJob probes like
-#   a sandbox: green, each verdict attributed to what enforced it → the
-#   regressions users really suffer, each caught by the next Job (exit 1,
+#   build and import the sandprobe image → kubectl apply -k (manifests/ through
+#   the e2e overlay) → the rendered NetworkPolicy and a live sandbox → a Job
+#   from the CronJob probes like a sandbox: green, each verdict attributed to
+#   what enforced it → the regressions users suffer, each caught by the next Job (exit 1,
 #   JUnit naming what answered, sandprobe_egress_unexpected_open > 0, drift
 #   naming the object where a spec changed) and green again once undone:
 #     1. an additive NetworkPolicy "for a minute" that allows 0.0.0.0/0,
@@ -17,6 +16,9 @@
 #     3. a "CNI upgrade": the engine restarted without enforcing, no spec
 #        changed (only the probe can see it),
 #     4. a sandbox pod started without the sandbox label
+#   → the factory (hack/e2e/factory.sh: no proxy, nginx brokers, package
+#     hosts reached directly): green; an allow-all, a broker's podSelector
+#     typo, a node-address ipBlock, each caught; green once undone
 #   → the admission policy refuses a sandbox pod without its runtime class →
 #   the install lifecycle as a user lives it (kubectl delete -k leaves
 #   nothing; then with Helm and with kustomize: install → a Job green →
@@ -25,9 +27,8 @@
 #   gone), lab down. The image is built as make image builds it (hack/image)
 #   with the lab's CA in one more layer; the functions live in hack/e2e/lib.sh.
 #
-#   hack/e2e.sh                     # root; needs bin/sandprobe (make e2e builds it)
-#   SANDPROBE_E2E_KEEP=1 hack/e2e.sh   # leave cluster, engine and lab up afterwards
-#                                      (SANDPROBE_KEEP naming cluster or lab does too)
+#   hack/e2e.sh                        # root; needs bin/sandprobe (make e2e builds it)
+#   SANDPROBE_E2E_KEEP=1 hack/e2e.sh   # leave it all up (so does SANDPROBE_KEEP naming cluster or lab)
 #
 # Holds /run/sandprobe-cluster.test-lock, then /run/sandprobe-lab.test-lock
 # (always in this order) for the whole run, and tears everything down on any
@@ -67,6 +68,7 @@ kubeconfig=${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/admin.kubeconfig
 kubectl_bin="$(hack/k8s/build.sh --print-bin-dir)/kubectl"
 kc() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 source hack/e2e/lib.sh
+source hack/e2e/factory.sh
 
 # ---- locks and cleanup ----------------------------------------------------------
 # Long-lived children (cluster components, lab daemons, the Pushgateway)
@@ -195,7 +197,7 @@ ok "kube-router applies $("$netpol" policies "$sandbox_ns" agent-1 | paste -sd,)
 
 step "healthy run" "a Job from the CronJob (kubectl create job --from=cronjob/sandprobe) probes like a sandbox"
 expect_green sandprobe-healthy
-source hack/e2e/factory.sh   # the neighbours: the node's kubelet denied; an ipBlock for the node caught
+neighbours_proved   # hack/e2e/factory.sh: the node's kubelet denied, and proven
 
 # ---- 1. a rule widened "for a minute" ------------------------------------------------------
 step "regression 1: an allow-all 'for a minute'" "an additive NetworkPolicy allowing 0.0.0.0/0 in the sandbox namespace"
@@ -265,7 +267,7 @@ grep -q 'testsuite name="namespace/[^"]*/as/agent-2"' "$out/sandprobe-unlabelled
 kc -n "$sandbox_ns" delete pod agent-2 --grace-period=1 --wait=true | quote
 step "undone" "agent-2 is gone"
 expect_green sandprobe-unlabelled-undone
-
+factory_story   # hack/e2e/factory.sh: no proxy, in-cluster brokers; regressions 5-7
 # How long the engine took to program each change (its own log, -v 1).
 kr_log="${SANDPROBE_CLUSTER_DIR:-/run/sandprobe-cluster}/logs/kube-router.log"
 if [[ -f $kr_log ]]; then

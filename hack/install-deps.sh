@@ -29,6 +29,7 @@ declare -A want=(
   [squid-openssl]=/usr/sbin/squid
   [bash-completion]=/usr/share/bash-completion/bash_completion
   [shellcheck]=/usr/bin/shellcheck
+  [nginx]=/usr/sbin/nginx
 )
 missing=()
 for pkg in "${!want[@]}"; do

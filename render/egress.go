@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPoli
 			Annotations: map[string]string{},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: p.Spec.Selector.MatchLabels},
+			PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(p.Spec.Selector.MatchLabels)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},
@@ -98,9 +99,16 @@ func NetworkPolicy(p *policy.Policy, namespace string) *networkingv1.NetworkPoli
 			add(ipRule(ip, a.Port), a.Reason)
 			continue
 		}
-		if p.Spec.Egress.Proxy == "" {
-			unexpressed = append(unexpressed, fmt.Sprintf("%s:%d", a.Host, a.Port))
+		if p.Spec.Egress.Proxy != "" {
+			continue // the proxy reaches it; its addresses are what must stay closed
 		}
+		if len(a.Addresses) > 0 {
+			// Reached directly with no proxy: a NetworkPolicy allows the
+			// name by the addresses the policy gives for it.
+			add(addressesRule(a.Addresses, a.Port), a.Reason)
+			continue
+		}
+		unexpressed = append(unexpressed, fmt.Sprintf("%s:%d", a.Host, a.Port))
 	}
 	if len(unexpressed) > 0 {
 		np.Annotations["sandprobe.dev/not-expressible"] = strings.Join(unexpressed, ", ") +
@@ -119,7 +127,7 @@ func locationPeers(loc *policy.Location) []networkingv1.NetworkPolicyPeer {
 	if loc.Namespace != "" {
 		peer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: loc.Namespace}}}
 		if l := loc.PodLabels(); len(l) > 0 {
-			peer.PodSelector = &metav1.LabelSelector{MatchLabels: l}
+			peer.PodSelector = &metav1.LabelSelector{MatchLabels: maps.Clone(l)}
 		}
 		peers = append(peers, peer)
 	}
@@ -177,8 +185,8 @@ func CheckEgress(p *policy.Policy, kinds ...EgressKind) error {
 		}
 		if e.Proxy == "" {
 			for i, a := range e.Allow {
-				if _, err := netip.ParseAddr(a.Host); err != nil && !a.InCluster() {
-					need(fmt.Sprintf("spec.egress.allow[%d].host", i), fmt.Sprintf("%s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, allow its address, or render only the CiliumNetworkPolicy (--egress cilium)", a.Host))
+				if _, err := netip.ParseAddr(a.Host); err != nil && !a.InCluster() && len(a.Addresses) == 0 {
+					need(fmt.Sprintf("spec.egress.allow[%d].host", i), fmt.Sprintf("%s cannot be expressed in a NetworkPolicy (it matches addresses, not names): send it through spec.egress.proxy, give its addresses (addresses: [...]), or render only the CiliumNetworkPolicy (--egress cilium)", a.Host))
 				}
 			}
 		}
@@ -213,6 +221,18 @@ func ipRule(ip netip.Addr, port int) networkingv1.NetworkPolicyEgressRule {
 		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()}}},
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptrPort(port)}},
 	}
+}
+
+// addressesRule allows TCP port to each of a named host's addresses
+// (validation has checked they parse).
+func addressesRule(addrs []string, port int) networkingv1.NetworkPolicyEgressRule {
+	rule := networkingv1.NetworkPolicyEgressRule{Ports: tcpPorts([]int{port})}
+	for _, s := range addrs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			rule.To = append(rule.To, ipRule(ip, port).To...)
+		}
+	}
+	return rule
 }
 
 // tcpPorts are the NetworkPolicy ports of a peer's TCP ports.

@@ -103,3 +103,58 @@ func TestDNSRuleAllowsSearchExpansions(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectHostsByAddress: with no proxy, a NetworkPolicy allows a named
+// host by the addresses the policy gives for it (one ipBlock each, on its
+// port); the Cilium policy still allows it by name. Behind a proxy the
+// addresses are what the proxy-bypass check dials: never allowed directly.
+func TestDirectHostsByAddress(t *testing.T) {
+	p, err := policy.Load([]byte(`apiVersion: sandprobe.dev/v1alpha1
+kind: SandboxPolicy
+metadata: {name: t}
+spec:
+  selector: {matchLabels: {sandbox: "true"}}
+  egress:
+    allow:
+      - {host: registry.npmjs.org, port: 443, addresses: [104.16.0.34, "2606:4700::6810:22"], reason: npm}
+    dns: {resolverLocation: {cidrs: [10.96.0.10/32]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := render.CheckEgress(p, render.KindNetworkPolicy, render.KindCilium); err != nil {
+		t.Fatalf("a named host with its addresses does not render: %v", err)
+	}
+	var b bytes.Buffer
+	if err := render.WriteYAML(&b, render.NetworkPolicy(p, "agents")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cidr: 104.16.0.34/32", "cidr: 2606:4700::6810:22/128", "port: 443"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("NetworkPolicy lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "not-expressible") {
+		t.Errorf("the host is marked not expressible:\n%s", b.String())
+	}
+	b.Reset()
+	if err := render.WriteYAML(&b, render.CiliumNetworkPolicy(p, "agents")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "matchName: registry.npmjs.org") {
+		t.Errorf("CiliumNetworkPolicy does not allow the host by name:\n%s", b.String())
+	}
+	p.Spec.Egress.Proxy = "http://10.96.0.20:3128"
+	b.Reset()
+	if err := render.WriteYAML(&b, render.NetworkPolicy(p, "agents")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "104.16.0.34") {
+		t.Errorf("behind a proxy, the host's address is allowed directly:\n%s", b.String())
+	}
+	p.Spec.Egress.Proxy = ""
+	p.Spec.Egress.Allow[0].Addresses = nil
+	if err := render.CheckEgress(p, render.KindNetworkPolicy); err == nil || !strings.Contains(err.Error(), "spec.egress.allow[0].host") {
+		t.Errorf("a named host without addresses: %v, want spec.egress.allow[0].host named", err)
+	}
+}

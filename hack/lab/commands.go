@@ -137,6 +137,8 @@ func moreCommands(l *lab.Lab, cmd string, args []string) error {
 		return locked(l, func() error { return l.Attach(cidr, engine) })
 	case "detach-cluster":
 		return locked(l, l.Detach)
+	case "cluster-dns":
+		return upLocked(l, func() error { return l.SetClusterRecords(args) })
 	case "names":
 		// what hack/leftovers.sh looks for: the root-namespace link, the
 		// attach table, the router's table and the namespaces

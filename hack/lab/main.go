@@ -13,6 +13,10 @@
 //	                       as a second sandbox, under the same rules; with
 //	                       --engine the lab only routes them and the cluster's
 //	                       own NetworkPolicy engine is what keeps them in
+//	lab cluster-dns [NAME.cluster.local=ADDRESS...]
+//	                       the cluster.local names the resolver (the test
+//	                       cluster's DNS) answers, as for headless Services;
+//	                       replaces the last set, none clears them
 //	lab selftest [...]     the lab's self-test
 //
 // and the lab's own daemons and clients: serve, authority, dns, connect,
@@ -37,6 +41,7 @@ const usage = `usage: lab up | down | status | env | json | rules | source-hash
        lab proxy [tinyproxy|squid]
        lab exec CMD...
        lab attach-cluster [--engine] [POD_CIDR] | lab detach-cluster
+       lab cluster-dns [NAME.cluster.local=ADDRESS...]
        lab selftest [--full] [--keep]`
 
 func main() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/sandprobe/sandprobe/internal/lab"
 )
@@ -35,6 +36,7 @@ func (s *selftestRun) dns() {
 		s.check("dns "+n+" -> REFUSED (outside the allow-list)", "REFUSED", q(n, "A", lab.ResolverIP4))
 	}
 	s.check("dns x.sbx.svc.cluster.local -> NXDOMAIN (a pod's search list)", "NXDOMAIN", q("x.sbx.svc.cluster.local", "A", lab.ResolverIP4))
+	s.clusterDNS(q)
 	// the internet's DNS (the authority), reachable from the service namespaces only
 	auth := func(name, server string) string { return s.dnsq(lab.NSDNS, name, "A", server) }
 	s.check("authority: blocked.lab.test", "NOERROR 10.99.20.20", auth("blocked.lab.test", lab.AuthorityIP4))
@@ -79,4 +81,31 @@ func (s *selftestRun) dnsBroken() {
 	s.check("  api.lab.test still right", "NOERROR 10.99.10.10", q("api.lab.test", "A", lab.ResolverIP4))
 	s.heal("dns-open", "")
 	s.check("heal dns-open: blocked.lab.test REFUSED", "REFUSED", q("blocked.lab.test", "A", lab.ResolverIP4))
+}
+
+// clusterDNS: `lab cluster-dns` makes the resolver answer a headless
+// Service's name (re-read on SIGHUP, no restart), and clearing it makes the
+// name NXDOMAIN again.
+func (s *selftestRun) clusterDNS(q func(name, qt, server string) string) {
+	const name = "broker.f.svc.cluster.local"
+	settle := func(want string) string { // SIGHUP is handled between queries
+		var got string
+		for range 40 {
+			if got = q(name, "A", lab.ResolverIP4); got == want {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return got
+	}
+	if err := s.l.SetClusterRecords([]string{name + "=10.99.10.10"}); err != nil {
+		s.check("lab cluster-dns "+name, "nil", err.Error())
+		return
+	}
+	s.check("cluster-dns: "+name+" answers", "NOERROR 10.99.10.10", settle("NOERROR 10.99.10.10"))
+	if err := s.l.SetClusterRecords(nil); err != nil {
+		s.check("lab cluster-dns (clear)", "nil", err.Error())
+		return
+	}
+	s.check("cluster-dns cleared: "+name+" NXDOMAIN", "NXDOMAIN", settle("NXDOMAIN"))
 }

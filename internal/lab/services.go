@@ -1,12 +1,15 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // dnsmasqConf: healthy, what Cilium's DNS proxy with toFQDNs matchPattern
@@ -20,6 +23,9 @@ func (l *Lab) dnsmasqConf() string {
 	// a cluster's pods search <ns>.svc.cluster.local first: NXDOMAIN there
 	// lets a resolver walking the search list go on to the real name
 	b.WriteString("local=/cluster.local/\n")
+	// ... except the names `lab cluster-dns` gives it, as a cluster's DNS
+	// answers a headless Service with its pods (re-read on SIGHUP)
+	fmt.Fprintf(&b, "addn-hosts=%s\n", l.clusterHosts())
 	if l.isBroken("dns-open") {
 		fmt.Fprintf(&b, "# BROKEN dns-open: a forwarder; every other name goes to the authority\nserver=%s\nserver=%s\n", AuthorityIP4, AuthorityIP6)
 		return b.String()
@@ -32,7 +38,45 @@ func (l *Lab) dnsmasqConf() string {
 	return b.String()
 }
 
+// clusterHosts is the hosts file of the cluster.local names the resolver answers.
+func (l *Lab) clusterHosts() string { return filepath.Join(l.Dir, "dns", "cluster.hosts") }
+
+// SetClusterRecords makes the resolver answer each NAME=ADDRESS, NAME under
+// cluster.local, as a cluster's DNS answers a headless Service's name with
+// its pods' addresses (the test cluster has no DNS of its own: the lab
+// resolver is its clusterDNS). It replaces the records set before; none
+// clears them. dnsmasq re-reads them on SIGHUP, without a restart.
+func (l *Lab) SetClusterRecords(records []string) error {
+	var b strings.Builder
+	for _, r := range records {
+		name, addr, _ := strings.Cut(r, "=")
+		ip, err := netip.ParseAddr(addr)
+		if err != nil || !strings.HasSuffix(name, ".cluster.local") || strings.ContainsAny(name, " \t#") {
+			return fmt.Errorf("%q: want NAME.cluster.local=ADDRESS", r)
+		}
+		fmt.Fprintf(&b, "%s %s\n", ip, name)
+	}
+	tmp := l.clusterHosts() + ".new"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, l.clusterHosts()); err != nil {
+		return err
+	}
+	pid := l.pidOf("dnsmasq")
+	if !pidInLab(pid) {
+		return errors.New("the lab resolver (dnsmasq) is not running")
+	}
+	l.say("cluster DNS: %d record(s)", len(records))
+	return syscall.Kill(pid, syscall.SIGHUP)
+}
+
 func (l *Lab) startDNS() error {
+	if !exists(l.clusterHosts()) {
+		if err := os.WriteFile(l.clusterHosts(), nil, 0o644); err != nil {
+			return err
+		}
+	}
 	conf := filepath.Join(l.Dir, "dns", "dnsmasq.conf")
 	if err := os.WriteFile(conf, []byte(l.dnsmasqConf()), 0o644); err != nil {
 		return err
