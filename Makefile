@@ -27,6 +27,7 @@ FUZZ_RENDERED ?= 2000x
 FUZZ_BLOCKYAML ?= 15000x
 FUZZ_DECODENODE ?= 10000x
 FUZZ_DOCSTREAM ?= 15000x
+FUZZ_JUDGED ?= 15000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
@@ -105,7 +106,7 @@ e2e: deps build kube-env
 # SANDPROBE_UNIT=1 makes the one that would bring up the lab skip too),
 # so this is the quick loop while editing. The backends (runner/local,
 # docker, kube), the CLI, the chart and hack/ are make test's.
-UNIT_PKGS := ./policy/... ./probes ./result ./drift ./render ./admission ./page ./report ./runner ./audit ./cache ./egresslog ./manifests ./internal/fields ./internal/version ./internal/sbom ./internal/image ./internal/layering
+UNIT_PKGS := ./policy/... ./probes ./result ./drift ./render ./admission ./page ./report ./runner ./audit ./cache ./egresslog ./manifests ./internal/manifest ./internal/fields ./internal/version ./internal/sbom ./internal/image ./internal/layering
 unit:
 	SANDPROBE_UNIT=1 $(GO) test -count=1 $(UNIT_PKGS)
 
@@ -120,11 +121,13 @@ fuzz:
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_LOAD))
 	$(GO) test ./policy -run '^$$' -fuzz '^FuzzHostRule$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_HOSTRULE))
 	$(GO) test ./render -run '^$$' -fuzz '^FuzzRenderedHostRules$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RENDERED))
-	$(GO) test ./drift -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
-	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODENODE))
-	$(GO) test ./drift -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
+	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
+	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODENODE))
+	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
+	$(GO) test ./drift -run '^$$' -fuzz '^FuzzJudged$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_JUDGED))
 
-# The differential fuzzers (drift's reader against apimachinery's), each for
+# The differential fuzzers (the manifest reader against apimachinery's, drift's
+# verdicts against the reference reading's), each for
 # at least FUZZ_MINUTES (10) minutes: about 30 minutes, so make bench's, not
 # make test's.
 fuzz-long:

@@ -1,15 +1,12 @@
 package drift_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/sandprobe/sandprobe/internal/testenv"
@@ -38,17 +35,7 @@ func TestBenchDriftFiles(t *testing.T) {
 	if kubeScore == "" {
 		t.Fatal("SANDPROBE_KUBE_SCORE: the kube-score binary (hack/kube-score.sh prints it)")
 	}
-	sizes := []int{10000, 100000}
-	if v := os.Getenv("SANDPROBE_BENCH_FILE_PODS"); v != "" {
-		sizes = nil
-		for _, s := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				t.Fatalf("SANDPROBE_BENCH_FILE_PODS: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(t, "SANDPROBE_BENCH_FILE_PODS", 10000, 100000)
 	bin := testenv.Binary(t)
 	tmp := t.TempDir()
 	tool := func(name string) string {
@@ -62,43 +49,16 @@ func TestBenchDriftFiles(t *testing.T) {
 	junitFile, metricsFile := filepath.Join(tmp, "drift.xml"), filepath.Join(tmp, "drift.prom")
 	policyPath := filepath.Join(repoRoot(), "fixtures", "policy.yaml")
 
-	type measure struct {
-		seconds, cpu float64
-		mb           float64
-	}
+	type measure = readerMeasure
 	// run measures one child; stdout goes to a file (its size is printed).
-	run := func(name string, stdout string, args ...string) measure {
-		out, err := os.Create(stdout)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer out.Close()
-		var errb strings.Builder
+	run := func(_ string, stdout string, args ...string) measure {
 		// The last command's output (300 MB at 100,000 pods) is written
-		// back before this one starts, not during it, and its side files
-		// are gone (a run replacing them would pay for freeing the old
-		// ones): each run pays for its own writing only.
+		// back before this one starts, not during it (measureChild syncs),
+		// and its side files are gone (a run replacing them would pay for
+		// freeing the old ones): each run pays for its own writing only.
 		os.Remove(junitFile)
 		os.Remove(metricsFile)
-		syscall.Sync()
-		cmd := exec.Command(maxrss, args...)
-		cmd.Stdout, cmd.Stderr = out, &errb
-		err = cmd.Run()
-		// Both tools exit 1 on these pods: there is drift.
-		var ee *exec.ExitError
-		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
-			t.Fatalf("%s: %v\n%.2000s", name, err, errb.String())
-		} else if err == nil {
-			t.Fatalf("%s: exit 0 on drifted pods\n%.2000s", name, errb.String())
-		}
-		m := regexp.MustCompile(`maxrss_kib=(\d+) seconds=([\d.]+) cpu=([\d.]+)`).FindStringSubmatch(errb.String())
-		if m == nil {
-			t.Fatalf("%s: no measurement in %q", name, errb.String())
-		}
-		kib, _ := strconv.ParseFloat(m[1], 64)
-		secs, _ := strconv.ParseFloat(m[2], 64)
-		cpu, _ := strconv.ParseFloat(m[3], 64)
-		return measure{seconds: secs, cpu: cpu, mb: kib / 1024}
+		return measureChild(t, maxrss, stdout, args)
 	}
 	formats := []struct{ name, flags string }{
 		{"-o text", "-o text"},

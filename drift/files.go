@@ -21,6 +21,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandprobe/sandprobe/internal/manifest"
 )
 
 // Manifests are the objects read from files: multi-document YAML or JSON,
@@ -80,7 +82,7 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 	if m.origins == nil {
 		m.origins = origins{}
 	}
-	docs, err := splitDocuments(r)
+	docs, err := manifest.Split(r)
 	for i := range docs {
 		if err := m.addDocument(&docs[i], source); err != nil {
 			return fmt.Errorf("%s: document %d: %w", source, i+1, err)
@@ -94,31 +96,23 @@ func (m *Manifests) DecodeManifests(r io.Reader, source string) error {
 
 // addDocument decodes one YAML or JSON document; an empty one (comments,
 // a bare separator, null) holds nothing.
-func (m *Manifests) addDocument(doc *document, source string) error {
-	raw := doc.data
+func (m *Manifests) addDocument(doc *manifest.Document, source string) error {
+	raw := doc.Data
 	if m.origins == nil {
 		m.origins = origins{}
 	}
 	at := &origin{file: source, doc: doc}
-	if doc.json {
+	if doc.JSON {
 		// A value of a JSON stream, read as JSON as kubectl reads it.
 		return m.addRead(raw, at)
 	}
 	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 		return nil
 	}
-	if js, err := blockYAMLToJSON(raw); err == nil {
-		var tm typeMeta
-		if strictish(js, &tm) == nil && tm.Items == nil {
-			if err := m.addObject(js, tm, at); err == nil {
-				return nil
-			}
-		}
-		// A list, or a bad object: read again the slow way below, so the
-		// error names what sigs.k8s.io/yaml's JSON names (its keys are
-		// sorted).
+	if fastYAML && m.addFast(raw, at) {
+		return nil
 	}
-	if err := sameJSONKey(raw); err != nil {
+	if err := manifest.SameJSONKey(raw); err != nil {
 		return err
 	}
 	js, err := yaml.YAMLToJSON(raw)
@@ -128,8 +122,24 @@ func (m *Manifests) addDocument(doc *document, source string) error {
 	return m.addRead(js, at)
 }
 
+// addFast reads a plain block-YAML document that holds one object through
+// the block-YAML reader and says whether it did. A list, a bad object or
+// anything outside the reader's subset is read again the slow way, so the
+// error names what sigs.k8s.io/yaml's JSON names (its keys are sorted).
+func (m *Manifests) addFast(raw []byte, at *origin) bool {
+	js, err := manifest.BlockToJSON(raw)
+	if err != nil {
+		return false
+	}
+	var tm typeMeta
+	if strictish(js, &tm) != nil || tm.Items != nil {
+		return false
+	}
+	return m.addObject(js, tm, at) == nil
+}
+
 func stripComments(b []byte) []byte {
-	if hasUnicodeBreak(b) {
+	if manifest.HasUnicodeBreak(b) {
 		// A comment ends at NEL, LS or PS too: what looks like a comment
 		// line may hold a key. go-yaml decides whether anything is there.
 		return b

@@ -12,6 +12,7 @@ import (
 	"github.com/sourcegraph/conc/stream"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandprobe/sandprobe/internal/manifest"
 	"github.com/sandprobe/sandprobe/report"
 )
 
@@ -154,7 +155,7 @@ type scanRun struct {
 // Pod pass 1 only counted.
 type scanJob struct {
 	doc   int
-	d     *document
+	d     *manifest.Document
 	cheap bool
 }
 
@@ -177,7 +178,7 @@ func (r *scanRun) pass1() {
 		for _, src := range srcs {
 			si := len(r.sources)
 			r.sources = append(r.sources, src)
-			doc, err := eachDocument(src, func(doc int, d *document) bool {
+			doc, err := eachDocument(src, func(doc int, d *manifest.Document) bool {
 				return r.keep(si, src, doc, d)
 			})
 			if err != nil && r.firstErr == nil {
@@ -192,13 +193,13 @@ func (r *scanRun) pass1() {
 
 // keep is pass 1 on one document: a plain Pod is only counted; anything
 // else is decoded and kept, and remembered for pass 2 if it held pods.
-func (r *scanRun) keep(si int, src scanSource, doc int, d *document) bool {
+func (r *scanRun) keep(si int, src scanSource, doc int, d *manifest.Document) bool {
 	s, m := r.s, r.m
-	if !d.json && looksLikePod(d.data) {
+	if !d.JSON && looksLikePod(d.Data) {
 		s.Pods++
 		return true
 	}
-	d = &document{data: bytes.Clone(d.data), line: d.line, json: d.json} // kept: origins point at it
+	d = &manifest.Document{Data: bytes.Clone(d.Data), Line: d.Line, JSON: d.JSON} // kept: origins point at it
 	found := false
 	m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
 	if err := m.addDocument(d, src.name); err != nil {
@@ -230,7 +231,7 @@ func (r *scanRun) pass2() error {
 		if r.stop.Load() || si > r.errPos.src {
 			break
 		}
-		_, err := eachDocument(src, func(doc int, d *document) bool {
+		_, err := eachDocument(src, func(doc int, d *manifest.Document) bool {
 			return r.queue(si, src, doc, d)
 		})
 		if len(r.batch) > 0 {
@@ -247,26 +248,26 @@ func (r *scanRun) pass2() error {
 }
 
 // queue adds a pod document to the batch, flushing it when full.
-func (r *scanRun) queue(si int, src scanSource, doc int, d *document) bool {
+func (r *scanRun) queue(si int, src scanSource, doc int, d *manifest.Document) bool {
 	pos := docPos{si, doc}
 	if r.stop.Load() || !pos.before(r.errPos) {
 		return false
 	}
-	cheap := !d.json && looksLikePod(d.data)
+	cheap := !d.JSON && looksLikePod(d.Data)
 	if !cheap && !r.podDocs[pos] {
 		return true
 	}
 	if r.buf == nil {
-		r.buf = make([]byte, 0, max(batchBytes, len(d.data)))
-	} else if len(r.buf)+len(d.data) > cap(r.buf) {
+		r.buf = make([]byte, 0, max(batchBytes, len(d.Data)))
+	} else if len(r.buf)+len(d.Data) > cap(r.buf) {
 		r.flush()
-		r.buf = make([]byte, 0, max(batchBytes, len(d.data)))
+		r.buf = make([]byte, 0, max(batchBytes, len(d.Data)))
 	}
 	// The worker's copy: its own slice of the batch's buffer.
 	at := len(r.buf)
-	r.buf = append(r.buf, d.data...)
+	r.buf = append(r.buf, d.Data...)
 	r.batchSrc = src.name
-	r.batch = append(r.batch, scanJob{doc, &document{data: r.buf[at:len(r.buf):len(r.buf)], line: d.line, json: d.json}, cheap})
+	r.batch = append(r.batch, scanJob{doc, &manifest.Document{Data: r.buf[at:len(r.buf):len(r.buf)], Line: d.Line, JSON: d.JSON}, cheap})
 	if len(r.batch) == batchDocs {
 		r.flush()
 	}
@@ -359,16 +360,16 @@ func (p *podAt) judge(e *Engine, others origins) {
 
 // decodePods decodes a document read in pass 2 and returns its pods. A
 // document taken for a Pod by its top-level lines must hold just that.
-func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, error) {
-	if cheap {
+func decodePods(d *manifest.Document, source, namespace string, cheap bool) ([]podAt, error) {
+	if cheap && fastYAML {
 		// A plain Pod document: straight into a Pod, as add would, without
 		// reading the document once more for its kind.
-		// Straight from the document's tree into the Pod (decodeNode);
+		// Straight from the document's tree into the Pod (manifest.Decode);
 		// the tree is also where Locate finds the lines.
 		// An items key makes it a list to kubectl, kind: Pod or not.
-		if lines, err := parseBlockYAML(d.data); err == nil && !hasKey(lines, "items") {
+		if lines, err := manifest.Parse(d.Data); err == nil && !lines.Has("items") {
 			var p corev1.Pod
-			if err := decodePodTree(lines, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
+			if err := manifest.Decode(lines, &p); err == nil && p.Kind == "Pod" && p.APIVersion == "v1" {
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
@@ -387,28 +388,22 @@ func decodePods(d *document, source, namespace string, cheap bool) ([]podAt, err
 	return pods, nil
 }
 
-// hasKey reports whether a mapping node has the key.
-func hasKey(n *lnode, key string) bool {
-	line, _ := n.entry(key)
-	return line != 0
-}
-
 // eachDocument calls fn with every document of src and its number (from
 // 1, as DecodeManifests numbers them) until fn returns false. The
 // document's data is only valid during the call: fn copies what it keeps
 // (most documents of a big file are only looked at). A read error
 // is returned with the number of the document it stopped, worded as
 // DecodeManifests words it.
-func eachDocument(src scanSource, fn func(doc int, d *document) bool) (int, error) {
+func eachDocument(src scanSource, fn func(doc int, d *manifest.Document) bool) (int, error) {
 	rc, err := src.open()
 	if err != nil {
 		return 0, err
 	}
 	defer rc.Close()
-	ds := newDocStream(rc)
-	ds.borrow = true
+	ds := manifest.NewStream(rc)
+	ds.Borrow = true
 	for doc := 1; ; doc++ {
-		d, err := ds.next()
+		d, err := ds.Next()
 		if errors.Is(err, io.EOF) {
 			return doc, nil
 		}
@@ -474,7 +469,7 @@ func (s *FileScan) stdinCopy() (scanSource, func(), error) {
 // in pass 1; a document taken for a Pod is still decoded whole in pass 2
 // and refused if it is not one.
 func looksLikePod(raw []byte) bool {
-	if hasUnicodeBreak(raw) {
+	if manifest.HasUnicodeBreak(raw) {
 		return false // a line may hide after one: decoded whole in pass 1
 	}
 	kinds, versions := 0, 0

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sandprobe/sandprobe/drift"
+	"github.com/sandprobe/sandprobe/policy"
 	"github.com/sandprobe/sandprobe/render"
 )
 
@@ -41,20 +42,7 @@ func TestDeclaredLocations(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			np := base.DeepCopy()
 			c.edit(np)
-			e, err := drift.NewEngine(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.SetEgressKnown(true)
-			if err := e.AddNetworkPolicy(np); err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, f := range e.CheckPod(hardenedPod(p, ns, "agent-1")) {
-				if strings.HasPrefix(f.Check, "drift.netpol.") {
-					got = append(got, f.Check+" "+f.Actual)
-				}
-			}
+			got := netpolDrift(t, p, ns, np)
 			switch {
 			case c.check == "" && len(got) > 0:
 				t.Errorf("rendered locations drift: %v", got)
@@ -63,4 +51,25 @@ func TestDeclaredLocations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// netpolDrift is what drift says of a hardened sandbox agent-1 in ns under
+// p with np its only egress policy: "CHECK ACTUAL" per drift.netpol finding.
+func netpolDrift(t *testing.T, p *policy.Policy, ns string, np *networkingv1.NetworkPolicy) []string {
+	t.Helper()
+	e, err := drift.NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEgressKnown(true)
+	if err := e.AddNetworkPolicy(np); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range e.CheckPod(hardenedPod(p, ns, "agent-1")) {
+		if strings.HasPrefix(f.Check, "drift.netpol.") {
+			got = append(got, f.Check+" "+f.Actual)
+		}
+	}
+	return got
 }

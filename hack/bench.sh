@@ -43,6 +43,17 @@ SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" SANDPROBE_KUBE_SCORE="$(hac
 	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
 
 echo
+echo "== manifest reading: 10,000 generated pods (genpods: yaml.Marshal's block style; handpods: comments, flow collections, block scalars, Lists, long env lists) read into objects on one core, the block-YAML reader first (as built) vs sigs.k8s.io/yaml alone (-tags sandprobe_referenceyaml) =="
+go test ./drift -run '^$' -bench '^BenchmarkReadManifests$' -benchtime 3x | grep -E '^Benchmark' || exit 1
+go test -tags sandprobe_referenceyaml ./drift -run '^$' -bench '^BenchmarkReadManifests$' -benchtime 3x | grep -E '^Benchmark' || exit 1
+
+echo
+echo "== manifest reader, whole drift -f -o json: 10,000 and 100,000 pods of both shapes, the shipped build vs the reference-reader build vs kube-score v1.20.0 (at 10,000) (goal: the block-YAML reader stays only while it is ≥ 1.5x faster end to end; drift ≥ 10x kube-score on every shape) =="
+SANDPROBE_BENCH=1 SANDPROBE_KUBE_SCORE="$(hack/kube-score.sh)" \
+	go test ./drift -run '^TestBenchManifestReader$' -count=1 -timeout 90m -v |
+	grep -vE '^(=== RUN|--- PASS|PASS$|ok )' || exit 1
+
+echo
 echo "== egress-usage: 100,000 and 1,000,000 generated Squid access.log lines (200 sandboxes, a long tail of hosts, bursts), sandprobe egress-usage -o json vs grep -c counting the same file twice (goals: ≤ 0.5 × grep's two counts at 1,000,000 lines; peak RSS flat, ≤ 1.5 × from 100,000 to 1,000,000 lines and ≤ 64 MB) =="
 SANDPROBE_BENCH=1 SANDPROBE_BIN="$PWD/bin/sandprobe" \
 	go test ./audit -run '^TestBenchEgressUsage$' -count=1 -timeout 20m -v |

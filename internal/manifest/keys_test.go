@@ -1,7 +1,6 @@
-package drift
+package manifest
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -21,36 +20,12 @@ func TestSameJSONKey(t *testing.T) {
 		{"a: {b: 1}\nb: {a: 1}\n", ""},
 		{"[unclosed\n", ""}, // not go-yaml's to read: the caller's reading refuses it
 	} {
-		err := sameJSONKey([]byte(c.doc))
+		err := SameJSONKey([]byte(c.doc))
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%q: refused (%v)", c.doc, err)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%q: %v, want %q", c.doc, err, c.err)
 		}
-	}
-}
-
-// TestRandomReadingRefused: a sandbox pod whose label mapping kubectl reads
-// one way or the other at random is a clear error, the same one each time,
-// not a verdict on a guess.
-func TestRandomReadingRefused(t *testing.T) {
-	doc := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: sandboxes\n  labels: {sandbox: \"true\", 7: a, 7.0: b, \"7\": c}\n" +
-		"spec: {containers: [{name: a, image: x}]}\n"
-	var first string
-	for range 20 {
-		m := &Manifests{Namespace: "sandboxes"}
-		err := m.DecodeManifests(bytes.NewReader([]byte(doc)), "pod.yaml")
-		if err == nil {
-			t.Fatal("read a document kubectl reads at random")
-		}
-		if first == "" {
-			first = err.Error()
-		} else if err.Error() != first {
-			t.Fatalf("the error changes from run to run: %q, then %q", first, err)
-		}
-	}
-	if !strings.Contains(first, `keys "7" and 7 of one mapping`) {
-		t.Fatalf("error %q does not name the keys", first)
 	}
 }

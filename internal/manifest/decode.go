@@ -1,4 +1,4 @@
-package drift
+package manifest
 
 import (
 	"encoding"
@@ -8,11 +8,9 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
-// decodeNode decodes a block-YAML tree (parseBlockYAML) straight into the
+// decodeNode decodes a block-YAML tree (Parse) straight into the
 // typed object v points to, as sigs.k8s.io/json
 // (UnmarshalCaseSensitivePreserveInts, what strictish calls) decodes the
 // tree's JSON, without writing or scanning that JSON: at 100,000 pods the
@@ -21,12 +19,12 @@ import (
 // unknown fields skipped, strings, booleans, decimal integers that fit,
 // null, [] and {}, pointers, slices, maps with string keys, and types with
 // their own UnmarshalJSON (Quantity, IntOrString, Time), which get the
-// JSON of their value — and returns errNotPlainYAML for anything else
+// JSON of their value — and returns ErrNotPlain for anything else
 // (a type mismatch, a float or an interface{} field, []byte, a ",string"
 // or ambiguous field), so the caller reads that document the old way and
 // gets the old result or the old error. FuzzDecodeNode holds it to
 // strictish over the tree's JSON.
-func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
+func decodeNode(n *Node, v reflect.Value, pl *tplan) error {
 	switch pl.kind {
 	case kUnmarshal:
 		// As encoding/json: the value's JSON, null included, to the
@@ -42,14 +40,14 @@ func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
 		}
 		return decodeNode(n, v.Elem(), pl.elem)
 	case kUnsupported:
-		return errNotPlainYAML
+		return ErrNotPlain
 	}
 	switch n.kind {
 	case 'm':
 		return decodeMapping(n, v, pl)
 	case 's':
 		if pl.kind != kSlice {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		s := reflect.MakeSlice(pl.t, len(n.kids), len(n.kids))
 		for i, it := range n.kids {
@@ -65,7 +63,7 @@ func decodeNode(n *lnode, v reflect.Value, pl *tplan) error {
 
 // decodeScalar is decodeNode for a scalar token (null, a string, a
 // boolean, a number, [] or {}).
-func decodeScalar(n *lnode, v reflect.Value, pl *tplan) error {
+func decodeScalar(n *Node, v reflect.Value, pl *tplan) error {
 	switch n.tok {
 	case tokNull:
 		// null empties a map or a slice and leaves anything else alone.
@@ -75,13 +73,13 @@ func decodeScalar(n *lnode, v reflect.Value, pl *tplan) error {
 		return nil
 	case tokString:
 		if pl.kind != kString {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		v.SetString(n.value)
 		return nil
 	case tokTrue, tokFalse:
 		if pl.kind != kBool {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		v.SetBool(n.tok == tokTrue)
 		return nil
@@ -89,38 +87,38 @@ func decodeScalar(n *lnode, v reflect.Value, pl *tplan) error {
 		return decodeNumber(n, v, pl)
 	case tokEmptySeq:
 		if pl.kind != kSlice {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		v.Set(reflect.MakeSlice(pl.t, 0, 0))
 		return nil
 	case tokEmptyMap:
-		return decodeMapping(&lnode{kind: 'm'}, v, pl)
+		return decodeMapping(&Node{kind: 'm'}, v, pl)
 	}
-	return errNotPlainYAML
+	return ErrNotPlain
 }
 
 // decodeNumber sets a decimal integer that fits the field.
-func decodeNumber(n *lnode, v reflect.Value, pl *tplan) error {
+func decodeNumber(n *Node, v reflect.Value, pl *tplan) error {
 	switch pl.kind {
 	case kInt:
 		i, err := strconv.ParseInt(n.value, 10, 64)
 		if err != nil || v.OverflowInt(i) {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		v.SetInt(i)
 		return nil
 	case kUint:
 		u, err := strconv.ParseUint(n.value, 10, 64)
 		if err != nil || v.OverflowUint(u) {
-			return errNotPlainYAML
+			return ErrNotPlain
 		}
 		v.SetUint(u)
 		return nil
 	}
-	return errNotPlainYAML
+	return ErrNotPlain
 }
 
-func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
+func decodeMapping(n *Node, v reflect.Value, pl *tplan) error {
 	switch pl.kind {
 	case kStruct:
 		for _, k := range n.kids {
@@ -129,7 +127,7 @@ func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
 				continue // an unknown field: ignored, as strictish ignores it
 			}
 			if f.plan == nil {
-				return errNotPlainYAML
+				return ErrNotPlain
 			}
 			if err := decodeNode(k.val, v.FieldByIndex(f.index), f.plan); err != nil {
 				return err
@@ -150,7 +148,7 @@ func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
 				case val.kind == 'v' && val.tok == tokNull:
 					(*m)[k.key] = ""
 				default:
-					return errNotPlainYAML
+					return ErrNotPlain
 				}
 			}
 			return nil
@@ -171,7 +169,7 @@ func decodeMapping(n *lnode, v reflect.Value, pl *tplan) error {
 		}
 		return nil
 	}
-	return errNotPlainYAML
+	return ErrNotPlain
 }
 
 var stringMapType = reflect.TypeFor[map[string]string]()
@@ -212,8 +210,10 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// podPlan is corev1.Pod's plan, built once (it is never changed after).
-var podPlan = sync.OnceValue(func() *tplan { return buildPlan(reflect.TypeFor[corev1.Pod](), map[reflect.Type]*tplan{}) })
+// plans are the plans built so far, by the type decoded into: each is
+// built once and never changed after (encoding/json keeps its field lists
+// the same way).
+var plans sync.Map // reflect.Type → *tplan
 
 func buildPlan(t reflect.Type, seen map[reflect.Type]*tplan) *tplan {
 	if pl := seen[t]; pl != nil {
@@ -338,8 +338,18 @@ func validTagName(s string) bool {
 	return true
 }
 
-// decodePodTree decodes a plain block-YAML pod document without the JSON
-// round trip; errNotPlainYAML when the caller must read it the old way.
-func decodePodTree(n *lnode, p *corev1.Pod) error {
-	return decodeNode(n, reflect.ValueOf(p).Elem(), podPlan())
+// Decode decodes a plain block-YAML document's tree (Parse) into the
+// value v points to, without the JSON round trip, as decodeNode says;
+// ErrNotPlain when the caller must read the document the reference way.
+func Decode(n *Node, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return ErrNotPlain
+	}
+	t := rv.Elem().Type()
+	pl, ok := plans.Load(t)
+	if !ok {
+		pl, _ = plans.LoadOrStore(t, buildPlan(t, map[reflect.Type]*tplan{}))
+	}
+	return decodeNode(n, rv.Elem(), pl.(*tplan))
 }

@@ -1,4 +1,4 @@
-package drift
+package manifest
 
 import (
 	"bufio"
@@ -51,7 +51,7 @@ func (j *jsonDocs) Read(p []byte) (int, error) {
 
 // begin decodes the stream as kubectl does and guesses JSON or YAML from
 // its first 4096 bytes (utilyaml.GuessJSONStream).
-func (s *docStream) begin() {
+func (s *Stream) begin() {
 	in := decodedStream(s.src)
 	head := make([]byte, 4096)
 	n, err := io.ReadFull(in, head)
@@ -78,14 +78,14 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // nextJSON returns the next JSON value of the stream as a document; ok is
 // false when the stream goes on as YAML (s.br then reads it).
-func (s *docStream) nextJSON() (d document, err error, ok bool) {
+func (s *Stream) nextJSON() (d Document, err error, ok bool) {
 	j := s.js
 	var raw json.RawMessage
 	err = j.dec.Decode(&raw)
 	if err == nil {
 		end := int(j.dec.InputOffset() - j.base)
 		start := end - len(raw)
-		d = document{data: raw, line: j.lines + bytes.Count(j.rec[:start], []byte("\n")) + 1, json: true}
+		d = Document{Data: raw, Line: j.lines + bytes.Count(j.rec[:start], []byte("\n")) + 1, JSON: true}
 		j.lines += bytes.Count(j.rec[:end], []byte("\n"))
 		j.rec = append(j.rec[:0], j.rec[end:]...)
 		j.base += int64(end)
@@ -95,13 +95,13 @@ func (s *docStream) nextJSON() (d document, err error, ok bool) {
 	}
 	if err == io.EOF { //nolint:errorlint // json.Decoder's clean end, as kubectl tests it
 		s.done = true
-		return document{}, io.EOF, true
+		return Document{}, io.EOF, true
 	}
 	bad := fmt.Errorf("document %d: %w", s.count+1, err)
 	if j.count > 1 {
 		// Two values make it a JSON stream: kubectl does not switch.
 		s.done = true
-		return document{}, bad, true
+		return Document{}, bad, true
 	}
 	// The rest from the end of the last good value, white space dropped up
 	// to and including the first line end (kubectl's consumeWhitespace,
@@ -113,7 +113,7 @@ func (s *docStream) nextJSON() (d document, err error, ok bool) {
 		r, size := utf8.DecodeRune(ahead)
 		if perr != nil || r == utf8.RuneError {
 			s.done = true
-			return document{}, bad, true
+			return Document{}, bad, true
 		}
 		if !unicode.IsSpace(r) {
 			break
@@ -126,7 +126,7 @@ func (s *docStream) nextJSON() (d document, err error, ok bool) {
 	}
 	s.js, s.br = nil, br
 	s.n, s.start = lines, lines+1
-	return document{}, nil, false
+	return Document{}, nil, false
 }
 
 // decodedStream is src as FileVisitor decodes it, the same bytes as

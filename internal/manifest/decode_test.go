@@ -1,4 +1,4 @@
-package drift
+package manifest
 
 import (
 	"errors"
@@ -10,8 +10,15 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
+
+// strictish is drift's typed decoding of an object's JSON: case-sensitive,
+// as the API server decodes.
+func strictish(js []byte, into any) error {
+	return kjson.UnmarshalCaseSensitivePreserveInts(js, into)
+}
 
 // sameAsStrictish fails t unless decoding doc straight from its tree into
 // a Pod either declines or gives exactly the Pod that sigs.k8s.io/yaml's
@@ -19,12 +26,12 @@ import (
 // the API server's). It reports whether the fast path decoded doc.
 func sameAsStrictish(t *testing.T, doc []byte) bool {
 	t.Helper()
-	tree, err := parseBlockYAML(doc)
+	tree, err := Parse(doc)
 	if err != nil {
 		return false
 	}
 	var fast corev1.Pod
-	fastErr := decodePodTree(tree, &fast)
+	fastErr := Decode(tree, &fast)
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		t.Fatalf("the block-YAML reader took what sigs.k8s.io/yaml refuses (%v):\n%s", err, doc)
@@ -36,7 +43,7 @@ func sameAsStrictish(t *testing.T, doc []byte) bool {
 		t.Fatalf("fast path decoded what strictish refuses (%v):\n%s", slowErr, doc)
 	case fastErr == nil && !reflect.DeepEqual(fast, slow):
 		t.Fatalf("fast path decoded differently:\n%s\n fast %+v\n slow %+v", doc, fast, slow)
-	case fastErr != nil && !errors.Is(fastErr, errNotPlainYAML) && slowErr == nil:
+	case fastErr != nil && !errors.Is(fastErr, ErrNotPlain) && slowErr == nil:
 		t.Fatalf("fast path failed (%v) where strictish decodes:\n%s", fastErr, doc)
 	}
 	// The JSON written from the same tree reads the same, too.
@@ -136,8 +143,8 @@ func typeFieldByJSON(ty reflect.Type, name string) (reflect.Type, bool) {
 // block-YAML cases, decoding into a Pod from the tree agrees with strictish
 // (a NetworkPolicy read as a Pod exercises unknown fields).
 func TestDecodeNodeMatchesStrictish(t *testing.T) {
-	files, _ := filepath.Glob("../fixtures/drift/*.yaml")
-	files = append(files, "../manifests/cronjob.yaml")
+	files, _ := filepath.Glob("../../fixtures/drift/*.yaml")
+	files = append(files, "../../manifests/cronjob.yaml")
 	took := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -186,20 +193,17 @@ var podCases = []string{
 }
 
 // FuzzDecodeNode: whatever the document, decoding a Pod from its tree
-// agrees with strictish over sigs.k8s.io/yaml's JSON, or declines, and
-// drift judges what the reference reading judges (sameJudged).
+// agrees with strictish over sigs.k8s.io/yaml's JSON, or declines
+// (drift's FuzzJudged holds the verdicts; the seed corpus holds drift's
+// kubectl cases).
 func FuzzDecodeNode(f *testing.F) {
 	for _, c := range append(blockCases, podCases...) {
 		f.Add(c)
-	}
-	for _, c := range kubectlCases {
-		f.Add(c.data)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
 		if strings.Count(doc, "\n") > 300 {
 			return
 		}
 		sameAsStrictish(t, []byte(doc))
-		sameJudged(t, []byte(doc))
 	})
 }

@@ -1,4 +1,4 @@
-package drift
+package manifest
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 )
 
-// sameJSONKey refuses a YAML document in which one mapping holds two
+// SameJSONKey refuses a YAML document in which one mapping holds two
 // different keys that become the same JSON key: `0:` and `.000:` (an
 // integer and a float), `1:` and `"1":`, `y:` and `"true":`, two `.nan:`.
 // kubectl converts YAML to JSON through a Go map (sigs.k8s.io/yaml over
@@ -26,7 +26,7 @@ import (
 //
 // Written here rather than taken from sigs.k8s.io/yaml: the library keeps
 // its key conversion private and resolves a collision silently.
-func sameJSONKey(raw []byte) error {
+func SameJSONKey(raw []byte) error {
 	var v any
 	if yamlv2.Unmarshal(raw, &v) != nil {
 		return nil

@@ -1,4 +1,4 @@
-package drift
+package manifest
 
 import (
 	"bytes"
@@ -10,17 +10,17 @@ import (
 	"github.com/sandprobe/sandprobe/report"
 )
 
-// errNotPlainYAML says a document is outside the block-YAML subset that
-// blockYAMLToJSON reads; the caller then reads it with sigs.k8s.io/yaml.
-var errNotPlainYAML = errors.New("outside the plain block-YAML subset")
+// ErrNotPlain says a document is outside the block-YAML subset that
+// BlockToJSON reads; the caller then reads it with sigs.k8s.io/yaml.
+var ErrNotPlain = errors.New("outside the plain block-YAML subset")
 
-// blockYAMLToJSON converts the YAML that tools write for Kubernetes
+// BlockToJSON converts the YAML that tools write for Kubernetes
 // objects (yaml.Marshal, kubectl -o yaml: block mappings and sequences,
 // plain or quoted one-line scalars) to JSON about ten times faster than
 // sigs.k8s.io/yaml, which parses into interface{} maps and marshals them
 // again; at 100,000 pods that conversion was three quarters of drift -f.
 // It accepts only what it can read exactly as sigs.k8s.io/yaml (YAML 1.1
-// through go-yaml v2) would, and returns errNotPlainYAML for anything else
+// through go-yaml v2) would, and returns ErrNotPlain for anything else
 // — flow collections, block scalars, anchors, tags, multi-line scalars,
 // numbers other than plain decimal integers, YAML 1.1 booleans like `yes`,
 // duplicate keys, tabs — so the caller falls back to sigs.k8s.io/yaml for
@@ -28,44 +28,33 @@ var errNotPlainYAML = errors.New("outside the plain block-YAML subset")
 // them): the JSON decodes to the same object, and a caller that needs the
 // exact error of a bad document reads it again the slow way.
 // TestBlockYAMLMatchesSigsYAML and FuzzBlockYAML hold the equivalence.
-func blockYAMLToJSON(raw []byte) ([]byte, error) {
-	root, err := parseBlockYAML(raw)
+func BlockToJSON(raw []byte) ([]byte, error) {
+	root, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
 	return appendNodeJSON(make([]byte, 0, len(raw)+len(raw)/4+64), root), nil
 }
 
-// blockYAMLWithLines is blockYAMLToJSON that also returns the document's
-// line tree: where each key and item is written, so a finding can be
-// located (Locate) without parsing the document again with yaml.v3.
-func blockYAMLWithLines(raw []byte) ([]byte, *lnode, error) {
-	root, err := parseBlockYAML(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	return appendNodeJSON(make([]byte, 0, len(raw)+len(raw)/4+64), root), root, nil
-}
-
-// parseBlockYAML reads a document of the block-YAML subset into its tree:
+// Parse reads a document of the block-YAML subset into its tree:
 // every scalar with the JSON value sigs.k8s.io/yaml gives it, and every
 // key and item with its line. The JSON (appendNodeJSON) and the typed
 // decoding (decodeNode) are both read from this one tree.
-func parseBlockYAML(raw []byte) (*lnode, error) {
+func Parse(raw []byte) (*Node, error) {
 	if !readableText(raw) {
-		return nil, errNotPlainYAML
+		return nil, ErrNotPlain
 	}
 	raw = raw[:len(raw):len(raw)]
 	p, ok := splitLines(raw)
 	if !ok || len(p.lines) == 0 || p.lines[0].ind != 0 || isSeqItem(p.lines[0].text) {
-		return nil, errNotPlainYAML
+		return nil, ErrNotPlain
 	}
 	root, err := p.mapping(0)
 	if err != nil {
 		return nil, err
 	}
 	if p.i != len(p.lines) {
-		return nil, errNotPlainYAML
+		return nil, ErrNotPlain
 	}
 	return root, nil
 }
@@ -154,8 +143,8 @@ func plainASCII8(w uint64) bool {
 // the document.
 func unicodeBreak(r rune) bool { return r == 0x85 || r == 0x2028 || r == 0x2029 }
 
-// hasUnicodeBreak reports whether b holds NEL, LS or PS in UTF-8.
-func hasUnicodeBreak(b []byte) bool {
+// HasUnicodeBreak reports whether b holds NEL, LS or PS in UTF-8.
+func HasUnicodeBreak(b []byte) bool {
 	return bytes.Contains(b, []byte("\u0085")) || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029"))
 }
 
@@ -180,16 +169,16 @@ type yparser struct {
 	// The tree is allocated in chunks (a pod is some hundred nodes):
 	// nodes, and kids, where each node's children are copied when it is
 	// complete from stack, where they are collected.
-	nodes []lnode
+	nodes []Node
 	kids  []lkid
 	stack []lkid
 	chunk int // nodes (and kids) per chunk: about one per line, plus items
 }
 
-// lnode is a node of a document's tree: what Locate needs of a yaml.v3
+// Node is a node of a document's tree: what Locate needs of a yaml.v3
 // node (its line, a mapping's keys and their lines, a sequence's items, a
 // scalar's value), and for a scalar the JSON value it stands for.
-type lnode struct {
+type Node struct {
 	line int32
 	kind byte // 'm' mapping, 's' sequence, 'v' scalar
 	tok  ytok // a scalar's JSON kind
@@ -206,7 +195,7 @@ type lnode struct {
 type lkid struct {
 	key  string
 	line int32
-	val  *lnode
+	val  *Node
 }
 
 // ytok is the JSON kind of a one-line scalar.
@@ -224,9 +213,9 @@ const (
 
 func isSeqItem(t []byte) bool { return t[0] == '-' && (len(t) == 1 || t[1] == ' ') }
 
-func (p *yparser) newNode(line int, kind byte) *lnode {
+func (p *yparser) newNode(line int, kind byte) *Node {
 	if len(p.nodes) == cap(p.nodes) {
-		p.nodes = make([]lnode, 0, p.chunk)
+		p.nodes = make([]Node, 0, p.chunk)
 	}
 	p.nodes = p.nodes[:len(p.nodes)+1]
 	n := &p.nodes[len(p.nodes)-1]
@@ -235,7 +224,7 @@ func (p *yparser) newNode(line int, kind byte) *lnode {
 }
 
 // finish gives n the kids collected on the stack since base.
-func (p *yparser) finish(n *lnode, base int) {
+func (p *yparser) finish(n *Node, base int) {
 	k := len(p.stack) - base
 	if k > 0 {
 		if len(p.kids)+k > cap(p.kids) {
@@ -259,7 +248,7 @@ func (p *yparser) str(b []byte) string {
 }
 
 // node reads the block that starts at the current line, indented ind.
-func (p *yparser) node(ind int) (*lnode, error) {
+func (p *yparser) node(ind int) (*Node, error) {
 	if isSeqItem(p.lines[p.i].text) {
 		return p.sequence(ind)
 	}
@@ -268,7 +257,7 @@ func (p *yparser) node(ind int) (*lnode, error) {
 
 // scalarNode is the node of a one-line value written at line no (v empty:
 // nothing written, null).
-func (p *yparser) scalarNode(v []byte, no int) (*lnode, error) {
+func (p *yparser) scalarNode(v []byte, no int) (*Node, error) {
 	if len(v) == 0 {
 		n := p.newNode(no, 'v')
 		n.tok = tokNull
@@ -283,7 +272,7 @@ func (p *yparser) scalarNode(v []byte, no int) (*lnode, error) {
 	return n, nil
 }
 
-func (p *yparser) mapping(ind int) (*lnode, error) {
+func (p *yparser) mapping(ind int) (*Node, error) {
 	mn := p.newNode(p.lines[p.i].no, 'm')
 	base := len(p.stack)
 	for p.i < len(p.lines) {
@@ -292,7 +281,7 @@ func (p *yparser) mapping(ind int) (*lnode, error) {
 			break
 		}
 		if l.ind > ind || isSeqItem(l.text) {
-			return nil, errNotPlainYAML // a continuation line, or a sequence where a key belongs
+			return nil, ErrNotPlain // a continuation line, or a sequence where a key belongs
 		}
 		key, rest, err := splitKey(l.text)
 		if err != nil {
@@ -300,12 +289,12 @@ func (p *yparser) mapping(ind int) (*lnode, error) {
 		}
 		for _, k := range p.stack[base:] {
 			if k.key == string(key) {
-				return nil, errNotPlainYAML // duplicate keys: let go-yaml decide
+				return nil, ErrNotPlain // duplicate keys: let go-yaml decide
 			}
 		}
 		ks := p.str(key)
 		p.i++
-		var val *lnode
+		var val *Node
 		switch {
 		case len(rest) > 0:
 			val, err = p.scalarNode(rest, l.no)
@@ -328,14 +317,14 @@ func (p *yparser) mapping(ind int) (*lnode, error) {
 	return mn, nil
 }
 
-func (p *yparser) sequence(ind int) (*lnode, error) {
+func (p *yparser) sequence(ind int) (*Node, error) {
 	sn := p.newNode(p.lines[p.i].no, 's')
 	base := len(p.stack)
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.ind != ind || !isSeqItem(l.text) {
 			if l.ind > ind {
-				return nil, errNotPlainYAML
+				return nil, ErrNotPlain
 			}
 			break
 		}
@@ -346,7 +335,7 @@ func (p *yparser) sequence(ind int) (*lnode, error) {
 		}
 		content = content[skip:]
 		var err error
-		var item *lnode
+		var item *Node
 		switch {
 		case len(content) == 0:
 			p.i++
@@ -363,7 +352,7 @@ func (p *yparser) sequence(ind int) (*lnode, error) {
 		default:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {
-				return nil, errNotPlainYAML // a multi-line scalar
+				return nil, ErrNotPlain // a multi-line scalar
 			}
 			item, err = p.scalarNode(content, l.no)
 		}
@@ -381,7 +370,7 @@ func (p *yparser) sequence(ind int) (*lnode, error) {
 // them (<, >, &, U+2028 and U+2029 too). Decoders that keep a value's raw
 // JSON (metav1.FieldsV1, runtime.RawExtension) must get the same bytes as
 // from the slow path, not merely the same value.
-func appendNodeJSON(out []byte, n *lnode) []byte {
+func appendNodeJSON(out []byte, n *Node) []byte {
 	switch n.kind {
 	case 'm':
 		order := make([]int, len(n.kids))
@@ -432,15 +421,15 @@ func splitKey(t []byte) (key, rest []byte, err error) {
 	case '"', '\'':
 		k, n, ok := quoted(t)
 		if !ok {
-			return nil, nil, errNotPlainYAML
+			return nil, nil, ErrNotPlain
 		}
 		key, end = k, n
 		if end >= len(t) || t[end] != ':' {
-			return nil, nil, errNotPlainYAML
+			return nil, nil, ErrNotPlain
 		}
 	default:
 		if !plainStart(t[0]) {
-			return nil, nil, errNotPlainYAML
+			return nil, nil, ErrNotPlain
 		}
 		end = -1
 		for i := 0; i < len(t); i++ {
@@ -449,25 +438,25 @@ func splitKey(t []byte) (key, rest []byte, err error) {
 				break
 			}
 			if t[i] == '#' && i > 0 && t[i-1] == ' ' {
-				return nil, nil, errNotPlainYAML
+				return nil, nil, ErrNotPlain
 			}
 		}
 		if end <= 0 {
-			return nil, nil, errNotPlainYAML
+			return nil, nil, ErrNotPlain
 		}
 		key = bytes.TrimRight(t[:end], " ")
 		// A key go-yaml would resolve as a boolean or null is stringified
 		// by sigs.k8s.io/yaml ("on" becomes "true"): left to them.
 		if ks := string(key); ks == "<<" || ks == "true" || ks == "false" || ks == "null" || yaml11Word(key) || !plainText(key) {
-			return nil, nil, errNotPlainYAML
+			return nil, nil, ErrNotPlain
 		}
 	}
 	if end > 1000 {
-		return nil, nil, errNotPlainYAML // YAML's simple keys end at 1024 characters
+		return nil, nil, ErrNotPlain // YAML's simple keys end at 1024 characters
 	}
 	rest = t[end+1:]
 	if len(rest) > 0 && rest[0] != ' ' {
-		return nil, nil, errNotPlainYAML
+		return nil, nil, ErrNotPlain
 	}
 	rest = bytes.TrimLeft(rest, " ")
 	if len(rest) > 0 && rest[0] == '#' {
@@ -551,18 +540,18 @@ var yaml11Words = map[string]bool{
 }
 
 // scalarToken reads a one-line value: its JSON kind and text (a string
-// unquoted; see lnode.value), or errNotPlainYAML for what it leaves to
+// unquoted; see Node.value), or ErrNotPlain for what it leaves to
 // go-yaml.
 func scalarToken(v []byte) (ytok, []byte, error) {
 	switch v[0] {
 	case '"', '\'':
 		s, n, ok := quoted(v)
 		if !ok {
-			return 0, nil, errNotPlainYAML
+			return 0, nil, ErrNotPlain
 		}
 		tail := bytes.TrimLeft(v[n:], " ")
 		if len(tail) > 0 && (tail[0] != '#' || n == len(v)) {
-			return 0, nil, errNotPlainYAML
+			return 0, nil, ErrNotPlain
 		}
 		return tokString, s, nil
 	case '[', '{':
@@ -572,7 +561,7 @@ func scalarToken(v []byte) (ytok, []byte, error) {
 		case "{}":
 			return tokEmptyMap, t, nil
 		}
-		return 0, nil, errNotPlainYAML
+		return 0, nil, ErrNotPlain
 	}
 	// A plain scalar ends at a comment.
 	if i := bytes.Index(v, []byte(" #")); i >= 0 {
@@ -591,7 +580,7 @@ func scalarToken(v []byte) (ytok, []byte, error) {
 		return tokNumber, v, nil
 	}
 	if !(plainStart(v[0]) || digitString(v) || dashString(v)) || !plainText(v) || yaml11Word(v) {
-		return 0, nil, errNotPlainYAML
+		return 0, nil, ErrNotPlain
 	}
 	return tokString, v, nil
 }
