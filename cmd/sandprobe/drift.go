@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -200,30 +199,6 @@ func (a *app) driftReport(ctx context.Context, o *driftOptions, p *policy.Policy
 		return report.ExitCouldNotRun
 	}
 	return run.ExitCode()
-}
-
-// streamingGC sets the collector for drift -f and returns what restores
-// it. Reading files streams: the live heap is the documents in flight, the
-// spool's few MB in memory and its index (~20 MB at 100,000 pods), while
-// every pod allocates tens of KB that die at once. At GOGC=100 that is a
-// collection every ~20 MB allocated, a fifth of drift -f's CPU; a bigger
-// heap costs too, in page faults (every page the heap grows into is one:
-// a quarter of the CPU at a 96 MiB heap). GOGC=800 under a 64 MiB soft
-// limit collects when the heap reaches 64 MiB, rarely before: measured
-// the fastest of GOGC 100–800 and limits 48–96 MiB, peak RSS ~80 MB at
-// 10,000 and 100,000 pods, under the 150 MB drift -f is held to
-// (docs/fleet.md) whatever the file size. GOGC or GOMEMLIMIT in the
-// environment win.
-func streamingGC() func() {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
-	limit := debug.SetMemoryLimit(64 << 20)
-	percent := debug.SetGCPercent(800)
-	return func() {
-		debug.SetGCPercent(percent)
-		debug.SetMemoryLimit(limit)
-	}
 }
 
 // sarifRules describes the drift rules to code-scanning tools.
