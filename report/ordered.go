@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/sourcegraph/conc/stream"
+
+	"github.com/sandprobe/sandprobe/internal/findingset"
 )
 
 // orderedOut formats a report's pieces on every core and writes them in
@@ -81,36 +83,10 @@ func eachBatch(set FindingSet, work func(first int, fs []Finding) (func() error,
 			}
 		})
 	}
-	var err error
-	switch set := set.(type) {
-	case *Spool:
-		err = set.batches(func(rb rawBatch) error {
-			submit(rb.first, func() ([]Finding, error) { return rb.decode(make([]Finding, 0, rb.n)) })
-			return nil
-		})
-	case *sliceSet:
-		for first := 0; first < len(set.fs); first += batchFindings {
-			fs := set.fs[first:min(first+batchFindings, len(set.fs))]
-			submit(first, func() ([]Finding, error) { return fs, nil })
-		}
-	default:
-		batch, first, n := make([]Finding, 0, batchFindings), 0, 0
-		flush := func() {
-			fs, at := batch, first
-			submit(at, func() ([]Finding, error) { return fs, nil })
-			batch, first = make([]Finding, 0, batchFindings), n
-		}
-		err = set.Each(func(f *Finding) error {
-			batch = append(batch, *f)
-			if n++; len(batch) == batchFindings {
-				flush()
-			}
-			return nil
-		})
-		if len(batch) > 0 {
-			flush()
-		}
-	}
+	err := set.Batches(func(b findingset.Batch) error {
+		submit(b.First, b.Findings)
+		return nil
+	})
 	st.Wait()
 	if err == nil {
 		err = cerr
@@ -138,7 +114,7 @@ func writeBatches(w io.Writer, set FindingSet, format func(x []byte, first int, 
 // in batches of whole groups: format appends group g, whose findings are
 // fs (in the order added), to x.
 func writeGroups(w io.Writer, set FindingSet, format func(x []byte, g int, fs []Finding) ([]byte, error)) error {
-	if sp, ok := set.(*Spool); ok && sp.groupRuns() {
+	if sp, ok := set.(*Spool); ok && sp.GroupRuns() {
 		return writeGroupRuns(w, sp, format)
 	}
 	o := newOrderedOut(w)
@@ -182,30 +158,28 @@ func writeGroups(w io.Writer, set FindingSet, format func(x []byte, g int, fs []
 // after another: a batch of groups is read in one piece and decoded on the
 // worker that formats it.
 func writeGroupRuns(w io.Writer, sp *Spool, format func(x []byte, g int, fs []Finding) ([]byte, error)) error {
-	ra, err := sp.reader()
-	if err != nil {
-		return err
-	}
 	o := newOrderedOut(w)
-	for g := 0; g < len(sp.groups) && err == nil; {
+	groups := len(sp.Groups())
+	var err error
+	for g := 0; g < groups && err == nil; {
 		h, n := g, 0
-		for h < len(sp.groups) && n < batchFindings {
-			n += sp.segs[h][0].n
+		for h < groups && n < batchFindings {
+			n += sp.GroupLen(h)
 			h++
 		}
-		var rb rawBatch
-		if rb, err = sp.groupBatch(ra, g, h); err != nil {
+		var rb findingset.Batch
+		if rb, err = sp.GroupBatch(g, h); err != nil {
 			break
 		}
 		from := g
 		o.Go(func(x []byte) ([]byte, error) {
-			fs, err := rb.decode(make([]Finding, 0, rb.n))
+			fs, err := rb.Findings()
 			if err != nil {
 				return x, err
 			}
 			at := 0
 			for gi := from; gi < h; gi++ {
-				k := sp.segs[gi][0].n
+				k := sp.GroupLen(gi)
 				if x, err = format(x, gi, fs[at:at+k]); err != nil {
 					return x, err
 				}

@@ -111,7 +111,7 @@ func TestWritersMatchLegacy(t *testing.T) {
 		if len(run.Findings) > 0 && (!forms["spool-file"].Spooled.Spilled() || forms["spool-memory"].Spooled.Spilled()) {
 			t.Fatal("spool did not spill as asked")
 		}
-		if rname == "grouped-3000" && !forms["spool-file"].Spooled.groupRuns() {
+		if rname == "grouped-3000" && !forms["spool-file"].Spooled.GroupRuns() {
 			t.Fatal("grouped run: the spool's groups are not runs")
 		}
 		for wname, w := range writers {
@@ -225,37 +225,6 @@ func TestSpoolRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, fs) {
 			t.Errorf("memMax %d: round trip\n got %+v\nwant %+v", memMax, got, fs)
-		}
-	}
-}
-
-// TestSpoolWindows: reading a spilled spool a window at a time gives every
-// finding back, whatever the window: records cut by its end, records
-// longer than the window, the last record ending the file.
-func TestSpoolWindows(t *testing.T) {
-	run := generatedRun(3000, 5)
-	defer func(w int) { spoolWindow = w }(spoolWindow)
-	for _, w := range []int{1, 7, 100, 4096, 1 << 20} {
-		spoolWindow = w
-		r := spooled(t, run, -1)
-		got, err := r.Spooled.Slice()
-		if err != nil {
-			t.Fatalf("window %d: %v", w, err)
-		}
-		if !reflect.DeepEqual(got, run.Findings) {
-			t.Fatalf("window %d: Each gave other findings", w)
-		}
-		var in []Finding
-		set := r.Set()
-		want := newSliceSet(run.Findings)
-		for g := range set.Groups() {
-			in = in[:0]
-			set.EachIn(g, func(f *Finding) error { in = append(in, *f); return nil })
-			var wantIn []Finding
-			want.EachIn(g, func(f *Finding) error { wantIn = append(wantIn, *f); return nil })
-			if !reflect.DeepEqual(in, wantIn) {
-				t.Fatalf("window %d: EachIn(%d) gave other findings", w, g)
-			}
 		}
 	}
 }
