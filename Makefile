@@ -28,6 +28,7 @@ FUZZ_BLOCKYAML ?= 15000x
 FUZZ_DECODENODE ?= 10000x
 FUZZ_DOCSTREAM ?= 15000x
 FUZZ_JUDGED ?= 15000x
+FUZZ_STRINGKEYS ?= 30000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
@@ -124,6 +125,7 @@ fuzz:
 	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzBlockYAML$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BLOCKYAML))
 	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODENODE))
 	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
+	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzStringKeysOnly$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_STRINGKEYS))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzJudged$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_JUDGED))
 
 # The differential fuzzers (the manifest reader against apimachinery's, drift's

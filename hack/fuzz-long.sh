@@ -17,7 +17,7 @@ export CGO_ENABLED=0
 minutes=${FUZZ_MINUTES:-10}
 parallel=${FUZZ_PARALLEL:-1}
 chunk=${FUZZ_CHUNK:-2000000}
-targets=${FUZZ_TARGETS:-FuzzBlockYAML FuzzDecodeNode FuzzDocStream FuzzJudged}
+targets=${FUZZ_TARGETS:-FuzzBlockYAML FuzzDecodeNode FuzzDocStream FuzzStringKeysOnly FuzzJudged}
 case "$minutes$parallel$chunk" in *[!0-9]*|'')
   echo "fuzz-long: FUZZ_MINUTES, FUZZ_PARALLEL and FUZZ_CHUNK are whole numbers" >&2; exit 2 ;;
 esac
