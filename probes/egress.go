@@ -165,7 +165,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		out[n.Check] = append(out[n.Check], n)
 	}
 	results := client.RunAttempts(ctx, plan, OptionsFor(e))
-	settled := recheckAnswered(ctx, client, plan, results, OptionsFor(e), env.SettleDelay)
+	late := settleNewPod(ctx, client, plan, results, OptionsFor(e), env.SettleDelay)
 
 	deadNetwork, noControl := networkProof(plan, results, len(e.Allow))
 	dns := dnsEvidence(plan, results)
@@ -180,13 +180,7 @@ func runEgress(ctx context.Context, env *Env) map[string][]result.Finding {
 		case OpFront:
 			judgeOne = func(r Result) result.Finding { return judgeFront(a, r) }
 		}
-		f = judgeOne(results[i])
-		if r, ok := settled[i]; ok && f.Status == result.Fail {
-			f = judgeSettled(f, judgeOne(r), results[i], r, env.SettleDelay)
-		} else if ok && f.Status == result.Pass && r.Class == policy.VerdictAnswered {
-			f = judgeOne(r)
-			f.Actual += fmt.Sprintf("; silent on the first dial, it answered %s later: the door is open once the pod's rules are in place", env.SettleDelay)
-		}
+		f = late.judge(i, judgeOne(results[i]), judgeOne)
 		// A resolver's own answer proves what it does whatever the network.
 		resolverAnswered := byCheck[a.Check] == result.RoleDNSChannel && f.Attempt != nil && f.Attempt.Rcode != ""
 		if !a.MustAnswer() && f.Status == result.Pass && !resolverAnswered {
@@ -626,35 +620,36 @@ func randomLabel() string {
 	return hex.EncodeToString(b)
 }
 
-// judgeSettled judges a deny that answered (f, from first) by its second
-// dial (again, delay later, judged g): refused then, the steady state's pass, saying
-// the door was open when the pod started; otherwise f stands.
-// A second dial that errs (an interrupted attempt, a local failure)
-// proves no deny: the first answer stands, saying what the second saw.
+// judgeSettled judges a deny that answered (f, from first) by its re-dials
+// (s, the deciding one judged g): denied twice in a row, the steady
+// state's pass, saying the door was open when the pod started and for how
+// long it may have been; otherwise f stands, saying what the re-dials saw.
+// A re-dial that errs (an interrupted attempt, a local failure) proves no
+// deny: the first answer stands, saying what the re-dials saw.
 // A timeout settles it like a refusal (kube-router's steady state on
 // this cluster is silence, measured: make e2e's healthy runs) only where
 // an allowance answered in the same re-dial (witnessed): otherwise
 // recheckAnswered hands it over unproven, and the verdict is inconclusive
 // (the door was open at start; whether it closed cannot be told).
-func judgeSettled(f, g result.Finding, first, again Result, delay time.Duration) result.Finding {
-	if g.Status != result.Pass || (again.Class != policy.VerdictRefused && again.Class != policy.VerdictTimeout) {
+func judgeSettled(f, g result.Finding, first Result, s settling) result.Finding {
+	if !s.settled || g.Status != result.Pass {
 		switch {
-		case again.Unproven:
+		case s.final.Unproven:
 			// Open at start, and the steady state cannot be told: neither
 			// the fail of a door left open nor the pass of one that closed.
 			f.Status = result.Inconclusive
-			f.Actual += fmt.Sprintf("; dialled again %s later: %s", delay, again.Detail)
-			f.Fix = "make the allowed hosts reachable from the sandbox (spec.egress.allow), so a silent second dial can be told from a failed network; then run again"
-		case again.Class == policy.VerdictError && again.Detail != "":
-			f.Actual += fmt.Sprintf("; dialled again %s later: %s", delay, again.Detail)
-		case again.Class != policy.VerdictAnswered:
-			f.Actual += fmt.Sprintf("; dialled again %s later: %s, which does not show a deny in force", delay, again.Class)
+			f.Actual += fmt.Sprintf("; %s, the last: %s", s.summary(), s.final.Detail)
+			f.Fix = "make the allowed hosts reachable from the sandbox (spec.egress.allow), so a silent re-dial can be told from a failed network; then run again"
+		case s.final.Class == policy.VerdictError && s.final.Detail != "":
+			f.Actual += fmt.Sprintf("; %s, the last: %s", s.summary(), s.final.Detail)
+		default:
+			f.Actual += fmt.Sprintf("; %s: the deny is not in force", s.summary())
 		}
 		return f
 	}
-	g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was refused %s later: "+
+	g.Actual += fmt.Sprintf("; it answered once, %.1f s into the egress checks, and was denied %s later and again after that: "+
 		"the network policy was %s (an engine that isolates new pods late "+
-		"leaves every new sandbox open that long; docs/egress.md)", first.Evidence.Started, delay, result.SettledMark)
+		"leaves every new sandbox open that long; docs/egress.md)", first.Evidence.Started, s.after.Round(100*time.Millisecond), result.SettledMark)
 	return g
 }
 
@@ -662,29 +657,131 @@ func judgeSettled(f, g result.Finding, first, again Result, delay time.Duration)
 // before it dials once more a deny that answered (Env.SettleDelay).
 const DefaultSettleDelay = 2 * time.Second
 
-// recheckAnswered dials again, after delay and once more half the delay
-// later, every direct deny that answered or timed out, and returns the new
-// results by plan index (nil when delay is 0 or nothing was re-dialled).
+// settleRounds bounds the re-dials: they go on, half the delay apart,
+// until settleRounds×delay after the first (12 s by default).
+const settleRounds = 6
+
+// settling is what the re-dials of one deny saw.
+type settling struct {
+	final   Result        // the deciding re-dial: the second of two denies in a row, else the last that was no deny
+	settled bool          // denied twice in a row, and never answered after a deny
+	after   time.Duration // from the first dial's results to the first of the two denies
+	rounds  int
+	over    time.Duration // from the first round to the last re-dial
+	tally   map[string]int
+}
+
+// summary says what the re-dials saw: "dialled again 9 times over 12.1 s:
+// answered 7, refused 2".
+func (s settling) summary() string {
+	classes := make([]string, 0, len(s.tally))
+	for c := range s.tally {
+		classes = append(classes, c)
+	}
+	slices.Sort(classes)
+	parts := make([]string, len(classes))
+	for i, c := range classes {
+		parts[i] = fmt.Sprintf("%s %d", c, s.tally[c])
+	}
+	times := "once"
+	if s.rounds != 1 {
+		times = fmt.Sprintf("%d times", s.rounds)
+	}
+	return fmt.Sprintf("dialled again %s over %s: %s", times, s.over.Round(100*time.Millisecond), strings.Join(parts, ", "))
+}
+
+// denied: a re-dial shows a deny in force (a refusal, or a witnessed
+// silence).
+func denied(r Result) bool {
+	return r.Class == policy.VerdictRefused || (r.Class == policy.VerdictTimeout && !r.Unproven)
+}
+
+// recheckAnswered dials again every direct deny that answered or timed
+// out: after delay, then every half delay, until each is denied twice in
+// a row or settleRounds×delay has passed; it returns what the re-dials saw
+// by plan index (nil when delay is 0 or nothing was re-dialled).
 //
 // A new pod can run before its NetworkPolicy engine has programmed it:
 // kube-router learns the pod's address from the API and isolates it a sync
 // later (its --netpol-default-deny closes that window; v2.1 has none), as
 // do other engines (k3s#13432, aws-network-policy-agent#189), although the
 // Kubernetes documentation asks for isolation "from the very first
-// instant". A probe pod is such a new pod. When the second dial is
-// refused, the steady state is proven and the finding says the door was
-// open at start; when it answers again, the deny is broken.
-func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, results []Result, o RunOptions, delay time.Duration) map[int]Result {
+// instant"; on a loaded node the kubelet can publish the pod's address
+// seconds after its container started. A probe pod is such a new pod.
+// Denied twice in a row, the steady state is proven and the finding says
+// the door was open at start; still answering at the end, the deny is
+// broken. An engine resyncing the node's rules can refuse a dial for an
+// instant even where an allow-all is in force (make e2e saw a widened
+// policy pass this way): one deny alone settles nothing.
+//
+// The re-dials stop early once the pod is evidently isolated: a deny that
+// answered at first has been denied twice in a row, and each other one has
+// answered at least once after that; those are open under the pod's rules.
+func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, results []Result, o RunOptions, delay time.Duration) map[int]settling {
 	if delay <= 0 {
 		return nil
 	}
-	var idx []int
-	var again []Attempt
+	idx, again, witnesses := redialPlan(plan, results)
+	if len(idx) == 0 {
+		return nil
+	}
+	ds := make([]redial, len(idx))
+	for j, i := range idx {
+		ds[j] = redial{settling: settling{tally: map[string]int{}}, answeredFirst: results[i].Class == policy.VerdictAnswered}
+	}
+	isolated := time.Duration(-1) // when a deny that answered at first was denied for good
+	begin := time.Now()
+	wait := delay
+	for {
+		if !sleepCtx(ctx, wait) {
+			return nil
+		}
+		at := time.Since(begin)
+		rs := client.RunAttempts(ctx, append(again[:len(again):len(again)], witnesses...), o)
+		rs = witnessed(rs[:len(again)], rs[len(again):], witnesses)
+		if ctx.Err() != nil {
+			return nil
+		}
+		done := true
+		for j, r := range rs {
+			if ds[j].decided() {
+				continue
+			}
+			if ds[j].observe(r, at, time.Since(begin)) && isolated < 0 {
+				isolated = at
+			}
+			done = done && ds[j].decided()
+		}
+		if done || at+delay/2 > settleRounds*delay || openUnderRules(ds, isolated) {
+			break
+		}
+		wait = delay / 2
+	}
+	out := make(map[int]settling, len(idx))
+	for j, i := range idx {
+		s := ds[j].settling
+		if !s.settled && s.final.Class == "" {
+			// Denied once at the very end, never twice: the last answer
+			// it gave before stands (the first round's).
+			s.final = results[i]
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// redialPlan is what recheckAnswered dials again: the direct denies that
+// answered (the pod not yet isolated) or were silent (not yet let out where
+// an allowance opens it), by plan index, a direct query to an outside DNS
+// server (egress.dns-bypass) included; and the witnesses, the allowances
+// that answered the first time, dialled again with them: silence proves a
+// deny only while the pod can still reach what it must (as networkProof
+// asks of the first round).
+func redialPlan(plan []Attempt, results []Result) (idx []int, again, witnesses []Attempt) {
 	for i, a := range plan {
-		// Answered (the pod not yet isolated) or silent (not yet let out
-		// where an allowance opens it): the steady state decides both.
-		// A direct query to an outside DNS server (egress.dns-bypass) is a
-		// direct deny too.
+		if a.MustAnswer() && results[i].Class == policy.VerdictAnswered {
+			witnesses = append(witnesses, a)
+		}
 		direct := a.Op == OpDial || a.Op == OpUDP || (a.Op == OpQuery && a.Check == checkDNSBypass)
 		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || !direct || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
 			continue
@@ -692,48 +789,204 @@ func recheckAnswered(ctx context.Context, client *NetClient, plan []Attempt, res
 		idx = append(idx, i)
 		again = append(again, a)
 	}
-	if len(idx) == 0 {
-		return nil
+	return idx, again, witnesses
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
 	}
-	// The witnesses: the allowances that answered the first time, dialled
-	// again with the denies. Silence proves a deny only while the pod can
-	// still reach what it must (as networkProof asks of the first round).
-	var witnesses []Attempt
-	for i, a := range plan {
-		if a.MustAnswer() && results[i].Class == policy.VerdictAnswered {
-			witnesses = append(witnesses, a)
-		}
-	}
-	round := func() []Result {
-		rs := client.RunAttempts(ctx, append(again[:len(again):len(again)], witnesses...), o)
-		return witnessed(rs[:len(again)], rs[len(again):], witnesses)
-	}
-	t := time.NewTimer(delay)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
+		return false
+	}
+}
+
+// redial is one deny's re-dials as they go.
+type redial struct {
+	settling
+	answeredFirst bool          // its first dial answered
+	streak        int           // denies in a row, up to now
+	sawDeny       bool          // denied in some re-dial
+	open          bool          // answered where it cannot be the start-up window
+	lastOpen      time.Duration // when it last answered
+}
+
+func (d *redial) decided() bool { return d.settled || d.open }
+
+// observe takes the re-dial at (since the first round) that ended over in;
+// true when it settles a deny that answered at first: the pod is isolated.
+func (d *redial) observe(r Result, at, over time.Duration) (isolatedNow bool) {
+	d.rounds++
+	d.over = over
+	d.tally[r.Class]++
+	switch {
+	case denied(r):
+		d.streak++
+		if d.streak == 1 {
+			d.after = at
+		}
+		if d.streak == 2 {
+			d.settled, d.final = true, r
+			isolatedNow = d.answeredFirst
+		}
+	case r.Class == policy.VerdictAnswered:
+		// An answer after a deny is a door that flaps under the pod's
+		// rules; silent at first and answered now, it is let out where it
+		// must not be: either way open, not late.
+		d.streak, d.final, d.lastOpen = 0, r, at
+		d.open = d.sawDeny || !d.answeredFirst
+	default:
+		d.streak, d.final = 0, r
+	}
+	d.sawDeny = d.sawDeny || denied(r)
+	return isolatedNow
+}
+
+// openUnderRules: the pod is isolated (a deny that answered at first is
+// denied for good since isolated), and every deny still undecided answered
+// after that: open under the pod's rules, not late.
+func openUnderRules(ds []redial, isolated time.Duration) bool {
+	if isolated < 0 {
+		return false
+	}
+	for _, d := range ds {
+		if !d.decided() && (d.final.Class != policy.VerdictAnswered || d.lastOpen <= isolated) {
+			return false
+		}
+	}
+	return true
+}
+
+// lateVerdicts is what the dials after a new pod's first instants saw:
+// the denies' re-dials and the allowances' confirmations, by plan index.
+type lateVerdicts struct {
+	settled   map[int]settling
+	confirmed map[int]confirmation
+	first     []Result // the first dials' results (results holds the confirmations)
+}
+
+// settleNewPod runs the re-dials of a new pod (delay > 0): the denies'
+// (recheckAnswered) and the allowances' (confirmAllowances), side by side;
+// the allowances' results then replace the first ones in results.
+func settleNewPod(ctx context.Context, client *NetClient, plan []Attempt, results []Result, o RunOptions, delay time.Duration) lateVerdicts {
+	firstDone := time.Now()
+	var l lateVerdicts
+	var wg sync.WaitGroup
+	// Side by side: the denies' re-dials can take the dial timeout a round.
+	wg.Go(func() { l.settled = recheckAnswered(ctx, client, plan, results, o, delay) })
+	wg.Go(func() { l.confirmed = confirmAllowances(ctx, client, plan, results, o, delay, firstDone) })
+	wg.Wait()
+	l.first = slices.Clone(results)
+	for i, c := range l.confirmed {
+		results[i] = c.final
+	}
+	return l
+}
+
+// judge is attempt i's finding f (judged on results[i]) once the late
+// dials are taken into account; judgeOne judges another of its results.
+func (l lateVerdicts) judge(i int, f result.Finding, judgeOne func(Result) result.Finding) result.Finding {
+	if c, ok := l.confirmed[i]; ok {
+		f.Actual += c.note(l.first[i])
+	}
+	s, ok := l.settled[i]
+	switch {
+	case ok && f.Status == result.Fail:
+		return judgeSettled(f, judgeOne(s.final), l.first[i], s)
+	case ok && f.Status == result.Pass && !s.settled && s.final.Class == policy.VerdictAnswered:
+		f = judgeOne(s.final)
+		f.Actual += fmt.Sprintf("; silent on the first dial, it answered on a re-dial (%s): the door is open once the pod's rules are in place", s.summary())
+	}
+	return f
+}
+
+// confirmation is what an allowance's dials after the pod's first instants
+// saw (confirmAllowances).
+type confirmation struct {
+	final Result        // the one that decides: the last re-dial
+	after time.Duration // from the first dial's results to it
+	dials int
+}
+
+// note is what the finding adds to its text, given the first dial's
+// result.
+func (c confirmation) note(first Result) string {
+	after := c.after.Round(100 * time.Millisecond)
+	switch {
+	case first.Class == policy.VerdictAnswered && c.final.Class != policy.VerdictAnswered:
+		return fmt.Sprintf(" (%d dials up to %s after the first, which answered at the pod's first instant, before its network policy was in force)", c.dials, after)
+	case first.Class != policy.VerdictAnswered && c.final.Class == policy.VerdictAnswered:
+		return fmt.Sprintf("; %s at the pod's first instant (before its network policy let it out), it answered %s later", first.Class, after)
+	case c.final.Class != policy.VerdictAnswered:
+		return fmt.Sprintf("; dialled again %d times up to %s later: %s", c.dials, after, c.final.Class)
+	}
+	return ""
+}
+
+// confirmAllowances dials every allowance again once the pod's rules can
+// be in force (delay after the first dials, as recheckAnswered waits for
+// the denies), and once more half the delay later where it did not answer;
+// it returns by plan index the allowances whose verdict those dials
+// change or confirm as a failure (nil when delay is 0).
+//
+// A new pod's first dials can run before its NetworkPolicy engine has
+// programmed it: everything answers then, an allowance the rules no
+// longer open (a broker's podSelector typo) included, and an engine that
+// drops until it has programmed the pod lets no allowance answer yet.
+// Neither first answer is the steady state: an allowance passes only when
+// it answers after the pod's first instants, and it fails only when it
+// does not answer twice, half the delay apart, then (an engine resyncing
+// can refuse a dial for an instant).
+func confirmAllowances(ctx context.Context, client *NetClient, plan []Attempt, results []Result, o RunOptions, delay time.Duration, since time.Time) map[int]confirmation {
+	if delay <= 0 {
 		return nil
 	}
-	rs := round()
-	// Once more, half the delay later: an engine resyncing the node's
-	// rules can refuse a dial for an instant even where an allow-all is in
-	// force (make e2e saw a widened policy pass this way). Only a deny both
-	// times settles it; an answer, or an unwitnessed silence, either time
-	// stands (the first round's answer stands over the second's silence).
-	select {
-	case <-time.After(delay / 2):
-		for j, r := range round() {
-			if c := rs[j].Class; c == policy.VerdictRefused || c == policy.VerdictTimeout {
-				rs[j] = r
+	var idx []int
+	var again []Attempt
+	for i, a := range plan {
+		if a.MustAnswer() {
+			idx = append(idx, i)
+			again = append(again, a)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	out := map[int]confirmation{}
+	wait := time.Until(since.Add(delay))
+	for round := 0; round < 2 && len(idx) > 0; round++ {
+		if !sleepCtx(ctx, wait) {
+			return nil
+		}
+		rs := client.RunAttempts(ctx, again, o)
+		if ctx.Err() != nil {
+			return nil
+		}
+		after := time.Since(since)
+		var nextIdx []int
+		var next []Attempt
+		for j, r := range rs {
+			i := idx[j]
+			c := out[i]
+			c.final, c.after, c.dials = r, after, c.dials+1
+			out[i] = c
+			if r.Class != policy.VerdictAnswered && !r.Interrupted {
+				nextIdx, next = append(nextIdx, i), append(next, again[j])
 			}
 		}
-	case <-ctx.Done():
-		return nil
+		idx, again, wait = nextIdx, next, delay/2
 	}
-	out := make(map[int]Result, len(idx))
-	for j, i := range idx {
-		out[i] = rs[j]
+	for i, c := range out {
+		// Answered at first and now: nothing to say.
+		if results[i].Class == policy.VerdictAnswered && c.final.Class == policy.VerdictAnswered {
+			delete(out, i)
+		}
 	}
 	return out
 }

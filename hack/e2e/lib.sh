@@ -98,10 +98,24 @@ run_job() {
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
   # Watch for the probe pod the runner starts, in the sandbox namespace (it
   # deletes it when done).
+  # When kube-router first restricts its egress is noted too (a line
+  # "NS/POD  isolated by kube-router N s after its address appeared"): a new
+  # pod runs before its engine has programmed it.
   (
+    declare -A seen_ip=() isolated=()
+    t0=$(now)
     while :; do
-      kc get pods -A -l app.kubernetes.io/name=sandprobe-probe,sandprobe.dev/run -o \
-        jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  uid={.spec.securityContext.runAsUser}  ip={.status.podIP}  phase={.status.phase}{"\n"}{end}' 2>/dev/null
+      pods=$(kc get pods -A -l app.kubernetes.io/name=sandprobe-probe,sandprobe.dev/run -o \
+        jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}  labels: sandbox={.metadata.labels.sandbox}  runtimeClassName={.spec.runtimeClassName}  uid={.spec.securityContext.runAsUser}  ip={.status.podIP}  phase={.status.phase}{"\n"}{end}' 2>/dev/null)
+      [[ -n $pods ]] && printf '%s\n' "$pods"
+      while read -r pod _ _ _ _ ipf _; do
+        [[ $ipf == ip=?* && -z ${isolated[$pod]:-} ]] || continue
+        [[ -n ${seen_ip[$pod]:-} ]] || seen_ip[$pod]=$(now)
+        if "$netpol" enforced "${pod%%/*}" "${pod#*/}"; then
+          isolated[$pod]=1
+          echo "$pod  isolated by kube-router $(secs "${seen_ip[$pod]}") s after its address appeared ($(secs "$t0") s into the run)"
+        fi
+      done <<<"$pods"
       sleep 0.3
     done
   ) > "$out/$job.pods.raw" &
@@ -139,6 +153,7 @@ show_run() {
   local job=$1
   say "probe pod seen while the runner waited:"
   if [[ -s $out/$job.pods ]]; then quote < "$out/$job.pods"; else say "  (none seen)"; fi
+  isolation "$job" >/dev/null || say "  kube-router never restricted the probe pod's egress while it was watched"
   say "runner exit code: $(cat "$out/$job.exit")"
   say "JUnit: tests=$(junit_attr tests "$out/$job.xml") failures=$(junit_attr failures "$out/$job.xml") errors=$(junit_attr errors "$out/$job.xml") skipped=$(junit_attr skipped "$out/$job.xml")"
   say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
@@ -150,6 +165,14 @@ check_probe_pod() {
   local job=$1
   grep -q '^sandboxes/.*  labels: sandbox=true  runtimeClassName=gvisor' "$out/$job.pods" \
     || fail "no probe pod in namespace sandboxes with label sandbox=true and runtimeClassName=gvisor was seen (see $out/$job.pods)"
+}
+
+# isolation JOB: when kube-router isolated the run's probe pod in the
+# sandbox namespace (its line from the observer); exit 1 if it never did.
+isolation() { grep -m1 "^$sandbox_ns/.*  isolated by kube-router " "$out/$1.pods"; }
+isolation_said() {
+  local line
+  if line=$(isolation "$1"); then echo "the probe pod ${line#*  }"; else echo "kube-router never isolated the probe pod while it was watched"; fi
 }
 
 # probe_ips JOB: the addresses the probe pods of a run had.
@@ -173,7 +196,7 @@ expect_green() {
   run_job "$job"
   show_run "$job"
   check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 0 ]] || { junit_failures "$out/$job.xml" | quote; fail "$job exited $(cat "$out/$job.exit"), want 0 (see $out/$job.log); failures: $(junit_failures "$out/$job.xml" | head -n 6 | paste -sd '|')"; }
+  [[ $(cat "$out/$job.exit") == 0 ]] || { junit_failures "$out/$job.xml" | quote; fail "$job exited $(cat "$out/$job.exit"), want 0 (see $out/$job.log); $(isolation_said "$job"); failures: $(junit_failures "$out/$job.xml" | head -n 6 | paste -sd '|')"; }
   [[ $(junit_attr failures "$out/$job.xml") == 0 && $(junit_attr errors "$out/$job.xml") == 0 ]] \
     || fail "$job's JUnit has failures or errors ($out/$job.xml)"
   [[ $(metric sandprobe_up "$out/$job.prom") == 1 && $(metric sandprobe_egress_unexpected_open "$out/$job.prom") == 0 ]] \
@@ -184,7 +207,7 @@ expect_green() {
   say "who enforced each verdict:"
   quote < "$out/$job.enforcers"
   if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
-    say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were refused on the second dial"
+    say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were denied twice in a row on the re-dials"
   fi
   ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
 }
