@@ -98,9 +98,7 @@ run_job() {
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
   # Watch for the probe pod the runner starts, in the sandbox namespace (it
   # deletes it when done).
-  # When kube-router first restricts its egress is noted too (a line
-  # "NS/POD  isolated by kube-router N s after its address appeared"): a new
-  # pod runs before its engine has programmed it.
+  # And when kube-router first restricts its egress ("NS/POD  isolated by …").
   (
     declare -A seen_ip=() isolated=()
     t0=$(now)
@@ -170,10 +168,7 @@ check_probe_pod() {
 # isolation JOB: when kube-router isolated the run's probe pod in the
 # sandbox namespace (its line from the observer); exit 1 if it never did.
 isolation() { grep -m1 "^$sandbox_ns/.*  isolated by kube-router " "$out/$1.pods"; }
-isolation_said() {
-  local line
-  if line=$(isolation "$1"); then echo "the probe pod ${line#*  }"; else echo "kube-router never isolated the probe pod while it was watched"; fi
-}
+isolation_said() { local l; if l=$(isolation "$1"); then echo "the probe pod ${l#*  }"; else echo "kube-router never isolated the probe pod while it was watched"; fi; }
 
 # probe_ips JOB: the addresses the probe pods of a run had.
 probe_ips() { sed -n 's/.*  ip=\([0-9.][0-9.]*\)  .*/\1/p' "$out/$1.pods" | sort -u; }
