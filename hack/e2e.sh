@@ -201,17 +201,7 @@ neighbours_proved   # hack/e2e/factory.sh: the node's kubelet denied, and proven
 
 # ---- 1. a rule widened "for a minute" ------------------------------------------------------
 step "regression 1: an allow-all 'for a minute'" "an additive NetworkPolicy allowing 0.0.0.0/0 in the sandbox namespace"
-for n in "${probe_namespaces[@]}"; do
-  kc apply -f - <<YAML | quote
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: allow-egress-for-a-minute, namespace: $n, annotations: {note: "debugging the model API, remove after"}}
-spec:
-  podSelector: {}
-  policyTypes: [Egress]
-  egress: [{to: [{ipBlock: {cidr: 0.0.0.0/0}}]}]
-YAML
-done
+for n in "${probe_namespaces[@]}"; do allow_all "$n" "debugging the model API, remove after"; done
 until_kr "allow-egress-for-a-minute in $sandbox_ns" "$netpol" has-policy "$sandbox_ns" allow-egress-for-a-minute
 say "${red}applied${reset} — NetworkPolicies add up: this one reopens everything the deny policy closed"
 expect_caught sandprobe-widened blocked.lab.test networkpolicy/allow-egress-for-a-minute

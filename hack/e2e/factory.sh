@@ -94,6 +94,20 @@ YAML
   done
 }
 
+# allow_all NS NOTE: the additive NetworkPolicy "for a minute" that allows
+# 0.0.0.0/0 to every pod of NS (regressions 1 and 5), annotated with NOTE.
+allow_all() {
+  kc apply -f - <<YAML | quote
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-egress-for-a-minute, namespace: $1, annotations: {note: "$2"}}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+  egress: [{to: [{ipBlock: {cidr: 0.0.0.0/0}}]}]
+YAML
+}
+
 # in_ipsets IP: kube-router has IP in one of its sets (a peer a policy allows).
 in_ipsets() { ipset list -o save 2>/dev/null | grep -qE "^add [^ ]+ $1( |$)"; }
 factory_netpol() { "$bin" render --policy "$factory_policy" --namespace "$sandbox_ns" --format egress --egress networkpolicy; }
@@ -138,15 +152,7 @@ factory_story() {
   sed -n 's/.*<testcase name="\(egress.allowed [^"]*\)".*/\1: pass/p' "$out/sandprobe-factory-healthy.xml" | quote
 
   step "regression 5: an allow-all 'for a minute' (the factory)" "an additive NetworkPolicy allowing 0.0.0.0/0 in the sandbox namespace"
-  kc apply -f - <<YAML | quote
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: allow-egress-for-a-minute, namespace: $sandbox_ns, annotations: {note: "debugging a package mirror, remove after"}}
-spec:
-  podSelector: {}
-  policyTypes: [Egress]
-  egress: [{to: [{ipBlock: {cidr: 0.0.0.0/0}}]}]
-YAML
+  allow_all "$sandbox_ns" "debugging a package mirror, remove after"
   until_kr "allow-egress-for-a-minute in $sandbox_ns" "$netpol" has-policy "$sandbox_ns" allow-egress-for-a-minute
   expect_caught sandprobe-factory-widened blocked.lab.test networkpolicy/allow-egress-for-a-minute
   kc -n "$sandbox_ns" delete networkpolicy allow-egress-for-a-minute | quote
