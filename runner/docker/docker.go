@@ -60,6 +60,7 @@ type Client interface {
 	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerList(ctx context.Context, opts client.ContainerListOptions) (client.ContainerListResult, error)
 	NetworkInspect(ctx context.Context, id string, opts client.NetworkInspectOptions) (client.NetworkInspectResult, error)
+	Events(ctx context.Context, opts client.EventsListOptions) client.EventsResult
 }
 
 // NewClient connects to the engine that host names (a DOCKER_HOST-style URL;
@@ -444,9 +445,16 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 	}
 	st := state.Container.State
 	// Docker learns of an OOM kill from the runtime's OOM event, which can
-	// land after the exit: a probe SIGKILLed under a memory limit is asked
-	// about again (for up to a second) before it is called a crash.
-	for i := 0; i < 10 && !st.OOMKilled && st.ExitCode == 137 && memoryLimited(state.Container.HostConfig); i++ {
+	// land after the exit, and Docker 20.10 then never sets OOMKilled (a CI
+	// run saw it: exit 137, "Killed", no flag) though it still logs the
+	// container's "oom" event. A probe SIGKILLed under a memory limit is
+	// asked about again, flag and event, for up to two seconds before it is
+	// called a crash.
+	for i := 0; i < 20 && !st.OOMKilled && st.ExitCode == 137 && memoryLimited(state.Container.HostConfig); i++ {
+		if b.oomEvent(ctx, id, st.StartedAt) {
+			st.OOMKilled = true
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 		again, err := b.Client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		if err != nil {
@@ -625,6 +633,34 @@ func shortNonce(n string) string {
 var _ runner.Backend = (*Backend)(nil)
 
 func memoryLimited(hc *container.HostConfig) bool { return hc != nil && hc.Memory > 0 }
+
+// oomEvent reports whether the engine logged an "oom" event for container
+// id since it started (startedAt, RFC 3339; the last day when unreadable):
+// the events up to now are read and the stream ends.
+func (b *Backend) oomEvent(ctx context.Context, id, startedAt string) bool {
+	since, err := time.Parse(time.RFC3339Nano, startedAt)
+	if err != nil || since.IsZero() {
+		since = time.Now().Add(-24 * time.Hour)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	stamp := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	res := b.Client.Events(ctx, client.EventsListOptions{
+		Since:   stamp(since.Add(-time.Second)),
+		Until:   stamp(time.Now()),
+		Filters: client.Filters{}.Add("type", "container").Add("container", id).Add("event", "oom"),
+	})
+	for {
+		select {
+		case m := <-res.Messages:
+			if m.Action == "oom" {
+				return true
+			}
+		case <-res.Err:
+			return false
+		}
+	}
+}
 
 // gvisorDied names what ended a gVisor container with a silent exit 2: runsc
 // runs its sentry with stdio on /dev/null and exits 2 when the sentry
