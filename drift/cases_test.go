@@ -277,6 +277,22 @@ func cnp(ns, name, caseName string, egress ...map[string]any) *unstructured.Unst
 	}}
 }
 
+// kubeDNSRule is an egress rule to cluster DNS on port 53 whose DNS rule
+// allows names.
+func kubeDNSRule(names ...map[string]any) map[string]any {
+	dns := make([]any, len(names))
+	for i, n := range names {
+		dns[i] = n
+	}
+	return map[string]any{
+		"toEndpoints": []any{map[string]any{"matchLabels": map[string]any{"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}},
+		"toPorts": []any{map[string]any{
+			"ports": []any{map[string]any{"port": "53", "protocol": "ANY"}},
+			"rules": map[string]any{"dns": dns},
+		}},
+	}
+}
+
 func ciliumPorts(port string) []any {
 	return []any{map[string]any{"ports": []any{map[string]any{"port": port, "protocol": "TCP"}}}}
 }
@@ -348,6 +364,29 @@ func ciliumCases() []egressCase {
 		}},
 		{"cilium-peer", []string{drift.CiliumPeer}, "", func(ns string) []any {
 			return []any{cnp(ns, "apiserver", "cilium-peer", map[string]any{"toEntities": []any{"kube-apiserver"}, "toPorts": ciliumPorts("443")})}
+		}},
+		{"fqdn-apex", []string{drift.CiliumFQDNExtra}, "", func(ns string) []any {
+			// "*.github.com" is declared, which Cilium (and the policy) read
+			// as subdomains only: the apex is one name more.
+			return []any{cnp(ns, "github-apex", "fqdn-apex", map[string]any{
+				"toFQDNs": []any{map[string]any{"matchName": "github.com"}}, "toPorts": ciliumPorts("443")})}
+		}},
+		{"dns-any", []string{drift.CiliumDNSNames}, "", func(ns string) []any {
+			// The DNS exfiltration channel Cilium users open by accident:
+			// "let DNS through" written as a pattern for every name.
+			return []any{cnp(ns, "dns-everything", "dns-any", kubeDNSRule(map[string]any{"matchPattern": "*"}))}
+		}},
+		{"dns-pattern", []string{drift.CiliumDNSNames}, "", func(ns string) []any {
+			return []any{cnp(ns, "dns-pages", "dns-pattern", kubeDNSRule(map[string]any{"matchPattern": "*.github.io"}))}
+		}},
+		{"dns-healthy", nil, "", func(ns string) []any {
+			// The user's own DNS rule: declared names, one name more (no
+			// channel: the sandbox cannot choose it) and the cluster's
+			// names, which its resolver answers itself.
+			return []any{cnp(ns, "dns-own", "dns-healthy", kubeDNSRule(
+				map[string]any{"matchPattern": "*.github.com"}, map[string]any{"matchName": "api.anthropic.com"},
+				map[string]any{"matchName": "status.example.org"}, map[string]any{"matchPattern": "*.cluster.local"},
+				map[string]any{"matchPattern": "*.svc.cluster.local"}))}
 		}},
 		{"fqdn-missing", []string{drift.CiliumFQDNMissing}, "agents-b", func(ns string) []any {
 			// In agents-b only the model API is allowed: git cannot work.

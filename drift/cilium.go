@@ -74,10 +74,7 @@ type ciliumEgress struct {
 		CIDRGroupRef string   `json:"cidrGroupRef,omitempty"`
 		Except       []string `json:"except,omitempty"`
 	} `json:"toCIDRSet,omitempty"`
-	ToFQDNs []struct {
-		MatchName    string `json:"matchName,omitempty"`
-		MatchPattern string `json:"matchPattern,omitempty"`
-	} `json:"toFQDNs,omitempty"`
+	ToFQDNs    []ciliumFQDN `json:"toFQDNs,omitempty"`
 	ToServices []struct {
 		K8sService         *k8sServiceRef `json:"k8sService,omitempty"`
 		K8sServiceSelector map[string]any `json:"k8sServiceSelector,omitempty"`
@@ -89,7 +86,27 @@ type ciliumEgress struct {
 			EndPort  int32  `json:"endPort,omitempty"`
 			Protocol string `json:"protocol,omitempty"`
 		} `json:"ports,omitempty"`
+		Rules *struct {
+			// DNS is what Cilium's DNS proxy lets the pods ask for on
+			// these ports; anything else it REFUSES.
+			DNS []ciliumFQDN `json:"dns,omitempty"`
+		} `json:"rules,omitempty"`
 	} `json:"toPorts,omitempty"`
+}
+
+// ciliumFQDN is a name selector, as toFQDNs and DNS rules write it.
+type ciliumFQDN struct {
+	MatchName    string `json:"matchName,omitempty"`
+	MatchPattern string `json:"matchPattern,omitempty"`
+}
+
+// text is the selector as a finding quotes it: "matchName NAME" or
+// "matchPattern PATTERN".
+func (f ciliumFQDN) text() string {
+	if f.MatchName == "" {
+		return "matchPattern " + f.MatchPattern
+	}
+	return "matchName " + f.MatchName
 }
 
 // k8sServiceRef is a toServices entry's Service, by name and namespace.
@@ -361,10 +378,7 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, ns, field string, e
 		m.ciliumCIDRFindings(cr, rf, r, ports)
 		for j, f := range r.ToFQDNs {
 			sub := fmt.Sprintf("%s.toFQDNs[%d]", rf, j)
-			text := "matchName " + f.MatchName
-			if f.MatchName == "" {
-				text = "matchPattern " + f.MatchPattern
-			}
+			text := f.text()
 			live := fqdnRule(f.MatchName, f.MatchPattern)
 			cr.fqdns = append(cr.fqdns, fqdnAllow{rule: live, ports: ports})
 			if _, ok := m.explainHost(live, ports); ok {
@@ -374,7 +388,65 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, ns, field string, e
 				fmt.Sprintf("remove %s from %s, or declare it in spec.egress.allow with a reason", sub, where))
 		}
 		m.ciliumPeerFindings(cr, ns, rf, r, ports)
+		m.ciliumDNSFindings(cr, rf, r)
 	}
+}
+
+// ciliumDNSFindings judges the patterns a rule's DNS rules let the
+// sandbox resolve through Cilium's DNS proxy. A pattern beyond what the
+// sandbox needs ("matchPattern: '*'" above all) is a DNS channel out
+// whatever toFQDNs allows: the proxy forwards queries for names the
+// sandbox makes up, and the zone's own servers read them. One extra
+// matchName carries nothing the sandbox chooses, so it is left alone. Names under the cluster domain stay in the cluster's
+// resolver, and spec.egress.dns.arbitraryNames: allow declares the rest.
+func (m *egressModel) ciliumDNSFindings(cr *compiledCiliumRule, rf string, r ciliumEgress) {
+	if m.dnsAny {
+		return
+	}
+	for k, tp := range r.ToPorts {
+		if tp.Rules == nil {
+			continue
+		}
+		for l, f := range tp.Rules.DNS {
+			// One name more is no channel: only a pattern lets the
+			// sandbox choose the names it asks for.
+			live := fqdnRule(f.MatchName, f.MatchPattern)
+			if !live.IsPattern() || m.explainDNSName(live) {
+				continue
+			}
+			sub := fmt.Sprintf("%s.toPorts[%d].rules.dns[%d]", rf, k, l)
+			actual := f.text() + ": the sandbox resolves names of its choosing under " + strings.TrimPrefix(live.Host, "*.") + " through Cilium's DNS proxy — a DNS channel to whoever serves them"
+			if live.Host == "*" {
+				actual = f.text() + ": the sandbox resolves every name, through Cilium's DNS proxy — a DNS channel out"
+			}
+			cr.findings = append(cr.findings, ruleFinding{check: CiliumDNSNames, subject: cr.id + " " + sub,
+				expected: "only the names the sandbox resolves: " + m.hostsText() + ", their search-list expansions, names under " + m.clusterDomain,
+				actual:   actual,
+				fix:      fmt.Sprintf("narrow %s of %s to the declared names (sandprobe render --egress cilium writes them), or declare spec.egress.dns.arbitraryNames: allow", sub, cr.id)})
+		}
+	}
+}
+
+// explainDNSName: a DNS rule's name is one the sandbox may resolve: a
+// declared name (on any port: DNS has none), the proxy's, a declared
+// in-cluster peer's, or one under the cluster domain (a search-list
+// expansion, a Service), which the cluster's resolver answers itself.
+func (m *egressModel) explainDNSName(live policy.HostRule) bool {
+	for _, h := range m.hosts {
+		if h.rule.Covers(policy.HostRule{Host: live.Host, Port: h.rule.Port}) {
+			return true
+		}
+	}
+	if m.proxy != nil && m.proxy.host == live.Host {
+		return true
+	}
+	for _, p := range m.peers {
+		if p.host == live.Host {
+			return true
+		}
+	}
+	cd := strings.TrimPrefix(live.Host, "*.")
+	return cd == m.clusterDomain || strings.HasSuffix(cd, "."+m.clusterDomain)
 }
 
 // ciliumCIDRFindings judges the addresses of one egress rule rf: toCIDR

@@ -23,6 +23,11 @@ type egressModel struct {
 	// resolver holds the declared resolver's CIDRs (spec.egress.dns.resolverLocation):
 	// an address block on port 53 is explained when it is one of them.
 	resolver []netip.Prefix
+	// dnsAny: spec.egress.dns.arbitraryNames is allow, so a DNS rule may
+	// let every name through.
+	dnsAny bool
+	// clusterDomain is spec.egress.dns.clusterDomain (cluster.local).
+	clusterDomain string
 }
 
 type allowHost struct {
@@ -105,6 +110,11 @@ func newEgressModel(p *policy.Policy) (*egressModel, error) {
 		m.proxy = pt
 	}
 	m.resolver = p.Spec.Egress.DNS.ResolverLocation.Prefixes()
+	m.dnsAny = p.Spec.Egress.DNS.ArbitraryNames == "allow"
+	m.clusterDomain = policy.NormalizeHost(p.Spec.Egress.DNS.ClusterDomain)
+	if m.clusterDomain == "" {
+		m.clusterDomain = "cluster.local"
+	}
 	return m, nil
 }
 

@@ -20,6 +20,7 @@ const (
 	CiliumCIDR           = "drift.cilium.cidr"
 	CiliumAnyDestination = "drift.cilium.any-destination"
 	CiliumPeer           = "drift.cilium.peer"
+	CiliumDNSNames       = "drift.cilium.dns-names"
 
 	ANPWorld  = "drift.anp.world"
 	ANPCIDR   = "drift.anp.cidr"
@@ -53,6 +54,9 @@ var egressRules = []row{
 		"add toFQDNs/toEndpoints/toCIDR to the rule"}, nil},
 	{Rule{CiliumPeer, "in-cluster Cilium peers are limited to cluster DNS, the declared proxy and the declared in-cluster peers (their pods, on their ports)", medium,
 		"remove the peer or narrow it to DNS (port 53), the proxy or a declared peer's pods"}, nil},
+
+	{Rule{CiliumDNSNames, "every matchPattern of a Cilium DNS rule is a declared allowance or under the cluster domain, unless spec.egress.dns.arbitraryNames is allow (a wider pattern is a DNS channel out)", high,
+		"narrow the rule's dns names to the declared ones (`sandprobe render --egress cilium`)"}, nil},
 
 	{Rule{ANPWorld, "no admin or baseline admin network policy Allow opens 0.0.0.0/0 or ::/0 to a sandbox (an admin Allow overrides every NetworkPolicy)", high,
 		"remove the network from the Allow rule"}, nil},
