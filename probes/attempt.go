@@ -51,6 +51,15 @@ type Attempt struct {
 // MustAnswer reports whether the attempt has to get through (an allowance).
 func (a Attempt) MustAnswer() bool { return a.Check == checkAllowed }
 
+// direct reports whether the attempt's op is one the network's own rules
+// stop on its way out: a dial, a UDP datagram or a query to an outside
+// DNS server (whether it goes through the proxy is ViaProxy's to say). A
+// lookup through the sandbox's resolver, a front and a hello are judged
+// by what answers them.
+func (a Attempt) direct() bool {
+	return a.Op == OpDial || a.Op == OpUDP || (a.Op == OpQuery && a.Check == checkDNSBypass)
+}
+
 // Result is an attempt's classified outcome.
 type Result struct {
 	Class    string   // a policy.Verdict* value

@@ -782,8 +782,7 @@ func redialPlan(plan []Attempt, results []Result) (idx []int, again, witnesses [
 		if a.MustAnswer() && results[i].Class == policy.VerdictAnswered {
 			witnesses = append(witnesses, a)
 		}
-		direct := a.Op == OpDial || a.Op == OpUDP || (a.Op == OpQuery && a.Check == checkDNSBypass)
-		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || !direct || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
+		if c := results[i].Class; a.MustAnswer() || a.ViaProxy || !a.direct() || (c != policy.VerdictAnswered && c != policy.VerdictTimeout) {
 			continue
 		}
 		idx = append(idx, i)
