@@ -30,6 +30,7 @@ declare -A want=(
   [bash-completion]=/usr/share/bash-completion/bash_completion
   [shellcheck]=/usr/bin/shellcheck
   [nginx]=/usr/sbin/nginx
+  [clang-19]=/usr/bin/clang-19
 )
 missing=()
 for pkg in "${!want[@]}"; do

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# The test cluster's CNI when CNI=cilium: a real Cilium agent, built from the
+# Go module proxy, run as a host process, enforcing CiliumNetworkPolicy.
+#
+#   hack/cluster/cilium.sh build         build agent, CNI plugin and cilium-dbg into the cache
+#                                        (keyed by version; tens of minutes cold, instant warm)
+#   hack/cluster/cilium.sh up [FLAG...] start the agent as the running cluster's CNI (extra agent
+#                                        flags, e.g. --enable-policy=never, are passed on);
+#                                        returns once it is ready and pods can start
+#   hack/cluster/cilium.sh down          stop it and remove everything it installed
+#   hack/cluster/cilium.sh status        running or not, its endpoints and their policy enforcement
+#   hack/cluster/cilium.sh enforced NS POD   exit 0 if the agent enforces egress policy on the pod
+#   hack/cluster/cilium.sh has-policy NS NAME   exit 0 once the agent has imported the CNP
+#   hack/cluster/cilium.sh drops         start printing the agent's drop and DNS-proxy events (JSON lines)
+#   hack/cluster/cilium.sh leftovers     print what of it is on the machine; exit 1 if anything is
+#   hack/cluster/cilium.sh --print-dir   the cache directory (no build)
+#
+# No operator: with --ipam kubernetes the agent takes the Node's podCIDR
+# (set here: the controller-manager does not allocate), creates its own
+# CiliumNode, CiliumEndpoints and CiliumIdentities (identity-allocation-mode
+# crd), and the CRDs the operator would register are applied from the
+# module's own YAML. What the operator adds is garbage collection of
+# identities and endpoints, which a cluster that lives minutes never needs.
+#
+# Run as a host process like every cluster component (own session, the
+# sandprobe-cluster cgroup, logs/cilium-agent.log): native routing, no
+# kube-proxy replacement, legacy host routing (every pod packet still goes
+# through the node's netfilter, so the cluster's nftables safety net stays in
+# force underneath Cilium), no masquerade, no Hubble, no Envoy, no health
+# endpoint, BPF only on the pods' lxc devices and the node's own sp-node.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CILIUM_VERSION=v1.20.2
+CILIUM_MODULE=github.com/cilium/cilium
+CILIUM_DIR="$CACHE/cilium/$CILIUM_VERSION"
+CILIUM_BIN="$CILIUM_DIR/bin"          # cilium-agent cilium-cni cilium-dbg clang
+CILIUM_LIB="$CILIUM_DIR/lib"          # --lib-dir: lib/bpf holds the datapath sources
+CILIUM_SRC="$CILIUM_DIR/src"          # writable copy of the module (go.mod edited)
+CILIUM_STAMP="$CILIUM_BIN/.stamp"
+# Two dependencies the module proxy does not serve at the versions Cilium
+# pins: gobgp's pseudo-version (its served v4.7.0 builds), and
+# sigs.k8s.io/mcs-api/controllers, of which Cilium uses one constant.
+GOBGP_VERSION=v4.7.0
+MCS_CONTROLLERS_VERSION=v0.5.2
+
+log() { printf '[cilium %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+cilium_stamp_key() { printf '%s %s gobgp=%s\n' "$CILIUM_VERSION" "$(go env GOVERSION)" "$GOBGP_VERSION"; }
+
+# prepare_src: the module's read-only copy from the module cache, made
+# writable outside any checkout, with the two replacements.
+prepare_src() {
+  local mod
+  mod="$(cd / && GOFLAGS=-mod=mod go mod download -json "$CILIUM_MODULE@$CILIUM_VERSION" | jq -r .Dir)"
+  [[ -d $mod ]] || die "go mod download $CILIUM_MODULE@$CILIUM_VERSION failed"
+  rm -rf "$CILIUM_SRC" "$CILIUM_DIR/mcs-api-controllers"
+  mkdir -p "$CILIUM_DIR"
+  cp -a "$mod" "$CILIUM_SRC"
+  chmod -R u+w "$CILIUM_SRC"
+  mkdir -p "$CILIUM_DIR/mcs-api-controllers"
+  printf 'module sigs.k8s.io/mcs-api/controllers\n\ngo 1.22\n' >"$CILIUM_DIR/mcs-api-controllers/go.mod"
+  cat >"$CILIUM_DIR/mcs-api-controllers/controllers.go" <<'GO'
+// Package controllers stands in for sigs.k8s.io/mcs-api/controllers, which
+// the module proxy does not serve: Cilium uses only this constant of it.
+package controllers
+
+// DerivedServiceAnnotation is the value mcs-api v0.5.2 declares.
+const DerivedServiceAnnotation = "multicluster.kubernetes.io/derived-service"
+GO
+  (cd "$CILIUM_SRC" &&
+    go mod edit -replace "github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@$GOBGP_VERSION" \
+      -replace "sigs.k8s.io/mcs-api/controllers@$MCS_CONTROLLERS_VERSION=../mcs-api-controllers")
+}
+
+build() {
+  if [[ -x $CILIUM_BIN/cilium-agent && -f $CILIUM_STAMP && "$(cat "$CILIUM_STAMP")" == "$(cilium_stamp_key)" ]]; then
+    return 0
+  fi
+  command -v clang-19 >/dev/null || "$repo_root/hack/install-deps.sh"
+  log "building cilium $CILIUM_VERSION (agent, CNI plugin, cilium-dbg; tens of minutes cold)"
+  local start=$SECONDS tmp
+  prepare_src
+  tmp="$(mktemp -d "$CILIUM_DIR/.build.XXXXXX")"
+  # One go build for the three: they share most packages. Into a temp dir
+  # first, so a killed build never leaves a binary a later run would trust.
+  # Its own build cache: the cold time measured is a cold time, and a
+  # version bump reuses it.
+  if ! (cd "$CILIUM_SRC" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=mod -trimpath" \
+    GOCACHE="$CACHE/cilium/go-build" \
+    go build -ldflags='-s -w' -o "$tmp/" ./daemon ./plugins/cilium-cni ./cilium-dbg); then
+    rm -rf "$tmp"
+    die "go build of cilium $CILIUM_VERSION failed"
+  fi
+  mkdir -p "$CILIUM_BIN" "$CILIUM_LIB"
+  mv -f "$tmp/daemon" "$CILIUM_BIN/cilium-agent"
+  mv -f "$tmp/cilium-cni" "$CILIUM_BIN/cilium-cni"
+  mv -f "$tmp/cilium-dbg" "$CILIUM_BIN/cilium-dbg"
+  rm -rf "$tmp" "$CILIUM_LIB/bpf"
+  cp -a "$CILIUM_SRC/bpf" "$CILIUM_LIB/bpf"
+  # The agent runs plain `clang`; Debian names it clang-19.
+  ln -sfn /usr/bin/clang-19 "$CILIUM_BIN/clang"
+  cilium_stamp_key >"$CILIUM_STAMP"
+  log "built cilium $CILIUM_VERSION in $((SECONDS - start))s: $CILIUM_BIN"
+}
+
+# ---- running it ----------------------------------------------------------------------
+CILIUM_STATE=/var/run/cilium               # the agent's fixed runtime dir (state, API socket)
+CILIUM_CNI_CONF="$CNI_CONF_DIR/05-cilium.conflist"   # before the bridge's 10-sandprobe.conflist
+CILIUM_CNI_BIN="$CNI_BIN_DIR/cilium-cni"   # a symlink while it runs; containerd has one bin_dir
+CILIUM_BPFFS=/sys/fs/bpf
+CILIUM_MOUNTED_BPFFS="$CLUSTER_DIR/cilium-mounted-bpffs"   # we mounted bpffs: unmount it at down
+CILIUM_IP_RULE_PREF=$((IP_RULE_PREF + 2))  # 10992/10993: the pods' routing rules (no bridge to match)
+# Cilium's own routing for its proxy: ip rules into tables 2004/2005.
+CILIUM_PROXY_TABLES=(2004 2005)
+
+CILIUM_FLAGS=(
+  --k8s-kubeconfig-path="$KUBECONFIG_ADMIN"
+  --lib-dir="$CILIUM_LIB" --state-dir="$CILIUM_STATE" --bpf-root="$CILIUM_BPFFS"
+  --routing-mode=native --ipv4-native-routing-cidr="$POD_CIDR" --auto-direct-node-routes=false
+  --ipam=kubernetes --k8s-require-ipv4-pod-cidr=true
+  --enable-ipv4=true --enable-ipv6=false
+  --kube-proxy-replacement=false --enable-host-legacy-routing=true
+  --enable-ipv4-masquerade=false --enable-bpf-masquerade=false
+  --devices="$NODE_IF" --direct-routing-device="$NODE_IF"
+  --enable-hubble=false --enable-health-checking=false --enable-endpoint-health-checking=false
+  --external-envoy-proxy=true --enable-envoy-config=false
+  --cni-exclusive=false --write-cni-conf-when-ready=
+  --enable-gops=false
+  --identity-allocation-mode=crd --cluster-name=default --cluster-id=0
+)
+
+kcs() { kc "$@"; }
+
+crds() { ls "$CILIUM_SRC"/pkg/k8s/apis/cilium.io/client/crds/v2/*.yaml "$CILIUM_SRC"/pkg/k8s/apis/cilium.io/client/crds/v2alpha1/*.yaml; }
+
+agent_ready() { "$CILIUM_BIN/cilium-dbg" status --brief >/dev/null 2>&1; }
+
+up() {
+  require_root
+  [[ -f $KUBECONFIG_ADMIN ]] || die "no cluster: run hack/cluster/up.sh first"
+  build
+  if pid_alive cilium-agent; then stop_agent; fi
+  local t; t=$(now_ns)
+  # The Node's podCIDR: --ipam kubernetes hands out addresses from it.
+  local cidr; cidr=$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')
+  if [[ -z $cidr ]]; then
+    kc patch node "$NODE_NAME" --type merge -p "{\"spec\":{\"podCIDR\":\"$POD_CIDR\",\"podCIDRs\":[\"$POD_CIDR\"]}}" >/dev/null
+  fi
+  local f
+  for f in $(crds); do kc apply --server-side -f "$f" >/dev/null; done
+  kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  # bpffs: the agent pins its maps and links there.
+  if ! findmnt -rn -t bpf "$CILIUM_BPFFS" >/dev/null; then
+    mount -t bpf bpffs "$CILIUM_BPFFS" && touch "$CILIUM_MOUNTED_BPFFS"
+  fi
+  # The safety net for pods behind lxc devices instead of the bridge
+  # (up-network.sh matches the bridge): the same routing rules by source;
+  # and in table inet sandprobe_cluster, what Cilium needs: the DNS proxy
+  # receives the pods' queries to the lab resolver on the node (TPROXY),
+  # the node reaches pods from cilium_host's address (in the pod CIDR).
+  ip -4 rule del pref "$CILIUM_IP_RULE_PREF" 2>/dev/null || true
+  ip -4 rule del pref $((CILIUM_IP_RULE_PREF + 1)) 2>/dev/null || true
+  ip -4 rule add pref "$CILIUM_IP_RULE_PREF" from "$POD_CIDR" lookup main suppress_prefixlength 0
+  ip -4 rule add pref $((CILIUM_IP_RULE_PREF + 1)) from "$POD_CIDR" unreachable
+  nft -f - <<NFT
+add rule inet $NFT_TABLE from_pods ip daddr $CLUSTER_DNS meta l4proto { tcp, udp } th dport 53 accept comment "cilium: the DNS proxy (TPROXY)"
+insert rule inet $NFT_TABLE output oifname "lxc*" accept comment "cilium: node to pod, from cilium_host"
+insert rule inet $NFT_TABLE output oifname "cilium_host" accept comment "cilium: node to pod, from cilium_host"
+NFT
+  # The CNI: the plugin beside the bridge's, a conflist that sorts first.
+  ln -sfn "$CILIUM_BIN/cilium-cni" "$CILIUM_CNI_BIN"
+  cat >"$CILIUM_CNI_CONF" <<CNI
+{"cniVersion": "0.3.1", "name": "cilium", "plugins": [{"type": "cilium-cni", "enable-debug": false, "log-file": "$LOGS/cilium-cni.log"}]}
+CNI
+  start_agent "$@"
+  log "cilium-agent $CILIUM_VERSION ready in $(ms_since "$t") ms ($(cilium_mode))"
+}
+
+start_agent() {
+  rm -f "$LOGS/cilium-agent.log.prev"
+  [[ -f $LOGS/cilium-agent.log ]] && mv "$LOGS/cilium-agent.log" "$LOGS/cilium-agent.log.prev"
+  printf '%s\n' "$@" >"$CLUSTER_DIR/cilium-extra-flags"
+  # K8S_NODE_NAME must name the Node, or the agent waits 5 min and dies.
+  K8S_NODE_NAME=$NODE_NAME PATH="$CILIUM_BIN:$PATH" start_bg cilium-agent "$CILIUM_BIN/cilium-agent" "${CILIUM_FLAGS[@]}" "$@"
+  wait_for "cilium-agent ready" 180 agent_ready || { tail -n 30 "$LOGS/cilium-agent.log" >&2; die "cilium-agent not ready; see $LOGS/cilium-agent.log"; }
+}
+
+stop_agent() { stop_pid cilium-agent 20; }
+
+# cilium_mode: the agent's policy mode and version, as it says.
+cilium_mode() {
+  "$CILIUM_BIN/cilium-dbg" config -a 2>/dev/null | awk '$1 == "PolicyEnforcement" || $1 == "EnablePolicy" { print "policy enforcement " $NF; exit }'
+}
+
+# restart [FLAG...]: the agent again, with FLAG... instead of the last extra flags.
+restart() { stop_agent; start_agent "$@"; log "cilium-agent restarted $* ($(cilium_mode))"; }
+
+# endpoint_json NS POD: the agent's endpoint of the pod.
+endpoint_json() {
+  "$CILIUM_BIN/cilium-dbg" endpoint list -o json 2>/dev/null |
+    jq -e --arg p "k8s:io.kubernetes.pod.namespace=$1" --arg n "$2" \
+      '[.[] | select((.status.external-identifiers."pod-name" // "") == ($ARGS.named.p | sub("k8s:io.kubernetes.pod.namespace=";"")) + "/" + $n)][0]'
+}
+enforced() {
+  local ep; ep=$(endpoint_json "$1" "$2") || return 1
+  [[ $(jq -r '.status.policy.realized."policy-enabled"' <<<"$ep") == egress || $(jq -r '.status.policy.realized."policy-enabled"' <<<"$ep") == both ]] &&
+    [[ $(jq -r '.status.state' <<<"$ep") == ready ]]
+}
+has_policy() {
+  "$CILIUM_BIN/cilium-dbg" policy get -o json 2>/dev/null |
+    jq -e --arg ns "$1" --arg n "$2" 'any(.[]?; any(.labels[]?; . == "k8s:io.cilium.k8s.policy.name=" + $n) and any(.labels[]?; . == "k8s:io.cilium.k8s.policy.namespace=" + $ns))' >/dev/null
+}
+
+status() {
+  if pid_alive cilium-agent; then
+    echo "cilium-agent $CILIUM_VERSION: running (pid $(cat "$PIDS/cilium-agent.pid")), $(cilium_mode)"
+    "$CILIUM_BIN/cilium-dbg" endpoint list 2>/dev/null | sed -n '1,20p'
+  else
+    echo "cilium-agent: not running"
+  fi
+}
+
+drops() { exec "$CILIUM_BIN/cilium-dbg" monitor --type drop --type l7 -j; }
+
+# ipt_chains: Cilium's iptables chains, "TABLE CHAIN" per line.
+ipt_chains() {
+  local t
+  for t in filter nat mangle raw; do
+    iptables -w -t "$t" -S 2>/dev/null | awk -v t="$t" '$1 == "-N" && $2 ~ /^(CILIUM_|OLD_CILIUM_)/ { print t, $2 }'
+  done
+}
+
+remove_iptables() {
+  local t c rule
+  for t in filter nat mangle raw; do
+    # Jumps into Cilium's chains from the built-in ones, then the chains.
+    while read -r rule; do
+      [[ -n $rule ]] || continue
+      eval "iptables -w -t $t ${rule/-A /-D }" 2>/dev/null || true
+    done < <(iptables -w -t "$t" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (OLD_)?CILIUM_' | grep -vE '^-A (OLD_)?CILIUM_')
+  done
+  while read -r t c; do [[ -n $c ]] && iptables -w -t "$t" -F "$c" 2>/dev/null; done < <(ipt_chains)
+  while read -r t c; do [[ -n $c ]] && iptables -w -t "$t" -X "$c" 2>/dev/null; done < <(ipt_chains)
+}
+
+down() {
+  require_root
+  stop_agent
+  # What the agent installed: its links (cilium_host, cilium_net, lxc*),
+  # routes, tc/tcx programs, bpffs pins, /var/run/cilium (the agent's own
+  # uninstall clean-up, as cilium's clean-cilium-state init container runs it).
+  if [[ -x $CILIUM_BIN/cilium-dbg ]] && { ip -o link show | grep -qE ': (cilium_|lxc)' || [[ -d $CILIUM_STATE || -d $CILIUM_BPFFS/tc/globals || -d $CILIUM_BPFFS/cilium ]]; }; then
+    "$CILIUM_BIN/cilium-dbg" post-uninstall-cleanup --all-state --force >>"$LOGS/cilium-cleanup.log" 2>&1 ||
+      log "warning: cilium-dbg post-uninstall-cleanup failed; see $LOGS/cilium-cleanup.log"
+  fi
+  remove_iptables
+  local p t
+  for p in "$CILIUM_IP_RULE_PREF" $((CILIUM_IP_RULE_PREF + 1)); do
+    while ip -4 rule show pref "$p" | grep -q .; do ip -4 rule del pref "$p" || break; done
+  done
+  for t in "${CILIUM_PROXY_TABLES[@]}"; do
+    while ip -4 rule show lookup "$t" | grep -q .; do ip -4 rule del lookup "$t" || break; done
+  done
+  for t in "${CILIUM_PROXY_TABLES[@]}"; do ip -4 route flush table "$t" 2>/dev/null || true; done
+  rm -rf "$CILIUM_BPFFS/cilium" "$CILIUM_BPFFS/tc/globals"/cilium_* 2>/dev/null || true
+  rmdir "$CILIUM_BPFFS/tc/globals" "$CILIUM_BPFFS/tc" 2>/dev/null || true
+  if [[ -f $CILIUM_MOUNTED_BPFFS ]] || { findmnt -rn -t bpf "$CILIUM_BPFFS" >/dev/null && [[ -z $(ls -A "$CILIUM_BPFFS") ]]; }; then
+    umount "$CILIUM_BPFFS" 2>/dev/null || true
+    rm -f "$CILIUM_MOUNTED_BPFFS"
+  fi
+  rm -rf "$CILIUM_STATE" /var/lib/cilium
+  rm -f "$CILIUM_CNI_CONF" "$CILIUM_CNI_BIN"
+  [[ -z $(leftovers) ]]
+}
+
+# leftovers: what of Cilium is on the machine, one line each.
+leftovers() {
+  local l
+  pid_alive cilium-agent && echo "process cilium-agent (pid $(cat "$PIDS/cilium-agent.pid"))"
+  pgrep -f "$CILIUM_BIN/cilium-agent" >/dev/null && echo "process $CILIUM_BIN/cilium-agent"
+  for l in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -E '^(cilium_|lxc)'); do echo "link $l"; done
+  ipt_chains | sed 's/^/iptables chain /'
+  for p in "$CILIUM_IP_RULE_PREF" $((CILIUM_IP_RULE_PREF + 1)); do
+    ip -4 rule show pref "$p" | sed 's/^/ip rule /'
+  done
+  for t in "${CILIUM_PROXY_TABLES[@]}"; do
+    ip -4 rule show lookup "$t" | sed 's/^/ip rule /'
+    ip -4 route show table "$t" 2>/dev/null | sed "s/^/route table $t: /"
+  done
+  [[ -e $CILIUM_STATE ]] && echo "dir $CILIUM_STATE"
+  [[ -e /var/lib/cilium ]] && echo "dir /var/lib/cilium"
+  [[ -e $CILIUM_BPFFS/cilium || -n $(ls "$CILIUM_BPFFS"/tc/globals/cilium_* 2>/dev/null) ]] && echo "bpffs pins under $CILIUM_BPFFS"
+  [[ -f $CILIUM_MOUNTED_BPFFS ]] && findmnt -rn -t bpf "$CILIUM_BPFFS" >/dev/null && echo "bpffs mounted at $CILIUM_BPFFS"
+  findmnt -rn -o TARGET -t cgroup2 | grep -x /run/cilium/cgroupv2 | sed 's/^/mount /'
+  [[ -e $CILIUM_CNI_CONF ]] && echo "file $CILIUM_CNI_CONF"
+  [[ -L $CILIUM_CNI_BIN ]] && echo "file $CILIUM_CNI_BIN"
+  return 0
+}
+
+case "${1:-}" in
+  build) build ;;
+  up) shift; up "$@" ;;
+  restart) shift; restart "$@" ;;
+  down) down ;;
+  status) status ;;
+  enforced) enforced "$2" "$3" ;;
+  has-policy) has_policy "$2" "$3" ;;
+  drops) drops ;;
+  leftovers) l=$(leftovers); [[ -z $l ]] || { printf '%s\n' "$l"; exit 1; } ;;
+  --print-dir) echo "$CILIUM_DIR" ;;
+  *) die "usage: $0 build|up [FLAG...]|restart [FLAG...]|down|status|enforced NS POD|has-policy NS NAME|drops|leftovers|--print-dir" ;;
+esac
