@@ -99,6 +99,8 @@ test: deps build lint-env docker-env kube-env kwok-env helm-env
 # network lab: kubectl apply -k, a Job from the CronJob green, one egress
 # rule flushed, the next Job exit 1, the admission policy refusing an
 # unisolated sandbox; everything torn down after (hack/e2e.sh).
+# make e2e CNI=cilium: Cilium is the CNI and enforces the rendered
+# CiliumNetworkPolicy (hack/cluster/cilium.sh builds it: tens of minutes cold).
 e2e: deps build kube-env
 	hack/e2e.sh
 

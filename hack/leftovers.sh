@@ -12,7 +12,8 @@
 #            shims, runsc — whatever runs from /run/sandprobe-docker
 #   cluster  the test cluster (hack/cluster): its processes (pid files, and
 #            anything running from its state or data directory), kube-router
-#            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules, e2e's Pushgateway, its
+#            (hack/cluster/netpol.sh, host process or DaemonSet) and its rules,
+#            Cilium (hack/cluster/cilium.sh) and what it installs, e2e's Pushgateway, its
 #            node and bridge links, nftables tables, check-isolation netns
 #   lab      the network lab (hack/lab): its daemons (dnsmasq, tinyproxy,
 #            squid, the lab's Go servers), its network namespaces and what
@@ -164,6 +165,12 @@ for c in "${components[@]}"; do
       if command -v iptables >/dev/null && iptables -S 2>/dev/null | grep -qE '^-N (KUBE-ROUTER-|KUBE-NWPLCY-|KUBE-POD-FW-)'; then
         found cluster "kube-router iptables chains (hack/cluster/netpol.sh leftovers)"
       fi
+      # Cilium (hack/cluster/cilium.sh, make e2e CNI=cilium): the agent, its
+      # links, iptables chains, ip rules, bpffs pins, /var/run/cilium, CNI files.
+      procs_with cluster "$CACHE/cilium/"
+      while IFS= read -r l; do
+        [[ -n $l && $l != process* ]] && found cluster "cilium: $l"
+      done < <(hack/cluster/cilium.sh leftovers 2>/dev/null)
       ;;
     lab)
       pidfiles lab "$LAB_DIR/pids"

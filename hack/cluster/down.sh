@@ -34,7 +34,7 @@ fi
 # kubelet first (so it doesn't restart containers), then containerd, then the
 # control plane; each gets SIGTERM and a grace period, then SIGKILL.
 if [[ -d $PIDS ]]; then
-  for name in kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for name in kubelet containerd cilium-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if pid_alive "$name"; then log "stopping $name"; fi
     stop_pid "$name" 10
   done
@@ -78,6 +78,10 @@ done
 # --daemonset with the API server already gone) died with kubepods just
 # now; its rules outlive it. (Harmless and quiet when there are none.)
 "$cluster_lib_dir/netpol.sh" down >/dev/null 2>&1 || "$cluster_lib_dir/netpol.sh" leftovers >&2 || true
+# Cilium as the CNI (cilium.sh up): stopped with the components above once
+# the pods were gone (their CNI DEL needs the agent); now what it installed:
+# links, BPF programs and pins, iptables chains, ip rules, its state dir.
+"$cluster_lib_dir/cilium.sh" down >/dev/null 2>&1 || { log "warning: Cilium's teardown left:"; "$cluster_lib_dir/cilium.sh" leftovers >&2; } || true
 
 # ---- 3. mounts ----------------------------------------------------------------------------
 # Pod volumes (kubelet root), container rootfs and shm mounts (containerd

@@ -128,9 +128,10 @@ expect_unreachable() {
   ok "${red}not conformant${reset}: exit 1, $host does not answer, and drift names $obj"
 }
 
-factory_story() {
-  local rootfs model_ip git_ip
-  step "the factory" "no proxy: brokers as nginx pods in namespace factory (headless Services, names answered by the cluster's DNS), package hosts reached directly"
+# start_brokers: the broker image, pods and Services, and their names in
+# the cluster's DNS; sets model_ip and git_ip.
+start_brokers() {
+  local rootfs
   rootfs=$(mktemp -d)
   broker_rootfs "$rootfs"
   hack/cluster/import-image.sh "$broker_image" "$rootfs" /usr/sbin/nginx -e stderr -c /etc/nginx/broker.conf -g 'daemon off;' 2>&1 | quote
@@ -140,8 +141,19 @@ factory_story() {
   model_ip=$(kc -n factory get pod model-broker -o jsonpath='{.status.podIP}')
   git_ip=$(kc -n factory get pod git-broker -o jsonpath='{.status.podIP}')
   "$lab" cluster-dns "model-broker.factory.svc.cluster.local=$model_ip" "git-broker.factory.svc.cluster.local=$git_ip" 2>&1 | quote
-  kc -n "$ns" create configmap sandprobe-policy --from-file=policy.yaml="$factory_policy" --dry-run=client -o yaml |
+}
+
+# cronjob_policy FILE: the CronJob's policy (its ConfigMap) becomes FILE.
+cronjob_policy() {
+  kc -n "$ns" create configmap sandprobe-policy --from-file=policy.yaml="$1" --dry-run=client -o yaml |
     kc label --local -f - app.kubernetes.io/managed-by=sandprobe sandprobe.dev/policy=e2e-sandbox -o yaml | kc apply -f - | quote
+}
+
+factory_story() {
+  local model_ip git_ip
+  step "the factory" "no proxy: brokers as nginx pods in namespace factory (headless Services, names answered by the cluster's DNS), package hosts reached directly"
+  start_brokers
+  cronjob_policy "$factory_policy"
   factory_netpol | kc apply -f - | quote
   until_kr "the factory's NetworkPolicy (brokers at $model_ip, $git_ip; 10.99.10.10 by address)" \
     eval "in_ipsets $model_ip && in_ipsets $git_ip && in_ipsets 10.99.10.10"

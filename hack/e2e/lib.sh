@@ -39,7 +39,7 @@ until_kr() {
   local what=$1 t; shift
   t=$(now)
   for _ in $(seq 150); do "$@" && break; sleep 0.2; done
-  "$@" || fail "kube-router never got there: $what"
+  "$@" || fail "$engine never got there: $what"
   say "in force $(secs "$t") s later: $what"
 }
 not() { ! "$@"; }
@@ -77,7 +77,7 @@ cleanup() {
     hack/cluster/down.sh >/dev/null 2>&1 || { echo "e2e: hack/cluster/down.sh failed" >&2; code=1; }
     # Nothing of the engine may outlive the cluster: no chain, jump rule or ipset.
     if left=$("$netpol" leftovers 2>&1); [[ -n $left ]]; then
-      echo "e2e: kube-router left behind after down: $left" >&2; code=1
+      echo "e2e: $engine left behind after down: $left" >&2; code=1
     fi
     "$lab" down >/dev/null 2>&1 || { echo "e2e: lab down failed" >&2; code=1; }
     timings+=("$(printf '%6ss  %s' "$(secs "$t")" "cluster down, lab down")")
@@ -95,6 +95,13 @@ cleanup() {
 run_job() {
   local job=$1 state='' code
   for set in pre mid post; do nft flush set inet "$witness_table" "$set"; done
+  # Under Cilium, its own account of the run: drops and DNS-proxy verdicts.
+  local events_pid=''
+  if [[ $cni == cilium ]]; then
+    "$netpol" drops >"$out/$job.cilium.json" 2>&1 &
+    events_pid=$!
+    sleep 1
+  fi
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
   # Watch for the probe pod the runner starts, in the sandbox namespace (it
   # deletes it when done).
@@ -111,7 +118,7 @@ run_job() {
         [[ -n ${seen_ip[$pod]:-} ]] || seen_ip[$pod]=$(now)
         if "$netpol" enforced "${pod%%/*}" "${pod#*/}"; then
           isolated[$pod]=1
-          echo "$pod  isolated by kube-router $(secs "${seen_ip[$pod]}") s after its address appeared ($(secs "$t0") s into the run)"
+          echo "$pod  isolated by $engine $(secs "${seen_ip[$pod]}") s after its address appeared ($(secs "$t0") s into the run)"
         fi
       done <<<"$pods"
       sleep 0.3
@@ -125,6 +132,7 @@ run_job() {
   done
   kill "$observer_pid" 2>/dev/null; wait "$observer_pid" 2>/dev/null || true
   observer_pid=''
+  if [[ -n $events_pid ]]; then kill "$events_pid" 2>/dev/null; wait "$events_pid" 2>/dev/null || true; fi
   awk '!seen[$0]++' "$out/$job.pods.raw" > "$out/$job.pods"
   nft -j list table inet "$witness_table" > "$out/$job.witness.json"
   [[ $state == *Complete* || $state == *Failed* ]] || fail "job $job did not finish in 300 s"
@@ -151,7 +159,7 @@ show_run() {
   local job=$1
   say "probe pod seen while the runner waited:"
   if [[ -s $out/$job.pods ]]; then quote < "$out/$job.pods"; else say "  (none seen)"; fi
-  isolation "$job" >/dev/null || say "  kube-router never restricted the probe pod's egress while it was watched"
+  isolation "$job" >/dev/null || say "  $engine never restricted the probe pod's egress while it was watched"
   say "runner exit code: $(cat "$out/$job.exit")"
   say "JUnit: tests=$(junit_attr tests "$out/$job.xml") failures=$(junit_attr failures "$out/$job.xml") errors=$(junit_attr errors "$out/$job.xml") skipped=$(junit_attr skipped "$out/$job.xml")"
   say "metrics (Pushgateway): sandprobe_up=$(metric sandprobe_up "$out/$job.prom") sandprobe_sandboxes_scanned=$(metric sandprobe_sandboxes_scanned "$out/$job.prom") sandprobe_egress_unexpected_open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom") sandprobe_egress_allowed_unreachable=$(metric sandprobe_egress_allowed_unreachable "$out/$job.prom")"
@@ -167,8 +175,8 @@ check_probe_pod() {
 
 # isolation JOB: when kube-router isolated the run's probe pod in the
 # sandbox namespace (its line from the observer); exit 1 if it never did.
-isolation() { grep -m1 "^$sandbox_ns/.*  isolated by kube-router " "$out/$1.pods"; }
-isolation_said() { local l; if l=$(isolation "$1"); then echo "the probe pod ${l#*  }"; else echo "kube-router never isolated the probe pod while it was watched"; fi; }
+isolation() { grep -m1 "^$sandbox_ns/.*  isolated by $engine " "$out/$1.pods"; }
+isolation_said() { local l; if l=$(isolation "$1"); then echo "the probe pod ${l#*  }"; else echo "$engine never isolated the probe pod while it was watched"; fi; }
 
 # probe_ips JOB: the addresses the probe pods of a run had.
 probe_ips() { sed -n 's/.*  ip=\([0-9.][0-9.]*\)  .*/\1/p' "$out/$1.pods" | sort -u; }
@@ -180,6 +188,7 @@ enforcers() {
   local args=() ip
   for ip in $(probe_ips "$job"); do args+=(--probe-ip "$ip"); done
   ((${#args[@]})) || fail "no probe pod address was seen for $job (see $out/$job.pods)"
+  [[ $cni == cilium ]] && args+=(--cilium-events "$out/$job.cilium.json")
   "$enforcers_bin" --junit "$out/$job.xml" --witness "$out/$job.witness.json" \
     --lab-json "${SANDPROBE_LAB_DIR:-/run/sandprobe-lab}/lab.json" "${args[@]}" "$@" > "$out/$job.enforcers" 2>&1
 }
@@ -204,7 +213,11 @@ expect_green() {
   if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
     say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were denied twice in a row on the re-dials"
   fi
-  ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
+  if [[ $cni == cilium ]]; then
+    ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by Cilium's CiliumNetworkPolicy and its DNS proxy"
+  else
+    ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
+  fi
 }
 
 # expect_caught JOB DEST [DRIFT_OBJECT]: the run is not conformant, its JUnit

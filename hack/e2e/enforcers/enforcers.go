@@ -222,6 +222,10 @@ type judge struct {
 	sets map[string]map[conn]int
 	ips  map[string]bool
 	lab  labInfo
+	// cilium: the agent's drops and DNS refusals (make e2e CNI=cilium);
+	// nil under kube-router. nodeIP: the node's address, for the neighbours.
+	cilium *ciliumEvents
+	nodeIP string
 }
 
 // seen says at which points the witness saw a probe pod dial dst:port.
@@ -256,12 +260,22 @@ func (j judge) attribute(v verdict) (dialled, who string) {
 		case "skip":
 			return dialled, notApplicable + ": the control got nothing either"
 		case "pass":
+			if j.cilium != nil {
+				port := atoi(strings.TrimPrefix(strings.Fields(dialled)[0], "node:"))
+				if why, ok := j.dropped(j.nodeIP, port, "tcp"); ok {
+					return dialled, ciliumPolicy + " (dropped in the pod's datapath: " + why + "; the control reached it)"
+				}
+				return dialled, nobody + " seen by Cilium: it did not answer the sandbox (the control reached it)"
+			}
 			return dialled, kubeRouter + " (INPUT: the node's own address; the control reached it)"
 		}
 		return dialled, nobody + ": it answered the sandbox"
 	}
 	if strings.HasPrefix(v.name, "egress.dns-exfil") {
 		if v.status == "pass" {
+			if n := j.refusedNames(func(string) bool { return true }); n > 0 {
+				return "a random name", fmt.Sprintf("%s (REFUSED %d queries for names its DNS rule does not list)", ciliumDNS, n)
+			}
 			return "a random name", resolver + " (answers no name it does not serve)"
 		}
 		return "a random name", nobody + ": the name resolved"
@@ -288,6 +302,13 @@ func (j judge) attribute(v verdict) (dialled, who string) {
 	}
 	if ip != host {
 		dialled += " (" + host + ")"
+	}
+	if why, ok := j.dropped(ip, port, proto); ok && where["post"] == 0 {
+		who = ciliumPolicy + " (dropped in the pod's datapath: " + why + ")"
+		if n := j.refusedNames(func(q string) bool { return q == host }); n > 0 {
+			who += fmt.Sprintf("; its DNS proxy REFUSED the name %d time(s)", n)
+		}
+		return dialled, who
 	}
 	return dialled, directWho(v, where)
 }
@@ -355,7 +376,7 @@ func report(w io.Writer, cases []verdict, j judge, healthy bool) []string {
 		}
 		tally[key]++
 		if healthy && !(v.status == "skip" && strings.HasPrefix(who, notApplicable)) {
-			if want := promised(v.name); v.status != "pass" || !strings.HasPrefix(who, want) {
+			if want := promised(v.name, j.cilium != nil); v.status != "pass" || !strings.HasPrefix(who, want) {
 				bad = append(bad, fmt.Sprintf("%s: %s, %s (want pass by %s)", v.name, v.status, who, want))
 			}
 		}
@@ -376,13 +397,19 @@ func report(w io.Writer, cases []verdict, j judge, healthy bool) []string {
 	return bad
 }
 
-// promised is who the e2e cluster promises stops an attempt.
-func promised(name string) string {
+// promised is who the e2e cluster promises stops an attempt: under
+// kube-router, its NetworkPolicy and the lab resolver; under Cilium, its
+// CiliumNetworkPolicy and its DNS proxy (the resolver forwards every name).
+func promised(name string, cilium bool) string {
 	switch {
 	case strings.Contains(name, " via proxy"):
 		return proxyDeny
+	case strings.HasPrefix(name, "egress.dns-exfil") && cilium:
+		return ciliumDNS
 	case strings.HasPrefix(name, "egress.dns-exfil"):
 		return resolver
+	case cilium:
+		return ciliumPolicy
 	}
 	return kubeRouter
 }

@@ -22,7 +22,8 @@
 // --expect healthy: exit 1 unless every must-fail verdict passed and was
 // enforced by what the e2e cluster promises (direct attempts by kube-router,
 // attempts through the proxy by the proxy's deny, arbitrary names by the
-// resolver).
+// resolver; with --cilium-events, direct attempts by Cilium's policy drops
+// and arbitrary names by its DNS proxy).
 package main
 
 import (
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	witness := fs.String("witness", "", "nft -j list table of the witness")
 	labJSON := fs.String("lab-json", "", "the lab's lab.json")
 	expect := fs.String("expect", "", `"healthy": fail unless every verdict was enforced as the e2e cluster promises`)
+	ciliumEvents := fs.String("cilium-events", "", "the agent's events of the run (cilium-dbg monitor --type drop --type l7 -j): Cilium enforces")
+	nodeIP := fs.String("node-ip", "10.250.0.1", "the node's address (its kubelet is a neighbour)")
 	var probeIPs list
 	fs.Var(&probeIPs, "probe-ip", "a probe pod's address (repeat)")
 	if err := fs.Parse(args); err != nil {
@@ -77,7 +80,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, ip := range probeIPs {
 		ips[ip] = true
 	}
-	bad := report(stdout, cases, judge{sets: sets, ips: ips, lab: lab}, *expect == "healthy")
+	j := judge{sets: sets, ips: ips, lab: lab, nodeIP: *nodeIP}
+	if *ciliumEvents != "" {
+		if j.cilium, err = readCiliumEvents(*ciliumEvents); err != nil {
+			fmt.Fprintln(stderr, "enforcers:", err)
+			return 2
+		}
+	}
+	bad := report(stdout, cases, j, *expect == "healthy")
 	if len(bad) > 0 {
 		fmt.Fprintln(stderr, "not enforced as the e2e cluster promises:")
 		for _, b := range bad {

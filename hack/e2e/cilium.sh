@@ -1,0 +1,129 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # out, ns, bin, e2etool, sandbox_ns, netpol, lab, egress_np, engine: hack/e2e.sh sets them before it sources this
+# hack/e2e/cilium.sh — sourced by hack/e2e.sh when CNI=cilium (issue 28), with
+# its variables and hack/e2e/lib.sh's and factory.sh's functions.
+#
+# The cluster's CNI is a real Cilium agent (hack/cluster/cilium.sh) and the
+# only thing between a sandbox and the lab is the CiliumNetworkPolicy
+# `sandprobe render --egress cilium` writes from hack/e2e/cilium-policy.yaml
+# (the factory's policy with its package hosts by name); the lab resolver
+# forwards every name (`lab break dns-open`), so what refuses a name is
+# Cilium's DNS proxy. cilium_story:
+#   healthy → green, each verdict attributed to Cilium's drop or DNS refusal;
+#   1. an additive CNP with toEntities: world "for a minute" → caught;
+#   2. the DNS rule widened to matchPattern "*" → caught (names resolve);
+#   3. the apex of *.git.lab.test allowed (the *.nuget.org case) → caught;
+#   4. the agent restarted with --enable-policy=never → caught, no spec changed;
+#   5. a sandbox without its label → caught where it stands;
+# green again after each undo.
+
+cilium_policy=hack/e2e/cilium-policy.yaml
+render_cnp() { "$bin" render --policy "$cilium_policy" --namespace "$sandbox_ns" --format egress --egress cilium; }
+
+# in_force WHAT: wait until the agent has computed and applied the last
+# policy change to every endpoint (hack/cluster/cilium.sh synced).
+in_force() { until_kr "$1" "$netpol" synced; }
+
+# expect_failed JOB CHECK [DRIFT_OBJECT]: not conformant, and a failure of
+# the JUnit names CHECK (e.g. egress.dns-exfil).
+expect_failed() {
+  local job=$1 check=$2 obj=${3:-}
+  run_job "$job"
+  show_run "$job"
+  check_probe_pod "$job"
+  [[ $(cat "$out/$job.exit") == 1 ]] || fail "$job exited $(cat "$out/$job.exit"), want 1 (see $out/$job.log)"
+  say "JUnit failures:"
+  junit_failures "$out/$job.xml" | quote
+  junit_failures "$out/$job.xml" | grep -qF "$check" || fail "$job's JUnit has no failure of $check"
+  if [[ -n $obj ]]; then grep -q "$obj" "$out/$job.xml" || fail "$job's drift does not name $obj"; fi
+  enforcers "$job" || true
+  say "who enforced each verdict (or nobody):"
+  grep -E 'FAIL|enforced by' "$out/$job.enforcers" | quote
+  ok "${red}not conformant${reset}: exit 1, and the reports name $check"
+}
+
+# patch_cnp JQ: the rendered CNP in the sandbox namespace, edited by JQ.
+patch_cnp() {
+  kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json | jq "$1" | kc apply -f - | quote
+}
+
+cilium_story() {
+  local model_ip git_ip
+  step "the factory under Cilium" "brokers as nginx pods in namespace factory, package hosts by name, the CronJob's policy $cilium_policy"
+  start_brokers
+  cronjob_policy "$cilium_policy"
+  "$bin" render --policy "$cilium_policy" --namespace "$sandbox_ns" --name agent-1 --egress cilium | "$e2etool" sandbox >"$out/sandbox.yaml"
+  kc apply -f "$out/sandbox.yaml" | quote
+  kc -n "$sandbox_ns" wait --for=condition=Ready pod/agent-1 --timeout=120s >/dev/null || fail "the sandbox pod did not become Ready"
+  until_kr "$egress_np restricts the live sandbox agent-1" "$netpol" enforced "$sandbox_ns" agent-1
+  until_kr "$egress_np imported by the agent" "$netpol" has-policy "$sandbox_ns" "$egress_np"
+  kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json |
+    jq -r '"\(.metadata.name): endpointSelector \(.spec.endpointSelector.matchLabels), \(.spec.egress | length) egress rules, DNS names: \([.spec.egress[].toPorts[]?.rules.dns[]? | .matchName // .matchPattern] | join(" "))"' | fold -w 110 | quote
+  ok "brokers at $model_ip, $git_ip; Cilium enforces $egress_np on agent-1"
+
+  step "healthy run (Cilium)" "a Job from the CronJob: brokers and package hosts by name answer, every deny proven"
+  expect_green sandprobe-cilium-healthy
+  sed -n 's/.*<testcase name="\(egress.allowed [^"]*\)".*/\1: pass/p' "$out/sandprobe-cilium-healthy.xml" | quote
+
+  step "regression 1: toEntities world 'for a minute'" "an additive CiliumNetworkPolicy allowing the world to every pod of $sandbox_ns"
+  kc apply -f - <<YAML | quote
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: allow-world-for-a-minute, namespace: $sandbox_ns, annotations: {note: "debugging a package mirror, remove after"}}
+spec:
+  endpointSelector: {}
+  egress: [{toEntities: [world]}]
+YAML
+  until_kr "allow-world-for-a-minute imported" "$netpol" has-policy "$sandbox_ns" allow-world-for-a-minute
+  in_force "allow-world-for-a-minute in force"
+  expect_caught sandprobe-cilium-world 10.99.20.10 ciliumnetworkpolicy/allow-world-for-a-minute
+  kc -n "$sandbox_ns" delete ciliumnetworkpolicy allow-world-for-a-minute | quote
+  until_kr "allow-world-for-a-minute gone" not "$netpol" has-policy "$sandbox_ns" allow-world-for-a-minute
+  in_force "the deletion in force"
+  step "undone" "the CNP is deleted"
+  expect_green sandprobe-cilium-world-undone
+
+  step "regression 2: every name through the DNS proxy" "the DNS rule of $egress_np becomes matchPattern \"*\""
+  patch_cnp '(.spec.egress[] | select(.toPorts[0].rules.dns != null) | .toPorts[0].rules.dns) = [{"matchPattern": "*"}]'
+  in_force "the DNS rule matchPattern \"*\" in force"
+  say "${red}patched${reset} — addresses are still closed; names are not: the resolver answers every name, a query carries data out"
+  expect_failed sandprobe-cilium-dns-star egress.dns-exfil "ciliumnetworkpolicy/$egress_np"
+  render_cnp | kc apply -f - | quote
+  in_force "the rendered DNS rule again"
+  step "undone" "the rendered CNP is applied again"
+  expect_green sandprobe-cilium-dns-star-undone
+
+  step "regression 3: the apex of *.git.lab.test" "git.lab.test added to the DNS rule and the *.git.lab.test rule (the *.nuget.org fix that opens nuget.org)"
+  patch_cnp '(.spec.egress[] | select(.toPorts[0].rules.dns != null) | .toPorts[0].rules.dns) += [{"matchName": "git.lab.test"}]
+    | (.spec.egress[] | select(.toFQDNs[0].matchPattern? == "*.git.lab.test") | .toFQDNs) += [{"matchName": "git.lab.test"}]'
+  in_force "git.lab.test allowed"
+  expect_caught sandprobe-cilium-apex git.lab.test "ciliumnetworkpolicy/$egress_np"
+  render_cnp | kc apply -f - | quote
+  in_force "the rendered CNP again"
+  step "undone" "the rendered CNP is applied again"
+  expect_green sandprobe-cilium-apex-undone
+
+  step "regression 4: a CNI upgrade" "the agent restarted with --enable-policy=never; no object changes"
+  "$netpol" restart --enable-policy=never >>"$out/netpol.log" 2>&1 {cl}>&- {ll}>&- || fail "cilium.sh restart failed"
+  "$netpol" status | head -n 1 | quote
+  until_kr "agent-1 no longer enforced" not "$netpol" enforced "$sandbox_ns" agent-1
+  say "${red}not enforcing${reset} — every CiliumNetworkPolicy is still in the API, exactly as before"
+  expect_caught sandprobe-cilium-never 10.99.20.10 -
+  "$netpol" restart >>"$out/netpol.log" 2>&1 {cl}>&- {ll}>&- || fail "cilium.sh restart failed"
+  until_kr "$egress_np restricts agent-1 again" "$netpol" enforced "$sandbox_ns" agent-1
+  "$netpol" status | head -n 1 | quote
+  step "undone" "the agent enforces again"
+  expect_green sandprobe-cilium-never-undone
+
+  step "regression 5: a sandbox without its label" "agent-2 starts in $sandbox_ns without sandbox=true: no CNP selects it"
+  "$bin" render --policy "$cilium_policy" --namespace "$sandbox_ns" --name agent-2 --egress cilium |
+    "$e2etool" sandbox --only-pod --unlabel sandbox >"$out/unlabelled.yaml"
+  kc apply -f "$out/unlabelled.yaml" | quote
+  kc -n "$sandbox_ns" wait --for=condition=Ready pod/agent-2 --timeout=120s >/dev/null || fail "agent-2 did not become Ready"
+  "$netpol" enforced "$sandbox_ns" agent-2 && fail "Cilium enforces egress policy on agent-2: something selects it"
+  say "${red}started${reset} — no CiliumNetworkPolicy selects it: Cilium lets everything through for agent-2"
+  expect_caught sandprobe-cilium-unlabelled blocked.lab.test "pod/$sandbox_ns/agent-2"
+  kc -n "$sandbox_ns" delete pod agent-2 --grace-period=1 --wait=true | quote
+  step "undone" "agent-2 is gone"
+  expect_green sandprobe-cilium-unlabelled-undone
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Under Cilium (make e2e CNI=cilium) a denied connection never reaches the
+// witness: bpf_lxc drops it on the pod's own device, before the node's
+// forward hook. What proves Cilium stopped it is Cilium's own account: the
+// agent's monitor (`cilium-dbg monitor --type drop --type l7 -j`, kept per
+// run by hack/e2e/lib.sh), whose drop events name the packet and the reason,
+// and whose DNS records name each query its DNS proxy refused.
+const (
+	ciliumPolicy = "Cilium's CiliumNetworkPolicy"
+	ciliumDNS    = "Cilium's DNS proxy"
+)
+
+// ciliumEvents is what one run's monitor output holds: policy drops per
+// conn (with their reason) and the names the DNS proxy denied.
+type ciliumEvents struct {
+	drops  map[conn]map[string]int // conn → reason → packets
+	denied map[string]int          // query name (no trailing dot) → refusals
+}
+
+// readCiliumEvents reads the JSON lines of cilium-dbg monitor -j; other
+// lines (its banner) are skipped.
+func readCiliumEvents(path string) (*ciliumEvents, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ev := &ciliumEvents{drops: map[conn]map[string]int{}, denied: map[string]int{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Type    string `json:"type"`
+			Reason  string `json:"reason"`
+			Verdict string `json:"verdict"`
+			Summary *struct {
+				TCP string `json:"tcp"`
+				UDP string `json:"udp"`
+				L3  *struct{ Src, Dst string }
+				L4  *struct{ Src, Dst string }
+			} `json:"summary"`
+			DNS *struct {
+				Query string `json:"Query"`
+			} `json:"dns"`
+			FlowType string `json:"flowType"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch {
+		case e.Type == "drop" && e.Summary != nil && e.Summary.L3 != nil && e.Summary.L4 != nil:
+			proto := "tcp"
+			if e.Summary.UDP != "" {
+				proto = "udp"
+			}
+			port, _ := strconv.Atoi(e.Summary.L4.Dst)
+			c := conn{src: e.Summary.L3.Src, dst: e.Summary.L3.Dst, proto: proto, port: port}
+			if ev.drops[c] == nil {
+				ev.drops[c] = map[string]int{}
+			}
+			ev.drops[c][e.Reason]++
+		case e.Type == "logRecord" && e.DNS != nil && e.Verdict == "Denied":
+			ev.denied[strings.TrimSuffix(strings.ToLower(e.DNS.Query), ".")]++
+		}
+	}
+	return ev, sc.Err()
+}
+
+// dropped says whether Cilium dropped the probe pods' packets to dst:port,
+// and why ("Policy denied, 3 packets").
+func (j judge) dropped(dst string, port int, proto string) (string, bool) {
+	if j.cilium == nil {
+		return "", false
+	}
+	reasons := map[string]int{}
+	for c, rs := range j.cilium.drops {
+		if j.ips[c.src] && c.dst == dst && c.port == port && c.proto == proto {
+			for r, n := range rs {
+				reasons[r] += n
+			}
+		}
+	}
+	var parts []string
+	for r, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%s, %d packet(s)", r, n))
+	}
+	return strings.Join(parts, "; "), len(parts) > 0
+}
+
+// refusedNames: the names under suffix (or equal to it) Cilium's DNS proxy refused.
+func (j judge) refusedNames(match func(string) bool) int {
+	if j.cilium == nil {
+		return 0
+	}
+	n := 0
+	for q, c := range j.cilium.denied {
+		if match(q) {
+			n += c
+		}
+	}
+	return n
+}
