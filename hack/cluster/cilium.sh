@@ -11,6 +11,8 @@
 #   hack/cluster/cilium.sh status        running or not, its endpoints and their policy enforcement
 #   hack/cluster/cilium.sh enforced NS POD   exit 0 if the agent enforces egress policy on the pod
 #   hack/cluster/cilium.sh has-policy NS NAME   exit 0 once the agent has imported the CNP
+#   hack/cluster/cilium.sh synced        exit 0 once every endpoint runs the latest policy revision
+#   hack/cluster/cilium.sh restart [FLAG...]   the agent again with FLAG... (a "CNI upgrade")
 #   hack/cluster/cilium.sh drops         start printing the agent's drop and DNS-proxy events (JSON lines)
 #   hack/cluster/cilium.sh leftovers     print what of it is on the machine; exit 1 if anything is
 #   hack/cluster/cilium.sh --print-dir   the cache directory (no build)
@@ -31,78 +33,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-CILIUM_VERSION=v1.20.2
-CILIUM_MODULE=github.com/cilium/cilium
-CILIUM_DIR="$CACHE/cilium/$CILIUM_VERSION"
-CILIUM_BIN="$CILIUM_DIR/bin"          # cilium-agent cilium-cni cilium-dbg clang
-CILIUM_LIB="$CILIUM_DIR/lib"          # --lib-dir: lib/bpf holds the datapath sources
-CILIUM_SRC="$CILIUM_DIR/src"          # writable copy of the module (go.mod edited)
-CILIUM_STAMP="$CILIUM_BIN/.stamp"
-# Two dependencies the module proxy does not serve at the versions Cilium
-# pins: gobgp's pseudo-version (its served v4.7.0 builds), and
-# sigs.k8s.io/mcs-api/controllers, of which Cilium uses one constant.
-GOBGP_VERSION=v4.7.0
-MCS_CONTROLLERS_VERSION=v0.5.2
-
 log() { printf '[cilium %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-
-cilium_stamp_key() { printf '%s %s gobgp=%s\n' "$CILIUM_VERSION" "$(go env GOVERSION)" "$GOBGP_VERSION"; }
-
-# prepare_src: the module's read-only copy from the module cache, made
-# writable outside any checkout, with the two replacements.
-prepare_src() {
-  local mod
-  mod="$(cd / && GOFLAGS=-mod=mod go mod download -json "$CILIUM_MODULE@$CILIUM_VERSION" | jq -r .Dir)"
-  [[ -d $mod ]] || die "go mod download $CILIUM_MODULE@$CILIUM_VERSION failed"
-  rm -rf "$CILIUM_SRC" "$CILIUM_DIR/mcs-api-controllers"
-  mkdir -p "$CILIUM_DIR"
-  cp -a "$mod" "$CILIUM_SRC"
-  chmod -R u+w "$CILIUM_SRC"
-  mkdir -p "$CILIUM_DIR/mcs-api-controllers"
-  printf 'module sigs.k8s.io/mcs-api/controllers\n\ngo 1.22\n' >"$CILIUM_DIR/mcs-api-controllers/go.mod"
-  cat >"$CILIUM_DIR/mcs-api-controllers/controllers.go" <<'GO'
-// Package controllers stands in for sigs.k8s.io/mcs-api/controllers, which
-// the module proxy does not serve: Cilium uses only this constant of it.
-package controllers
-
-// DerivedServiceAnnotation is the value mcs-api v0.5.2 declares.
-const DerivedServiceAnnotation = "multicluster.kubernetes.io/derived-service"
-GO
-  (cd "$CILIUM_SRC" &&
-    go mod edit -replace "github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@$GOBGP_VERSION" \
-      -replace "sigs.k8s.io/mcs-api/controllers@$MCS_CONTROLLERS_VERSION=../mcs-api-controllers")
-}
-
-build() {
-  if [[ -x $CILIUM_BIN/cilium-agent && -f $CILIUM_STAMP && "$(cat "$CILIUM_STAMP")" == "$(cilium_stamp_key)" ]]; then
-    return 0
-  fi
-  command -v clang-19 >/dev/null || "$repo_root/hack/install-deps.sh"
-  log "building cilium $CILIUM_VERSION (agent, CNI plugin, cilium-dbg; tens of minutes cold)"
-  local start=$SECONDS tmp
-  prepare_src
-  tmp="$(mktemp -d "$CILIUM_DIR/.build.XXXXXX")"
-  # One go build for the three: they share most packages. Into a temp dir
-  # first, so a killed build never leaves a binary a later run would trust.
-  # Its own build cache: the cold time measured is a cold time, and a
-  # version bump reuses it.
-  if ! (cd "$CILIUM_SRC" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=mod -trimpath" \
-    GOCACHE="$CACHE/cilium/go-build" \
-    go build -ldflags='-s -w' -o "$tmp/" ./daemon ./plugins/cilium-cni ./cilium-dbg); then
-    rm -rf "$tmp"
-    die "go build of cilium $CILIUM_VERSION failed"
-  fi
-  mkdir -p "$CILIUM_BIN" "$CILIUM_LIB"
-  mv -f "$tmp/daemon" "$CILIUM_BIN/cilium-agent"
-  mv -f "$tmp/cilium-cni" "$CILIUM_BIN/cilium-cni"
-  mv -f "$tmp/cilium-dbg" "$CILIUM_BIN/cilium-dbg"
-  rm -rf "$tmp" "$CILIUM_LIB/bpf"
-  cp -a "$CILIUM_SRC/bpf" "$CILIUM_LIB/bpf"
-  # The agent runs plain `clang`; Debian names it clang-19.
-  ln -sfn /usr/bin/clang-19 "$CILIUM_BIN/clang"
-  cilium_stamp_key >"$CILIUM_STAMP"
-  log "built cilium $CILIUM_VERSION in $((SECONDS - start))s: $CILIUM_BIN"
-}
+# CILIUM_VERSION, CILIUM_DIR, CILIUM_BIN, CILIUM_LIB, CILIUM_SRC and build.
+# shellcheck source=hack/cluster/cilium-build.sh
+source "$cluster_lib_dir/cilium-build.sh"
 
 # ---- running it ----------------------------------------------------------------------
 CILIUM_STATE=/var/run/cilium               # the agent's fixed runtime dir (state, API socket)
@@ -164,7 +98,7 @@ up() {
   ip -4 rule add pref "$CILIUM_IP_RULE_PREF" from "$POD_CIDR" lookup main suppress_prefixlength 0
   ip -4 rule add pref $((CILIUM_IP_RULE_PREF + 1)) from "$POD_CIDR" unreachable
   nft -f - <<NFT
-add rule inet $NFT_TABLE from_pods ip daddr $CLUSTER_DNS meta l4proto { tcp, udp } th dport 53 accept comment "cilium: the DNS proxy (TPROXY)"
+insert rule inet $NFT_TABLE from_pods ip daddr $CLUSTER_DNS meta l4proto { tcp, udp } th dport 53 accept comment "cilium: the DNS proxy (TPROXY)"
 insert rule inet $NFT_TABLE output oifname "lxc*" accept comment "cilium: node to pod, from cilium_host"
 insert rule inet $NFT_TABLE output oifname "cilium_host" accept comment "cilium: node to pod, from cilium_host"
 NFT
@@ -190,32 +124,41 @@ stop_agent() { stop_pid cilium-agent 20; }
 
 # cilium_mode: the agent's policy mode and version, as it says.
 cilium_mode() {
-  "$CILIUM_BIN/cilium-dbg" config -a 2>/dev/null | awk '$1 == "PolicyEnforcement" || $1 == "EnablePolicy" { print "policy enforcement " $NF; exit }'
+  dbg config -a 2>/dev/null | awk '$1 == "PolicyEnforcement" || $1 == "EnablePolicy" { print "policy enforcement " $NF; exit }'
 }
 
 # restart [FLAG...]: the agent again, with FLAG... instead of the last extra flags.
 restart() { stop_agent; start_agent "$@"; log "cilium-agent restarted $* ($(cilium_mode))"; }
 
+dbg() { "$CILIUM_BIN/cilium-dbg" "$@"; }
+
 # endpoint_json NS POD: the agent's endpoint of the pod.
 endpoint_json() {
-  "$CILIUM_BIN/cilium-dbg" endpoint list -o json 2>/dev/null |
-    jq -e --arg p "k8s:io.kubernetes.pod.namespace=$1" --arg n "$2" \
-      '[.[] | select((.status.external-identifiers."pod-name" // "") == ($ARGS.named.p | sub("k8s:io.kubernetes.pod.namespace=";"")) + "/" + $n)][0]'
+  dbg endpoint list -o json 2>/dev/null | jq -ce --arg ns "$1" --arg n "$2" \
+    'first(.[] | select(.status."external-identifiers"."k8s-namespace" == $ns and .status."external-identifiers"."k8s-pod-name" == $n))'
 }
+# enforced NS POD: the agent enforces egress policy on the pod's endpoint.
 enforced() {
   local ep; ep=$(endpoint_json "$1" "$2") || return 1
-  [[ $(jq -r '.status.policy.realized."policy-enabled"' <<<"$ep") == egress || $(jq -r '.status.policy.realized."policy-enabled"' <<<"$ep") == both ]] &&
-    [[ $(jq -r '.status.state' <<<"$ep") == ready ]]
+  jq -e '.status.state == "ready" and (.status.policy.realized."policy-enabled" | IN("egress", "both"))' <<<"$ep" >/dev/null
 }
+# has_policy NS NAME: the agent has imported the CiliumNetworkPolicy.
 has_policy() {
-  "$CILIUM_BIN/cilium-dbg" policy get -o json 2>/dev/null |
-    jq -e --arg ns "$1" --arg n "$2" 'any(.[]?; any(.labels[]?; . == "k8s:io.cilium.k8s.policy.name=" + $n) and any(.labels[]?; . == "k8s:io.cilium.k8s.policy.namespace=" + $ns))' >/dev/null
+  dbg policy get -o json 2>/dev/null | jq -e --arg ns "$1" --arg n "$2" '.policy | fromjson |
+    any(.[]; any(.labels[]?; .key == "io.cilium.k8s.policy.name" and .value == $n)
+      and any(.labels[]?; .key == "io.cilium.k8s.policy.namespace" and .value == $ns))' >/dev/null
+}
+# synced: every endpoint runs the agent's latest policy revision.
+synced() {
+  local rev; rev=$(dbg policy get -o json 2>/dev/null | jq -e .revision) || return 1
+  dbg endpoint list -o json 2>/dev/null | jq -e --argjson r "$rev" \
+    'all(.[]; .status.state == "ready" and (.status.policy.realized."policy-revision" // 0) >= $r)' >/dev/null
 }
 
 status() {
   if pid_alive cilium-agent; then
     echo "cilium-agent $CILIUM_VERSION: running (pid $(cat "$PIDS/cilium-agent.pid")), $(cilium_mode)"
-    "$CILIUM_BIN/cilium-dbg" endpoint list 2>/dev/null | sed -n '1,20p'
+    dbg endpoint list 2>/dev/null | sed -n '1,20p'
   else
     echo "cilium-agent: not running"
   fi
@@ -263,6 +206,11 @@ down() {
     while ip -4 rule show lookup "$t" | grep -q .; do ip -4 rule del lookup "$t" || break; done
   done
   for t in "${CILIUM_PROXY_TABLES[@]}"; do ip -4 route flush table "$t" 2>/dev/null || true; done
+  # The agent moves the local table's rule from pref 0 to 100 (its proxy
+  # rule must come first) and leaves it there: put it back.
+  if ip -4 rule show pref 100 | grep -q 'lookup local' && ! ip -4 rule show pref 0 | grep -q 'lookup local'; then
+    ip -4 rule add pref 0 lookup local && ip -4 rule del pref 100 lookup local
+  fi
   rm -rf "$CILIUM_BPFFS/cilium" "$CILIUM_BPFFS/tc/globals"/cilium_* 2>/dev/null || true
   rmdir "$CILIUM_BPFFS/tc/globals" "$CILIUM_BPFFS/tc" 2>/dev/null || true
   if [[ -f $CILIUM_MOUNTED_BPFFS ]] || { findmnt -rn -t bpf "$CILIUM_BPFFS" >/dev/null && [[ -z $(ls -A "$CILIUM_BPFFS") ]]; }; then
@@ -288,6 +236,7 @@ leftovers() {
     ip -4 rule show lookup "$t" | sed 's/^/ip rule /'
     ip -4 route show table "$t" 2>/dev/null | sed "s/^/route table $t: /"
   done
+  ip -4 rule show pref 0 | grep -q 'lookup local' || echo "ip rule: the local table is not at pref 0 ($(ip -4 rule show lookup local | head -n 1))"
   [[ -e $CILIUM_STATE ]] && echo "dir $CILIUM_STATE"
   [[ -e /var/lib/cilium ]] && echo "dir /var/lib/cilium"
   [[ -e $CILIUM_BPFFS/cilium || -n $(ls "$CILIUM_BPFFS"/tc/globals/cilium_* 2>/dev/null) ]] && echo "bpffs pins under $CILIUM_BPFFS"
@@ -306,6 +255,7 @@ case "${1:-}" in
   status) status ;;
   enforced) enforced "$2" "$3" ;;
   has-policy) has_policy "$2" "$3" ;;
+  synced) synced ;;
   drops) drops ;;
   leftovers) l=$(leftovers); [[ -z $l ]] || { printf '%s\n' "$l"; exit 1; } ;;
   --print-dir) echo "$CILIUM_DIR" ;;

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -27,24 +28,22 @@ type ciliumEvents struct {
 	denied map[string]int          // query name (no trailing dot) → refusals
 }
 
-// readCiliumEvents reads the JSON lines of cilium-dbg monitor -j; other
-// lines (its banner) are skipped.
+// readCiliumEvents reads the JSON events of cilium-dbg monitor -j. Its
+// output is not clean JSON lines: besides its banner, an event is at times
+// cut short and the next one follows on the same line (seen with v1.20.2),
+// so each event is decoded from where it starts, and a cut one is skipped.
 func readCiliumEvents(path string) (*ciliumEvents, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	ev := &ciliumEvents{drops: map[conn]map[string]int{}, denied: map[string]int{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for _, start := range eventStarts.FindAllIndex(b, -1) {
 		var e struct {
 			Type    string `json:"type"`
 			Reason  string `json:"reason"`
 			Verdict string `json:"verdict"`
 			Summary *struct {
-				TCP string `json:"tcp"`
 				UDP string `json:"udp"`
 				L3  *struct{ Src, Dst string }
 				L4  *struct{ Src, Dst string }
@@ -52,9 +51,8 @@ func readCiliumEvents(path string) (*ciliumEvents, error) {
 			DNS *struct {
 				Query string `json:"Query"`
 			} `json:"dns"`
-			FlowType string `json:"flowType"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
+		if json.NewDecoder(bytes.NewReader(b[start[0]:])).Decode(&e) != nil {
 			continue
 		}
 		switch {
@@ -73,8 +71,12 @@ func readCiliumEvents(path string) (*ciliumEvents, error) {
 			ev.denied[strings.TrimSuffix(strings.ToLower(e.DNS.Query), ".")]++
 		}
 	}
-	return ev, sc.Err()
+	return ev, nil
 }
+
+// eventStarts: where a monitor event begins (a drop starts with its CPU,
+// a DNS record with its type).
+var eventStarts = regexp.MustCompile(`\{"(cpu|type)":`)
 
 // dropped says whether Cilium dropped the probe pods' packets to dst:port,
 // and why ("Policy denied, 3 packets").

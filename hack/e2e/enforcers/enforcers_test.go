@@ -67,3 +67,30 @@ func TestDirectWhoCountsDials(t *testing.T) {
 		}
 	}
 }
+
+// TestCiliumEvents: the agent's monitor output as v1.20.2 writes it (a
+// banner, events cut short and run together) yields its policy drops and
+// the names its DNS proxy refused.
+func TestCiliumEvents(t *testing.T) {
+	ev, err := readCiliumEvents("testdata/cilium-events.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := judge{ips: map[string]bool{"10.244.0.120": true}, cilium: ev}
+	for _, c := range []struct {
+		dst  string
+		port int
+		ok   bool
+	}{{"10.99.20.10", 80, true}, {"10.250.0.1", 6443, true}, {"10.99.11.11", 443, true}, {"10.99.10.10", 443, false}} {
+		why, ok := j.dropped(c.dst, c.port, "tcp")
+		if ok != c.ok || (ok && !strings.HasPrefix(why, "Policy denied")) {
+			t.Errorf("dropped %s:%d = %q, %v; want %v", c.dst, c.port, why, ok, c.ok)
+		}
+	}
+	if n := j.refusedNames(func(q string) bool { return q == "blocked.lab.test" }); n == 0 {
+		t.Errorf("the DNS proxy's refusals of blocked.lab.test were not read")
+	}
+	if n := j.refusedNames(func(q string) bool { return q == "api.lab.test" }); n != 0 {
+		t.Errorf("api.lab.test counted refused %d times; it was forwarded", n)
+	}
+}
