@@ -5,6 +5,8 @@
 #
 #   hack/cluster/check-isolation.sh            # from a netns on the pod bridge
 #   hack/cluster/check-isolation.sh --pods     # and from real pods (runc, gvisor)
+#   hack/cluster/check-isolation.sh --pods-only   # from real pods only: when the CNI is
+#                                              # Cilium (hack/cluster/cilium.sh), pods are not on the bridge
 #
 # Needs a running cluster (hack/cluster/up.sh). Exits non-zero on any leak.
 #
@@ -22,11 +24,16 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
 
-with_pods=0
+with_pods=0 with_netns=1
 [[ ${1:-} == --pods ]] && with_pods=1
+[[ ${1:-} == --pods-only ]] && with_pods=1 with_netns=0
+# The interface pod packets arrive on, for the routing safety check: the
+# bridge, or (Cilium: lxc devices, routed by source) the node's.
+route_iif=$BRIDGE
+((with_netns)) || route_iif=$NODE_IF
 
 nft list table inet "$NFT_TABLE" >/dev/null 2>&1 || die "nftables table $NFT_TABLE missing: is the cluster up?"
-ip link show "$BRIDGE" >/dev/null 2>&1 || die "bridge $BRIDGE missing: is the cluster up?"
+((!with_netns)) || ip link show "$BRIDGE" >/dev/null 2>&1 || die "bridge $BRIDGE missing: is the cluster up?"
 PROBE="$CLUSTER_DIR/bin/probe"
 [[ -x $PROBE ]] || die "$PROBE missing: is the cluster up?"
 
@@ -102,13 +109,15 @@ listener_pids+=($!)
 
 # A namespace on the pod bridge, configured like a pod (address in the pod
 # CIDR, default route via the bridge).
-ip netns add "$POD_NS"
-ip link add sp-iso-pod-h type veth peer name eth0 netns "$POD_NS"
-ip link set sp-iso-pod-h master "$BRIDGE" up
-ip -n "$POD_NS" addr add "$POD_NS_IP/${POD_CIDR#*/}" dev eth0
-ip -n "$POD_NS" link set lo up
-ip -n "$POD_NS" link set eth0 up
-ip -n "$POD_NS" route add default via "$POD_GW"
+if ((with_netns)); then
+  ip netns add "$POD_NS"
+  ip link add sp-iso-pod-h type veth peer name eth0 netns "$POD_NS"
+  ip link set sp-iso-pod-h master "$BRIDGE" up
+  ip -n "$POD_NS" addr add "$POD_NS_IP/${POD_CIDR#*/}" dev eth0
+  ip -n "$POD_NS" link set lo up
+  ip -n "$POD_NS" link set eth0 up
+  ip -n "$POD_NS" route add default via "$POD_GW"
+fi
 
 # Forwarding is what the CNI bridge plugin turns on with the first pod; turn
 # it on now so the forward path (and its nftables drop) is what gets tested.
@@ -116,12 +125,12 @@ sysctl -qw net.ipv4.ip_forward=1
 
 # Safety check before any packet: 169.254.169.254 as seen from the pod bridge
 # must resolve to our namespace (or be unreachable), never to the uplink.
-route="$(ip route get "$META_IP" from "$POD_NS_IP" iif "$BRIDGE" 2>&1 || true)"
+route="$(ip route get "$META_IP" from "$POD_NS_IP" iif "$route_iif" 2>&1 || true)"
 if [[ $route != *"dev $META_HOST_IF"* && $route != *unreachable* && $route != *"No route"* ]]; then
   die "unsafe: $META_IP from the pod network routes as: $route"
 fi
 for ip in "${real_ips[@]}"; do
-  r="$(ip route get "$ip" from "$POD_NS_IP" iif "$BRIDGE" 2>&1 || true)"
+  r="$(ip route get "$ip" from "$POD_NS_IP" iif "$route_iif" 2>&1 || true)"
   [[ $r == local* ]] || die "unsafe: $ip is not local: $r"
 done
 sleep 0.3 # listeners up
@@ -156,9 +165,11 @@ check_results() {
   for ip in "${real_ips[@]}"; do expect "$who" "$file" "$ip:$PORT" timeout unreachable; done
 }
 
-log "probing from netns $POD_NS ($POD_NS_IP on $BRIDGE)"
-ip netns exec "$POD_NS" "$PROBE" connect "${targets[@]}" > "$work/netns.json"
-check_results netns "$work/netns.json"
+if ((with_netns)); then
+  log "probing from netns $POD_NS ($POD_NS_IP on $BRIDGE)"
+  ip netns exec "$POD_NS" "$PROBE" connect "${targets[@]}" > "$work/netns.json"
+  check_results netns "$work/netns.json"
+fi
 
 if ((with_pods)); then
   for rc in runc gvisor; do

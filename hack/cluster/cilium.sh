@@ -102,6 +102,10 @@ insert rule inet $NFT_TABLE from_pods ip daddr $CLUSTER_DNS meta l4proto { tcp, 
 insert rule inet $NFT_TABLE output oifname "lxc*" accept comment "cilium: node to pod, from cilium_host"
 insert rule inet $NFT_TABLE output oifname "cilium_host" accept comment "cilium: node to pod, from cilium_host"
 NFT
+  # The bridge up-network.sh made keeps its name (down.sh removes it) but
+  # not its address: Cilium routes the pod CIDR to cilium_host and may give
+  # a pod the bridge's .1.
+  ip addr flush dev "$BRIDGE"
   # The CNI: the plugin beside the bridge's, a conflist that sorts first.
   ln -sfn "$CILIUM_BIN/cilium-cni" "$CILIUM_CNI_BIN"
   cat >"$CILIUM_CNI_CONF" <<CNI
@@ -132,10 +136,12 @@ restart() { stop_agent; start_agent "$@"; log "cilium-agent restarted $* ($(cili
 
 dbg() { "$CILIUM_BIN/cilium-dbg" "$@"; }
 
-# endpoint_json NS POD: the agent's endpoint of the pod.
+# endpoint_json NS POD: the agent's endpoint of the pod (found by its
+# address: v1.20's endpoints carry no pod name).
 endpoint_json() {
-  dbg endpoint list -o json 2>/dev/null | jq -ce --arg ns "$1" --arg n "$2" \
-    'first(.[] | select(.status."external-identifiers"."k8s-namespace" == $ns and .status."external-identifiers"."k8s-pod-name" == $n))'
+  local ip; ip=$(kc -n "$1" get pod "$2" -o jsonpath='{.status.podIP}' 2>/dev/null) && [[ -n $ip ]] || return 1
+  dbg endpoint list -o json 2>/dev/null | jq -ce --arg ip "$ip" \
+    'first(.[] | select(any(.status.networking.addressing[]?; .ipv4 == $ip)))'
 }
 # enforced NS POD: the agent enforces egress policy on the pod's endpoint.
 enforced() {
@@ -145,8 +151,8 @@ enforced() {
 # has_policy NS NAME: the agent has imported the CiliumNetworkPolicy.
 has_policy() {
   dbg policy get -o json 2>/dev/null | jq -e --arg ns "$1" --arg n "$2" '.policy | fromjson |
-    any(.[]; any(.labels[]?; .key == "io.cilium.k8s.policy.name" and .value == $n)
-      and any(.labels[]?; .key == "io.cilium.k8s.policy.namespace" and .value == $ns))' >/dev/null
+    any(.[]; any(.Labels[]?; .key == "io.cilium.k8s.policy.name" and .value == $n)
+      and any(.Labels[]?; .key == "io.cilium.k8s.policy.namespace" and .value == $ns))' >/dev/null
 }
 # synced: every endpoint runs the agent's latest policy revision.
 synced() {
