@@ -112,3 +112,18 @@ func (j judge) refusedNames(match func(string) bool) int {
 	}
 	return n
 }
+
+// exfilName matches the queries one egress.dns-exfil verdict stands for:
+// "... name HOST" that name, "... canary *.ZONE" and "... *.DOMAIN" the
+// probe's random names under it (sandprobe-<hex>.ZONE).
+func exfilName(verdict string) func(string) bool {
+	subject := strings.TrimSpace(strings.TrimPrefix(verdict, "egress.dns-exfil"))
+	if host, ok := strings.CutPrefix(subject, "name "); ok {
+		return func(q string) bool { return q == host }
+	}
+	zone := strings.TrimPrefix(strings.TrimPrefix(subject, "canary "), "*.")
+	return func(q string) bool {
+		label, ok := strings.CutSuffix(q, "."+zone)
+		return ok && strings.HasPrefix(label, "sandprobe-") && !strings.Contains(label, ".")
+	}
+}

@@ -261,9 +261,15 @@ func (j judge) attribute(v verdict) (dialled, who string) {
 			return dialled, notApplicable + ": the control got nothing either"
 		case "pass":
 			if j.cilium != nil {
-				port := atoi(strings.TrimPrefix(strings.Fields(dialled)[0], "node:"))
-				if why, ok := j.dropped(j.nodeIP, port, "tcp"); ok {
-					return dialled, ciliumPolicy + " (dropped in the pod's datapath: " + why + "; the control reached it)"
+				// Cilium translates a ClusterIP in the pod's datapath (even
+				// without kube-proxy replacement) before policy: the API
+				// server's Service is dropped as its endpoint, the node's 6443.
+				dst, port, after := j.nodeIP, atoi(strings.TrimPrefix(strings.Fields(dialled)[0], "node:")), ""
+				if strings.HasPrefix(dialled, "kubernetes API") {
+					dst, port, after = j.nodeIP, 6443, fmt.Sprintf(" after its service translation to %s:6443", j.nodeIP)
+				}
+				if why, ok := j.dropped(dst, port, "tcp"); ok {
+					return dialled, ciliumPolicy + " (dropped in the pod's datapath" + after + ": " + why + "; the control reached it)"
 				}
 				return dialled, nobody + " seen by Cilium: it did not answer the sandbox (the control reached it)"
 			}
@@ -273,8 +279,8 @@ func (j judge) attribute(v verdict) (dialled, who string) {
 	}
 	if strings.HasPrefix(v.name, "egress.dns-exfil") {
 		if v.status == "pass" {
-			if n := j.refusedNames(func(string) bool { return true }); n > 0 {
-				return "a random name", fmt.Sprintf("%s (REFUSED %d queries for names its DNS rule does not list)", ciliumDNS, n)
+			if n := j.refusedNames(exfilName(v.name)); n > 0 {
+				return "a random name", fmt.Sprintf("%s (REFUSED the name %d time(s))", ciliumDNS, n)
 			}
 			return "a random name", resolver + " (answers no name it does not serve)"
 		}
