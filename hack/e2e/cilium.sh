@@ -49,9 +49,11 @@ drift_says() {
   if [[ -n $d ]]; then say "drift names it:"; quote <<<"$d"; else say "drift: nothing about ciliumnetworkpolicy/$sandbox_ns/$egress_np"; fi
 }
 
-# patch_cnp JQ: the rendered CNP in the sandbox namespace, edited by JQ.
+# patch_cnp JQ: the rendered CNP in the sandbox namespace, edited by JQ
+# (kubectl replace: an apply would record the resourceVersion it read as
+# last applied, and the undo's apply of render's output then fails).
 patch_cnp() {
-  kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json | jq "$1" | kc apply -f - | quote
+  kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json | jq "$1" | kc replace -f - | quote
 }
 
 cilium_story() {
