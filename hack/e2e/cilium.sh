@@ -19,6 +19,14 @@
 
 cilium_policy=hack/e2e/cilium-policy.yaml
 render_cnp() { "$bin" render --policy "$cilium_policy" --namespace "$sandbox_ns" --format egress --egress cilium; }
+# restore_cnp: the rendered CNP again, in place of an edited one (replace at
+# the live resourceVersion: a client-side apply over the edit was refused
+# with "metadata.resourceVersion: Invalid value: 0: must be specified for
+# an update").
+restore_cnp() {
+  local rv; rv=$(kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o jsonpath='{.metadata.resourceVersion}')
+  render_cnp | kc create --dry-run=client -o json -f - | jq --arg rv "$rv" '.metadata.resourceVersion = $rv' | kc replace -f - | quote
+}
 
 # in_force WHAT: wait until the agent has computed and applied the last
 # policy change to every endpoint (hack/cluster/cilium.sh synced).
@@ -50,8 +58,6 @@ drift_says() {
 }
 
 # patch_cnp JQ: the rendered CNP in the sandbox namespace, edited by JQ
-# (kubectl replace: an apply would record the resourceVersion it read as
-# last applied, and the undo's apply of render's output then fails).
 patch_cnp() {
   kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json | jq "$1" | kc replace -f - | quote
 }
@@ -98,7 +104,7 @@ YAML
   say "${red}patched${reset} — addresses are still closed; names are not: the resolver answers every name, a query carries data out"
   expect_failed sandprobe-cilium-dns-star egress.dns-exfil
   drift_says sandprobe-cilium-dns-star
-  render_cnp | kc apply -f - | quote
+  restore_cnp
   in_force "the rendered DNS rule again"
   step "undone" "the rendered CNP is applied again"
   expect_green sandprobe-cilium-dns-star-undone
@@ -109,7 +115,7 @@ YAML
   in_force "git.lab.test allowed"
   expect_caught sandprobe-cilium-apex git.lab.test
   drift_says sandprobe-cilium-apex
-  render_cnp | kc apply -f - | quote
+  restore_cnp
   in_force "the rendered CNP again"
   step "undone" "the rendered CNP is applied again"
   expect_green sandprobe-cilium-apex-undone
