@@ -122,13 +122,13 @@ YAML
 
   step "regression 4: a CNI upgrade" "the agent restarted with --enable-policy=never; no object changes"
   "$netpol" restart --enable-policy=never >>"$out/netpol.log" 2>&1 {cl}>&- {ll}>&- || fail "cilium.sh restart failed"
-  "$netpol" status | head -n 1 | quote
+  "$netpol" status | sed -n 1p | quote
   until_kr "agent-1 no longer enforced" not "$netpol" enforced "$sandbox_ns" agent-1
   say "${red}not enforcing${reset} — every CiliumNetworkPolicy is still in the API, exactly as before"
   expect_caught sandprobe-cilium-never 10.99.20.10 -
   "$netpol" restart >>"$out/netpol.log" 2>&1 {cl}>&- {ll}>&- || fail "cilium.sh restart failed"
   until_kr "$egress_np restricts agent-1 again" "$netpol" enforced "$sandbox_ns" agent-1
-  "$netpol" status | head -n 1 | quote
+  "$netpol" status | sed -n 1p | quote
   step "undone" "the agent enforces again"
   expect_green sandprobe-cilium-never-undone
 
