@@ -7,7 +7,8 @@
 #   hack/cluster/cilium.sh up [FLAG...] start the agent as the running cluster's CNI (extra agent
 #                                        flags, e.g. --enable-policy=never, are passed on);
 #                                        returns once it is ready and pods can start
-#   hack/cluster/cilium.sh down          stop it and remove everything it installed
+#   hack/cluster/cilium.sh down [--force]   stop it and remove everything it installed
+#                                        (--force: also without the mark cilium.sh up leaves)
 #   hack/cluster/cilium.sh status        running or not, its endpoints and their policy enforcement
 #   hack/cluster/cilium.sh enforced NS POD   exit 0 if the agent enforces egress policy on the pod
 #   hack/cluster/cilium.sh has-policy NS NAME   exit 0 once the agent has imported the CNP
@@ -44,6 +45,7 @@ CILIUM_CNI_CONF="$CNI_CONF_DIR/05-cilium.conflist"   # before the bridge's 10-sa
 CILIUM_CNI_BIN="$CNI_BIN_DIR/cilium-cni"   # a symlink while it runs; containerd has one bin_dir
 CILIUM_BPFFS=/sys/fs/bpf
 CILIUM_MOUNTED_BPFFS="$CLUSTER_DIR/cilium-mounted-bpffs"   # we mounted bpffs: unmount it at down
+CILIUM_UP_MARK="$CLUSTER_DIR/cilium-up"    # up ran for this cluster: down may clean up
 CILIUM_IP_RULE_PREF=$((IP_RULE_PREF + 2))  # 10992/10993: the pods' routing rules (no bridge to match)
 # Cilium's own routing for its proxy: ip rules into tables 2004/2005.
 CILIUM_PROXY_TABLES=(2004 2005)
@@ -75,6 +77,8 @@ up() {
   [[ -f $KUBECONFIG_ADMIN ]] || die "no cluster: run hack/cluster/up.sh first"
   build
   if pid_alive cilium-agent; then stop_agent; fi
+  # Before anything changes: down cleans up only after an up of ours.
+  touch "$CILIUM_UP_MARK"
   local t; t=$(now_ns)
   # The Node's podCIDR: --ipam kubernetes hands out addresses from it.
   local cidr; cidr=$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')
@@ -193,9 +197,14 @@ remove_iptables() {
   while read -r t c; do [[ -n $c ]] && iptables -w -t "$t" -X "$c" 2>/dev/null; done < <(ipt_chains)
 }
 
+# down [--force]: stop the agent and remove what it installed — only after
+# an up of this cluster (its mark in the state dir), so that down.sh never
+# touches a Cilium that is not ours; --force when the mark is gone (a wiped
+# /run) and leftovers names Cilium's state.
 down() {
   require_root
   stop_agent
+  [[ -f $CILIUM_UP_MARK || ${1:-} == --force ]] || return 0
   # What the agent installed: its links (cilium_host, cilium_net, lxc*),
   # routes, tc/tcx programs, bpffs pins, /var/run/cilium (the agent's own
   # uninstall clean-up, as cilium's clean-cilium-state init container runs it).
@@ -224,7 +233,7 @@ down() {
     rm -f "$CILIUM_MOUNTED_BPFFS"
   fi
   rm -rf "$CILIUM_STATE" /var/lib/cilium
-  rm -f "$CILIUM_CNI_CONF" "$CILIUM_CNI_BIN"
+  rm -f "$CILIUM_CNI_CONF" "$CILIUM_CNI_BIN" "$CILIUM_UP_MARK"
   [[ -z $(leftovers) ]]
 }
 
@@ -257,7 +266,7 @@ case "${1:-}" in
   build) build ;;
   up) shift; up "$@" ;;
   restart) shift; restart "$@" ;;
-  down) down ;;
+  down) down "${2:-}" ;;
   status) status ;;
   enforced) enforced "$2" "$3" ;;
   has-policy) has_policy "$2" "$3" ;;
