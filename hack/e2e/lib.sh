@@ -95,17 +95,10 @@ cleanup() {
 run_job() {
   local job=$1 state='' code
   for set in pre mid post; do nft flush set inet "$witness_table" "$set"; done
-  # Under Cilium, its own account of the run: drops and DNS-proxy verdicts.
-  local events_pid=''
-  if [[ $cni == cilium ]]; then
-    "$netpol" drops >"$out/$job.cilium.json" 2>&1 &
-    events_pid=$!
-    sleep 1
-  fi
+  cilium_events_start "$job" # hack/e2e/cilium.sh
   kc -n "$ns" create job "$job" --from=cronjob/sandprobe | quote
-  # Watch for the probe pod the runner starts, in the sandbox namespace (it
-  # deletes it when done).
-  # And when kube-router first restricts its egress ("NS/POD  isolated by …").
+  # Watch for the probe pod the runner starts (it deletes it when done), and
+  # when the engine first restricts its egress ("NS/POD  isolated by …").
   (
     declare -A seen_ip=() isolated=()
     t0=$(now)
@@ -132,7 +125,7 @@ run_job() {
   done
   kill "$observer_pid" 2>/dev/null; wait "$observer_pid" 2>/dev/null || true
   observer_pid=''
-  if [[ -n $events_pid ]]; then kill "$events_pid" 2>/dev/null; wait "$events_pid" 2>/dev/null || true; fi
+  cilium_events_stop
   awk '!seen[$0]++' "$out/$job.pods.raw" > "$out/$job.pods"
   nft -j list table inet "$witness_table" > "$out/$job.witness.json"
   [[ $state == *Complete* || $state == *Failed* ]] || fail "job $job did not finish in 300 s"
@@ -213,11 +206,7 @@ expect_green() {
   if grep -q 'not yet in force when this pod started' "$out/$job.xml"; then
     say "the probe pod ran before kube-router isolated it (v2.1 has no --netpol-default-deny): the denies that answered then were denied twice in a row on the re-dials"
   fi
-  if [[ $cni == cilium ]]; then
-    ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by Cilium's CiliumNetworkPolicy and its DNS proxy"
-  else
-    ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by kube-router's NetworkPolicy or the proxy's deny"
-  fi
+  ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by $blocked_by"
 }
 
 # expect_caught JOB DEST [DRIFT_OBJECT]: the run is not conformant, its JUnit
