@@ -397,8 +397,9 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, ns, field string, e
 // sandbox needs ("matchPattern: '*'" above all) is a DNS channel out
 // whatever toFQDNs allows: the proxy forwards queries for names the
 // sandbox makes up, and the zone's own servers read them. One extra
-// matchName carries nothing the sandbox chooses, so it is left alone. Names under the cluster domain stay in the cluster's
-// resolver, and spec.egress.dns.arbitraryNames: allow declares the rest.
+// matchName carries nothing the sandbox chooses, so it is left alone.
+// Names under the cluster domain stay in the cluster's resolver, and
+// spec.egress.dns.arbitraryNames: allow declares the rest.
 func (m *egressModel) ciliumDNSFindings(cr *compiledCiliumRule, rf string, r ciliumEgress) {
 	if m.dnsAny {
 		return
