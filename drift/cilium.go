@@ -94,6 +94,12 @@ type ciliumEgress struct {
 	} `json:"toPorts,omitempty"`
 }
 
+// hasPeer: the rule names a destination. toRequires is no peer: it only
+// adds a condition to the others ("does not by itself grant access").
+func (r ciliumEgress) hasPeer() bool {
+	return len(r.ToEndpoints)+len(r.ToNodes)+len(r.ToEntities)+len(r.ToCIDR)+len(r.ToCIDRSet)+len(r.ToFQDNs)+len(r.ToServices)+len(r.ToGroups) > 0
+}
+
 // ciliumFQDN is a name selector, as toFQDNs and DNS rules write it.
 type ciliumFQDN struct {
 	MatchName    string `json:"matchName,omitempty"`
@@ -155,6 +161,9 @@ type compiledCiliumRule struct {
 	fqdns []fqdnAllow
 	// world is set when the rule allows every destination anyway.
 	world bool
+	// rules: the rule puts entries into the pod's egress policy (an allow
+	// with a peer or ports, or an egressDeny), not only default deny.
+	rules bool
 	// nsLabelDep: the selector reads namespace labels; sansNSLabels is
 	// the selector without those requirements.
 	nsLabelDep   bool
@@ -264,6 +273,7 @@ func (e *Engine) AddCiliumPolicy(obj *unstructured.Unstructured) error {
 		cr := &compiledCiliumRule{id: id, selector: sel, egress: r.defaultDenyEgress(),
 			noDefaultDeny: !r.defaultDenyEgress() && len(r.Egress)+len(r.EgressDeny) > 0}
 		cr.sansNSLabels, cr.nsLabelDep = splitNamespaceLabels(sel)
+		cr.rules = len(r.EgressDeny) > 0 || slices.ContainsFunc(r.Egress, func(g ciliumEgress) bool { return g.hasPeer() || len(g.ToPorts) > 0 })
 		e.egress.ciliumFindings(cr, cp.Metadata.Namespace, field, r.Egress)
 		ev := fmt.Sprintf("%s %s selects the pod (endpointSelector %s); Cilium policies add up with each other and with NetworkPolicies",
 			id, field, labelSelectorText(normalizeCiliumSelector(r.EndpointSelector), "every endpoint"))
@@ -348,8 +358,7 @@ func (m *egressModel) ciliumFindings(cr *compiledCiliumRule, ns, field string, e
 		// toRequires is no peer: it only adds a condition to the others
 		// ("does not by itself grant access"), so a rule with toRequires and
 		// toPorts but no peer is an L4-only rule: every destination.
-		hasPeer := len(r.ToEndpoints)+len(r.ToNodes)+len(r.ToEntities)+len(r.ToCIDR)+len(r.ToCIDRSet)+len(r.ToFQDNs)+len(r.ToServices)+len(r.ToGroups) > 0
-		if !hasPeer {
+		if !r.hasPeer() {
 			if len(r.ToPorts) > 0 {
 				actual := "toPorts without a peer: every destination on " + portsText(ports)
 				if len(r.ToRequires) > 0 {

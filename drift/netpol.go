@@ -37,6 +37,8 @@ type compiledNetpol struct {
 	ns, name string
 	selector labels.Selector
 	egress   bool
+	// rules: it has egress rules (beyond default deny).
+	rules bool
 	// findings are the policy's unexplained egress rules. They do not depend
 	// on the pod, so they are computed once.
 	findings []ruleFinding
@@ -51,6 +53,7 @@ func (e *Engine) AddNetworkPolicy(np *networkingv1.NetworkPolicy) error {
 		return fmt.Errorf("networkpolicy %s/%s: spec.podSelector: %w", np.Namespace, np.Name, err)
 	}
 	c := &compiledNetpol{ns: np.Namespace, name: np.Name, selector: sel, egress: hasEgressType(np)}
+	c.rules = c.egress && len(np.Spec.Egress) > 0
 	if c.egress {
 		c.findings = e.egress.netpolFindings(np)
 		ev := fmt.Sprintf("networkpolicy %s/%s selects the pod (podSelector %s); network policies add up, so its rules open egress whatever else denies",

@@ -1,6 +1,7 @@
 package drift
 
 import (
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,4 +81,63 @@ func (e *Engine) SelectorKeys(ns string) []string {
 		add(r.selector, r.egress)
 	}
 	return sortedKeys(keys)
+}
+
+// CiliumReading is drift's reading of what Cilium enforces on one pod's
+// egress, for comparing with the agent's own view of the pod's endpoint
+// (hack/e2e's Cilium story: a semantics test of drift against Cilium).
+type CiliumReading struct {
+	// Policies are the egress policies selecting the pod (EgressPolicies).
+	Policies []string
+	// WithRules are those of them that put rules into the pod's egress
+	// policy (not only default deny), Cilium's and NetworkPolicies: the
+	// ones Cilium derives some rule of the endpoint from.
+	WithRules []string
+	// DefaultDeny: a selecting NetworkPolicy with policyTypes Egress, or a
+	// Cilium rule with egress or egressDeny (and no enableDefaultDeny
+	// egress: false), puts the pod's egress under enforcement.
+	DefaultDeny bool
+	// Names are the toFQDNs selectors of the selecting Cilium rules as
+	// drift matches them, "HOST PORT" (port 0: every port), sorted, each once.
+	Names []string
+}
+
+// ReadCilium is drift's CiliumReading of a pod with these labels and
+// service account in namespace ns.
+func (e *Engine) ReadCilium(ns string, podLabels map[string]string, serviceAccount string) CiliumReading {
+	rd := CiliumReading{Policies: e.EgressPolicies(ns, podLabels, serviceAccount)}
+	e.net.selecting(ns, podLabels, func(np *compiledNetpol) {
+		rd.DefaultDeny = rd.DefaultDeny || np.egress
+		if np.rules {
+			rd.WithRules = append(rd.WithRules, "networkpolicy/"+np.ns+"/"+np.name)
+		}
+	})
+	nsLabels, known := e.namespaceLabels(ns)
+	sel, _ := e.cil.selecting(ns, podLabels, serviceAccount, nsLabels, known, e.ciliumCluster)
+	for _, r := range sel {
+		rd.DefaultDeny = rd.DefaultDeny || r.egress
+		if r.rules {
+			rd.WithRules = append(rd.WithRules, r.id)
+		}
+		for _, f := range r.fqdns {
+			if len(f.ports) == 0 {
+				rd.Names = append(rd.Names, f.rule.Host+" 0")
+			}
+			for _, p := range f.ports {
+				rd.Names = append(rd.Names, fmt.Sprintf("%s %d", f.rule.Host, p.port))
+			}
+		}
+	}
+	slices.Sort(rd.WithRules)
+	rd.WithRules = slices.Compact(rd.WithRules)
+	slices.Sort(rd.Names)
+	rd.Names = slices.Compact(rd.Names)
+	return rd
+}
+
+// CiliumFQDNHost is the host a toFQDNs selector (matchName or
+// matchPattern) covers, as drift matches it: "*.example.com" for a
+// pattern under example.com, "*" for one it cannot bound.
+func CiliumFQDNHost(matchName, matchPattern string) string {
+	return fqdnRule(matchName, matchPattern).Host
 }

@@ -56,7 +56,7 @@ func TestProxyAllowListInTinyproxy(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&script, "tinyproxy -d -c %s >/dev/null 2>&1 &\n", conf)
+		fmt.Fprintf(&script, "tinyproxy -d -c %s >/dev/null 2>&1 &\npids=\"$pids $!\"\n", conf)
 		fmt.Fprintf(&script, "for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:%d/ && break || sleep 0.1; done\n", port)
 		for _, n := range c.names {
 			probes = append(probes, probe{c.host, n})
@@ -64,7 +64,8 @@ func TestProxyAllowListInTinyproxy(t *testing.T) {
 			fmt.Fprintf(&script, "echo \"%s %s $(curl -s -o /dev/null -w '%%{http_connect}' --max-time 5 -x http://127.0.0.1:%d https://%s/ || true)\"\n", c.host, n, port, n)
 		}
 	}
-	script.WriteString("kill $(jobs -p) 2>/dev/null || true\n")
+	// By pid: a non-interactive sh has no job table for jobs -p to list.
+	script.WriteString("kill $pids 2>/dev/null || true\nwait\n")
 	out, err := exec.Command("unshare", "--net", "--", "sh", "-c", script.String()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

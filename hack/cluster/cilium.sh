@@ -14,6 +14,7 @@
 #   hack/cluster/cilium.sh has-policy NS NAME   exit 0 once the agent has imported the CNP
 #   hack/cluster/cilium.sh synced        exit 0 once every endpoint runs the latest policy revision
 #   hack/cluster/cilium.sh restart [FLAG...]   the agent again with FLAG... (a "CNI upgrade")
+#   hack/cluster/cilium.sh endpoints     the agent's endpoints with their realized policy (JSON)
 #   hack/cluster/cilium.sh drops         start printing the agent's drop and DNS-proxy events (JSON lines)
 #   hack/cluster/cilium.sh leftovers     print what of it is on the machine; exit 1 if anything is
 #   hack/cluster/cilium.sh --print-dir   the cache directory (no build)
@@ -272,7 +273,8 @@ case "${1:-}" in
   has-policy) has_policy "$2" "$3" ;;
   synced) synced ;;
   drops) drops ;;
+  endpoints) dbg endpoint list -o json ;;
   leftovers) l=$(leftovers); [[ -z $l ]] || { printf '%s\n' "$l"; exit 1; } ;;
   --print-dir) echo "$CILIUM_DIR" ;;
-  *) die "usage: $0 build|up [FLAG...]|restart [FLAG...]|down|status|enforced NS POD|has-policy NS NAME|drops|leftovers|--print-dir" ;;
+  *) die "usage: $0 build|up [FLAG...]|restart [FLAG...]|down|status|enforced NS POD|has-policy NS NAME|endpoints|drops|leftovers|--print-dir" ;;
 esac

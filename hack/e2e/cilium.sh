@@ -83,10 +83,7 @@ in_force() { until_kr "$1" "$netpol" synced; }
 # the JUnit names CHECK (e.g. egress.dns-exfil).
 expect_failed() {
   local job=$1 check=$2 obj=${3:-}
-  run_job "$job"
-  show_run "$job"
-  check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 1 ]] || fail "$job exited $(cat "$out/$job.exit"), want 1 (see $out/$job.log)"
+  run_failing "$job"
   say "JUnit failures:"
   junit_failures "$out/$job.xml" | quote
   junit_failures "$out/$job.xml" | grep -F "$check" >/dev/null || fail "$job's JUnit has no failure of $check"
@@ -95,6 +92,31 @@ expect_failed() {
   say "who enforced each verdict (or nobody):"
   grep -E 'FAIL|enforced by' "$out/$job.enforcers" | quote
   ok "${red}not conformant${reset}: exit 1, and the reports name $check"
+}
+
+# cilium_view NAME [differ]: drift's reading of the live objects against
+# the agent's own view of every endpoint (e2etool cilium-view: egress
+# enforced or not, the policies its rules come from, its toFQDNs
+# selectors). They must agree within 5 s (the agent regenerates endpoints
+# on its own time); with "differ", they must differ, as when the agent
+# stops enforcing with no spec changed.
+cilium_view() {
+  local f=$out/view-$1 rc
+  for _ in $(seq 25); do
+    kc get namespaces,pods,networkpolicies,ciliumnetworkpolicies,ciliumclusterwidenetworkpolicies -A -o json >"$f.objects.json" || fail "kubectl get for cilium-view failed"
+    "$netpol" endpoints >"$f.endpoints.json" || fail "cilium.sh endpoints failed"
+    rc=0; "$e2etool" cilium-view --policy "$cilium_policy" --objects "$f.objects.json" --endpoints "$f.endpoints.json" >"$f.txt" 2>&1 || rc=$?
+    [[ $rc == 0 || ${2:-} == differ ]] && break
+    sleep 0.2
+  done
+  say "drift's reading against Cilium's own view of each endpoint:"
+  quote <"$f.txt"
+  case ${2:-agree}:$rc in
+    agree:0) ok "drift reads the policies as the agent enforces them, on every endpoint" ;;
+    differ:1) grep -q "^DIFF $sandbox_ns/agent-1: drift reads egress enforced .*the agent: egress not enforced" "$f.txt" || fail "cilium-view: no difference in agent-1's enforcement ($f.txt)"
+      ok "drift's reading and the agent's view differ: Cilium does not enforce what its specs say" ;;
+    *) fail "cilium-view exited $rc, want ${2:-agree} ($f.txt)" ;;
+  esac
 }
 
 # patch_cnp JQ: the rendered CNP in the sandbox namespace, edited by JQ
@@ -115,6 +137,7 @@ cilium_story() {
   kc -n "$sandbox_ns" get ciliumnetworkpolicy "$egress_np" -o json |
     jq -r '"\(.metadata.name): endpointSelector \(.spec.endpointSelector.matchLabels), \(.spec.egress | length) egress rules, DNS names: \([.spec.egress[].toPorts[]?.rules.dns[]? | .matchName // .matchPattern] | join(" "))"' | fold -w 110 | quote
   ok "brokers at $model_ip, $git_ip; Cilium enforces $egress_np on agent-1"
+  cilium_view healthy
 
   step "healthy run (Cilium)" "a Job from the CronJob: brokers and package hosts by name answer, every deny proven"
   expect_green sandprobe-cilium-healthy
@@ -131,6 +154,7 @@ spec:
 YAML
   until_kr "allow-world-for-a-minute imported" "$netpol" has-policy "$sandbox_ns" allow-world-for-a-minute
   in_force "allow-world-for-a-minute in force"
+  cilium_view world
   expect_caught sandprobe-cilium-world 10.99.20.10 "ciliumnetworkpolicy/$sandbox_ns/allow-world-for-a-minute"
   kc -n "$sandbox_ns" delete ciliumnetworkpolicy allow-world-for-a-minute | quote
   until_kr "allow-world-for-a-minute gone" not "$netpol" has-policy "$sandbox_ns" allow-world-for-a-minute
@@ -152,6 +176,7 @@ YAML
   patch_cnp '(.spec.egress[] | select(.toPorts[0].rules.dns != null) | .toPorts[0].rules.dns) += [{"matchName": "git.lab.test"}]
     | (.spec.egress[] | select(.toFQDNs[0].matchPattern? == "*.git.lab.test") | .toFQDNs) += [{"matchName": "git.lab.test"}]'
   in_force "git.lab.test allowed"
+  cilium_view apex
   expect_caught sandprobe-cilium-apex git.lab.test drift.cilium.fqdn-extra # drift judges the apex as the probe does
   restore_cnp
   in_force "the rendered CNP again"
@@ -163,6 +188,7 @@ YAML
   "$netpol" status | sed -n 1p | quote
   until_kr "agent-1 no longer enforced" not "$netpol" enforced "$sandbox_ns" agent-1
   say "${red}not enforcing${reset} — every CiliumNetworkPolicy is still in the API, exactly as before"
+  cilium_view never differ
   expect_caught sandprobe-cilium-never 10.99.20.10 -
   "$netpol" restart >>"$out/netpol.log" 2>&1 {cl}>&- {ll}>&- || fail "cilium.sh restart failed"
   until_kr "$egress_np restricts agent-1 again" "$netpol" enforced "$sandbox_ns" agent-1
@@ -177,6 +203,7 @@ YAML
   kc -n "$sandbox_ns" wait --for=condition=Ready pod/agent-2 --timeout=120s >/dev/null || fail "agent-2 did not become Ready"
   "$netpol" enforced "$sandbox_ns" agent-2 && fail "Cilium enforces egress policy on agent-2: something selects it"
   say "${red}started${reset} — no CiliumNetworkPolicy selects it: Cilium lets everything through for agent-2"
+  cilium_view unlabelled
   expect_caught sandprobe-cilium-unlabelled blocked.lab.test "pod/$sandbox_ns/agent-2"
   kc -n "$sandbox_ns" delete pod agent-2 --grace-period=1 --wait=true | quote
   step "undone" "agent-2 is gone"

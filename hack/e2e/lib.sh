@@ -1,10 +1,8 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # the settings are hack/e2e.sh's, which sources this
-# The functions of hack/e2e.sh's story: output and steps, waiting for
-# kube-router, running a Job from the CronJob and judging it (green, or
-# caught with names), who enforced each verdict, the admission tries, and
-# the teardown. Sourced by hack/e2e.sh after its settings (out, ns,
-# sandbox_ns, kc, netpol, lab, witness, pushgateway, …); not run alone.
+# hack/e2e.sh's story: steps, waiting for the engine, a Job from the CronJob
+# judged (green, or caught with names), who enforced each verdict, admission,
+# teardown. Sourced by hack/e2e.sh after its settings (out, ns, kc, …).
 
 bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
 [[ -t 1 && -z ${NO_COLOR:-} ]] || bold='' dim='' red='' green='' reset=''
@@ -13,8 +11,7 @@ secs() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 t_all=$(now)
 timings=()
 step_name='' t_step='' step_no=0
-# step NAME [DETAIL]: a numbered chapter of the story, timed under NAME.
-step() {
+step() { # step NAME [DETAIL]: a numbered chapter of the story, timed under NAME
   end_step
   step_no=$((step_no + 1)) step_name=$1 t_step=$(now)
   printf '\n%s▶ %d. %s%s%s\n' "$bold" "$step_no" "$1" "${2:+: $2}" "$reset"
@@ -209,6 +206,12 @@ expect_green() {
   ok "${green}conformant${reset}: exit 0, no failure, every must-fail destination blocked — by $blocked_by"
 }
 
+# run_failing JOB: a Job from the CronJob, shown; it must exit 1.
+run_failing() {
+  run_job "$1"; show_run "$1"; check_probe_pod "$1"
+  [[ $(cat "$out/$1.exit") == 1 ]] || fail "$1 exited $(cat "$out/$1.exit"), want 1 (not conformant; see $out/$1.log)"
+}
+
 # expect_caught JOB DEST [DRIFT_OBJECT]: the run is not conformant, its JUnit
 # names DEST as a destination that answered, sandprobe_egress_unexpected_open
 # is > 0 with its node and namespace labels, and, when given, drift names
@@ -217,10 +220,7 @@ expect_green() {
 # (only drift can see it).
 expect_caught() {
   local job=$1 dest=$2 obj=${3:-} open samples
-  run_job "$job"
-  show_run "$job"
-  check_probe_pod "$job"
-  [[ $(cat "$out/$job.exit") == 1 ]] || fail "$job exited $(cat "$out/$job.exit"), want 1 (not conformant; see $out/$job.log)"
+  run_failing "$job"
   [[ $(junit_attr failures "$out/$job.xml") -gt 0 ]] || fail "$job's JUnit has no failure"
   if [[ $dest != - ]]; then
   open=$(metric sandprobe_egress_unexpected_open "$out/$job.prom")

@@ -7,6 +7,10 @@
 //	  sandprobe.local/probe:1, as an agent would, and has no deadline; --name
 //	  renames it, --unlabel drops a label, --only-pod prints the pod alone.
 //
+//	go run ./hack/e2e/e2etool cilium-view --policy P --objects OBJS.json --endpoints EPS.json
+//	  drift's reading of the egress policies against the Cilium agent's view
+//	  of each pod's endpoint (ciliumview.go); exit 1 on a difference.
+//
 //	go run ./hack/e2e/e2etool junit-failures FILE
 //	  "suite / testcase: message" for each failure of a JUnit report.
 //
@@ -41,6 +45,12 @@ func main() {
 	switch os.Args[1] {
 	case "sandbox":
 		err = sandbox(os.Args[2:], os.Stdin, os.Stdout)
+	case "cilium-view":
+		code, err := ciliumView(os.Args[2:], os.Stdout)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2etool cilium-view: %v\n", err)
+		}
+		os.Exit(code)
 	case "junit-failures":
 		if len(os.Args) != 3 {
 			usage()
@@ -56,7 +66,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: e2etool sandbox [--name N] [--unlabel KEY] [--only-pod] < rendered.yaml | e2etool junit-failures FILE")
+	fmt.Fprintln(os.Stderr, "usage: e2etool sandbox [--name N] [--unlabel KEY] [--only-pod] < rendered.yaml | e2etool cilium-view --policy P --objects F --endpoints F | e2etool junit-failures FILE")
 	os.Exit(2)
 }
 
