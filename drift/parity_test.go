@@ -81,3 +81,58 @@ func TestEgressPolicies(t *testing.T) {
 		t.Errorf("selector keys %v, want %v (no Cilium namespace or service-account key, no ingress-only policy's)", got, want)
 	}
 }
+
+// TestReadCilium: what drift reads of a pod's egress under Cilium, for the
+// comparison with the agent's endpoint (hack/e2e/e2etool cilium-view). A
+// rule that only turns on default deny (egress: [{}]) puts the pod under
+// enforcement but derives no rule; enableDefaultDeny egress: false adds
+// rules without enforcement; toFQDNs become "HOST PORT" (0: every port).
+func TestReadCilium(t *testing.T) {
+	p, _, err := policy.LoadFile("../fixtures/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnp := func(name string, spec map[string]any) *unstructured.Unstructured {
+		spec["endpointSelector"] = map[string]any{"matchLabels": map[string]any{"sandbox": "true"}}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cilium.io/v2", "kind": drift.CiliumNetworkPolicyKind,
+			"metadata": map[string]any{"name": name, "namespace": "sb"}, "spec": spec}}
+	}
+	deny := cnp("deny-only", map[string]any{"egress": []any{map[string]any{}}})
+	names := cnp("names", map[string]any{"egress": []any{
+		map[string]any{"toFQDNs": []any{map[string]any{"matchName": "api.example.com"}, map[string]any{"matchPattern": "*.git.example.com"}},
+			"toPorts": []any{map[string]any{"ports": []any{map[string]any{"port": "443", "protocol": "TCP"}}}}},
+		map[string]any{"toFQDNs": []any{map[string]any{"matchName": "any-port.example.com"}}},
+	}})
+	off := cnp("no-default-deny", map[string]any{"enableDefaultDeny": map[string]any{"egress": false},
+		"egress": []any{map[string]any{"toEntities": []any{"world"}}}})
+	sandbox := map[string]string{"sandbox": "true"}
+	for _, c := range []struct {
+		name      string
+		policies  []*unstructured.Unstructured
+		deny      bool
+		withRules []string
+		names     []string
+	}{
+		{"deny only", []*unstructured.Unstructured{deny}, true, nil, nil},
+		{"names", []*unstructured.Unstructured{deny, names}, true, []string{"ciliumnetworkpolicy/sb/names"},
+			[]string{"*.git.example.com 443", "any-port.example.com 0", "api.example.com 443"}},
+		{"no default deny", []*unstructured.Unstructured{off}, false, []string{"ciliumnetworkpolicy/sb/no-default-deny"}, nil},
+	} {
+		e, err := drift.NewEngine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cp := range c.policies {
+			if err := e.AddCiliumPolicy(cp.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rd := e.ReadCilium("sb", sandbox, "default")
+		if rd.DefaultDeny != c.deny || !slices.Equal(rd.WithRules, c.withRules) || !slices.Equal(rd.Names, c.names) {
+			t.Errorf("%s: read %+v, want default deny %v, rules from %v, names %v", c.name, rd, c.deny, c.withRules, c.names)
+		}
+		if other := e.ReadCilium("sb", map[string]string{"app": "x"}, "default"); other.DefaultDeny || len(other.Policies) > 0 {
+			t.Errorf("%s: a pod no rule selects reads %+v", c.name, other)
+		}
+	}
+}
