@@ -109,8 +109,10 @@ func (m *Manifests) addDocument(doc *manifest.Document, source string) error {
 	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 		return nil
 	}
-	if fastYAML && m.addFast(raw, at) {
-		return nil
+	if fastYAML {
+		if done, err := m.addFast(raw, at); done {
+			return err
+		}
 	}
 	if err := manifest.SameJSONKey(raw); err != nil {
 		return err
@@ -122,20 +124,24 @@ func (m *Manifests) addDocument(doc *manifest.Document, source string) error {
 	return m.addRead(js, at)
 }
 
-// addFast reads a plain block-YAML document that holds one object through
-// the block-YAML reader and says whether it did. A list, a bad object or
-// anything outside the reader's subset is read again the slow way, so the
-// error names what sigs.k8s.io/yaml's JSON names (its keys are sorted).
-func (m *Manifests) addFast(raw []byte, at *origin) bool {
-	js, err := manifest.BlockToJSON(raw)
+// addFast reads a document of the block-YAML subset through the
+// block-YAML reader and says whether it did; the reader's tree is kept on
+// the origin, where Locate finds lines. Its JSON is sigs.k8s.io/yaml's
+// byte for byte and holds only string keys, none twice (the reader
+// declines anything else), so a list, or an object that does not decode,
+// goes to addRead as the slow path's JSON would, with the same result.
+func (m *Manifests) addFast(raw []byte, at *origin) (bool, error) {
+	lines, err := manifest.Parse(raw)
 	if err != nil {
-		return false
+		return false, nil
 	}
+	js := lines.JSON(len(raw))
+	at.lite = lines
 	var tm typeMeta
-	if strictish(js, &tm) != nil || tm.Items != nil {
-		return false
+	if strictish(js, &tm) == nil && tm.Items == nil && m.addObject(js, tm, at) == nil {
+		return true, nil
 	}
-	return m.addObject(js, tm, at) == nil
+	return true, m.addRead(js, at)
 }
 
 func stripComments(b []byte) []byte {
@@ -197,7 +203,7 @@ func (m *Manifests) addRead(js []byte, at *origin) error {
 		item := &list.Items[i]
 		var itemAt *origin
 		if at != nil {
-			itemAt = &origin{file: at.file, doc: at.doc, items: append(slices.Clone(at.items), i)}
+			itemAt = &origin{file: at.file, doc: at.doc, lite: at.lite, items: append(slices.Clone(at.items), i)}
 		}
 		err := error(nil)
 		switch {

@@ -1,6 +1,7 @@
 package drift
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 
@@ -84,7 +85,16 @@ func findingObject(f *report.Finding) (key, path string) {
 // line is the line of path inside the object: the deepest part of it that
 // the file spells out.
 func (s *origin) line(path string) int {
-	if s.lite != nil && len(s.items) == 0 {
+	if s.lite != nil {
+		// A List's item: the same path under its items.
+		for i := len(s.items) - 1; i >= 0; i-- {
+			item := "items[" + strconv.Itoa(s.items[i]) + "]"
+			if path == "" {
+				path = item
+			} else {
+				path = item + "." + path
+			}
+		}
 		return s.doc.Line + s.lite.Line(path) - 1
 	}
 	root := s.root()

@@ -19,21 +19,29 @@ var ErrNotPlain = errors.New("outside the plain block-YAML subset")
 // plain or quoted one-line scalars) to JSON about ten times faster than
 // sigs.k8s.io/yaml, which parses into interface{} maps and marshals them
 // again; at 100,000 pods that conversion was three quarters of drift -f.
+// People's shapes, one-line flow collections and block scalars, are read
+// too (flow.go).
 // It accepts only what it can read exactly as sigs.k8s.io/yaml (YAML 1.1
 // through go-yaml v2) would, and returns ErrNotPlain for anything else
-// — flow collections, block scalars, anchors, tags, multi-line scalars,
+// — flow collections over several lines, the block scalars flow.go
+// leaves out, anchors, tags, multi-line scalars,
 // numbers other than plain decimal integers, YAML 1.1 booleans like `yes`,
 // duplicate keys, tabs — so the caller falls back to sigs.k8s.io/yaml for
-// that document. Keys keep the document's order (sigs.k8s.io/yaml sorts
-// them): the JSON decodes to the same object, and a caller that needs the
-// exact error of a bad document reads it again the slow way.
+// that document. The JSON is sigs.k8s.io/yaml's byte for byte (keys
+// sorted), so a bad document gives the same error either way.
 // TestBlockYAMLMatchesSigsYAML and FuzzBlockYAML hold the equivalence.
 func BlockToJSON(raw []byte) ([]byte, error) {
 	root, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	return appendNodeJSON(make([]byte, 0, len(raw)+len(raw)/4+64), root), nil
+	return root.JSON(len(raw)), nil
+}
+
+// JSON is the tree as BlockToJSON writes it; size (the document's length)
+// sizes the buffer.
+func (n *Node) JSON(size int) []byte {
+	return appendNodeJSON(make([]byte, 0, size+size/4+64), n)
 }
 
 // Parse reads a document of the block-YAML subset into its tree:
@@ -265,6 +273,9 @@ func (p *yparser) scalarNode(v []byte, no int) (*Node, error) {
 	}
 	tok, s, err := scalarToken(v)
 	if err != nil {
+		if v[0] == '[' || v[0] == '{' {
+			return p.flowNode(v, no) // a flow collection on one line (flow.go)
+		}
 		return nil, err
 	}
 	n := p.newNode(no, 'v')
@@ -296,6 +307,8 @@ func (p *yparser) mapping(ind int) (*Node, error) {
 		p.i++
 		var val *Node
 		switch {
+		case len(rest) > 0 && (rest[0] == '|' || rest[0] == '>'):
+			val, err = p.blockScalar(rest, ind, l.no)
 		case len(rest) > 0:
 			val, err = p.scalarNode(rest, l.no)
 		case p.i < len(p.lines) && p.lines[p.i].ind > ind:
@@ -349,6 +362,9 @@ func (p *yparser) sequence(ind int) (*Node, error) {
 			// line starts after the dash.
 			p.lines[p.i] = yline{ind + 1 + skip, content, l.no}
 			item, err = p.node(ind + 1 + skip)
+		case content[0] == '|' || content[0] == '>':
+			p.i++
+			item, err = p.blockScalar(content, ind, l.no)
 		default:
 			p.i++
 			if p.i < len(p.lines) && p.lines[p.i].ind > ind {

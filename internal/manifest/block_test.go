@@ -99,6 +99,22 @@ var blockCases = []string{
 	"a: b # c\u2029d: e\n",
 	"spec:\n  containers:\n  - name: a # x\u2028    securityContext: {privileged: true}\n",
 	"# only a comment\u2028hostNetwork: true\n",
+	// Flow collections on one line and block scalars (flow.go), as people
+	// write them, and their edges.
+	"args: [on, yes, 1.5, 0755, ~, -, 1e3, .5]\n",
+	"a: [a, b,]\nb: {a: 1, a: 2}\nc: [a: b]\nd: {a}\ne: {a: }\nf: [http://x]\ng: [a#b]\nh: [a] #c\ni: [a]#c\nj: {\"a\":1}\nk: [ a , b ]\n",
+	"a: [\n  b]\n", "a: {b: c,\n  d: e}\n", "a: [b, c] d\n", "a: [\"x\\ty\"]\n", "a: {? b: c}\n", "a: [*x]\n", "a: [!!str 1]\n", "a: {on: 1}\n", "a: [-, - b]\n",
+	"spec:\n  containers:\n  - name: a\n    args:\n    - |\n      set -e\n      echo \"a: b\" # not a comment\n\n      exit 0\n    - >-\n      folded\n      text\n\n      para\n  x: |-\n    strip\n\n\n  w: >\n    clip\n\n",
+	"a: |+\n  keep\n\n", "a: |2\n   two\n", "a: |\n\n  lead\n", "a: >\n  x\n    more\n  y\n", "a: |\n  trail \n", "a: |\nb: c\n", "a: |\n  x", "a: >\n x\n", "- |\n x\n",
+	"a:\n- |\n  x\n- >-\n  y\n  z\n", "a: | # c\n  x\n", "a: |#c\n  x\n", "a: |\n  x\n  # in\n# out\nb: 1\n", "a: |\n    x\n  y\n", "a: |\n  x\n   \n  y\n", "a: >\n  x\n  \n  y\n",
+}
+
+// peopleCases are flow collections and block scalars as people write
+// them: the fast path must take each (flow.go), and agree.
+var peopleCases = []string{
+	"metadata:\n  labels: {app: agent, sandbox: \"true\", tier: 1}\nspec:\n  containers:\n  - name: a\n    command: [\"sh\", \"-c\"]\n    args: [--x, -1, 'it''s', true, null, \"\"]\n    securityContext: {capabilities: {drop: [ALL]}, runAsUser: 1000} # hardened\n    volumeMounts:\n    - {name: tmp, mountPath: /tmp}\n    - [a, [b, {c: d}], {}, []]\n  - {name: b, image: x}\n",
+	"spec:\n  containers:\n  - name: a\n    args:\n    - |\n      set -e\n      echo \"a: b\" # not a comment\n\n      exit 0\n    - >-\n      folded\n      text\n\n      para\n  x: |-\n    strip\n\n\n  w: >\n    clip\n\n",
+	"metadata:\n  annotations:\n    note: >-\n      a long\n      reason\n    script: |\n      #!/bin/sh\n        indented: kept\n\n      - not a list\nargs:\n- |\n  x\n- >-\n  y\n  z\nk: [ a , b ] # c\n",
 }
 
 // TestBlockYAMLMatchesSigsYAML: on every fixture document, the generated
@@ -124,6 +140,11 @@ func TestBlockYAMLMatchesSigsYAML(t *testing.T) {
 	for _, c := range blockCases {
 		sameAsSigsYAML(t, []byte(c))
 	}
+	for i, c := range peopleCases {
+		if !sameAsSigsYAML(t, []byte(c)) {
+			t.Errorf("the fast path declined peopleCases[%d]:\n%s", i, c)
+		}
+	}
 	if !sameAsSigsYAML(t, []byte(blockCases[0])) || !sameAsSigsYAML(t, []byte(blockCases[1])) || !sameAsSigsYAML(t, []byte(blockCases[3])) || !sameAsSigsYAML(t, []byte(blockCases[4])) {
 		t.Error("the fast path declined the plain block YAML it is for")
 	}
@@ -137,7 +158,7 @@ func TestBlockYAMLMatchesSigsYAML(t *testing.T) {
 // sigs.k8s.io/yaml or declines (drift's FuzzJudged holds the verdicts;
 // the seed corpus holds drift's kubectl cases).
 func FuzzBlockYAML(f *testing.F) {
-	for _, c := range blockCases {
+	for _, c := range append(blockCases, peopleCases...) {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
@@ -159,7 +180,7 @@ func TestWalkLinesMatchesWalk(t *testing.T) {
 		data, _ := os.ReadFile(f)
 		docs = append(docs, splitDocs(t, data)...)
 	}
-	for _, c := range blockCases {
+	for _, c := range append(blockCases, peopleCases...) {
 		docs = append(docs, []byte(c))
 	}
 	checked := 0

@@ -157,7 +157,7 @@ func TestDecodeNodeMatchesStrictish(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range append(blockCases, podCases...) {
+	for _, c := range append(append(blockCases, peopleCases...), podCases...) {
 		sameAsStrictish(t, []byte(c))
 	}
 	for _, c := range podCases[:3] {
@@ -197,7 +197,7 @@ var podCases = []string{
 // (drift's FuzzJudged holds the verdicts; the seed corpus holds drift's
 // kubectl cases).
 func FuzzDecodeNode(f *testing.F) {
-	for _, c := range append(blockCases, podCases...) {
+	for _, c := range append(append(blockCases, peopleCases...), podCases...) {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
