@@ -218,13 +218,29 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 	if nl < 0 {
 		return nil, ErrNotPlain
 	}
-	pos, ind := off+nl+1, -1
+	lines, last, err := p.blockLines(off+nl+1, no, parent, literal)
+	if err != nil {
+		return nil, err
+	}
+	for p.i < len(p.lines) && p.lines[p.i].no <= last {
+		p.i++
+	}
+	n := p.newNode(no, 'v')
+	n.tok, n.value = tokString, joinBlock(lines, literal, strip)
+	return n, nil
+}
+
+// blockLines reads a block scalar's content from raw[pos:], the lines
+// after its header (line no): each line without its indentation (nil for
+// a blank one), trailing blank lines dropped, and the last line's number.
+func (p *yparser) blockLines(pos, no, parent int, literal bool) ([][]byte, int, error) {
+	ind := -1
 	var lines [][]byte
-	last := no // the last content line's number
+	last := no
 	for line := no + 1; pos < len(p.raw); line++ {
 		end := bytes.IndexByte(p.raw[pos:], '\n')
 		if end < 0 {
-			return nil, ErrNotPlain // the last line has no line break
+			return nil, 0, ErrNotPlain // the last line has no line break
 		}
 		l := p.raw[pos : pos+end]
 		s := 0
@@ -233,7 +249,7 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 		}
 		if s == len(l) { // a blank line
 			if ind < 0 || s > ind {
-				return nil, ErrNotPlain // leading blank lines, or one holding spaces past the indent
+				return nil, 0, ErrNotPlain // leading blank lines, or one holding spaces past the indent
 			}
 			lines = append(lines, nil)
 			pos += end + 1
@@ -241,7 +257,7 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 		}
 		if ind < 0 {
 			if s <= parent {
-				return nil, ErrNotPlain // an empty scalar
+				return nil, 0, ErrNotPlain // an empty scalar
 			}
 			ind = s
 		}
@@ -250,7 +266,7 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 		}
 		text := l[ind:]
 		if text[len(text)-1] == ' ' || (!literal && s > ind) {
-			return nil, ErrNotPlain // trailing spaces; a more-indented folded line
+			return nil, 0, ErrNotPlain // trailing spaces; a more-indented folded line
 		}
 		lines = append(lines, text)
 		last = line
@@ -260,11 +276,16 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 		lines = lines[:len(lines)-1] // trailing blank lines: clip and strip drop them
 	}
 	if len(lines) == 0 {
-		return nil, ErrNotPlain
+		return nil, 0, ErrNotPlain
 	}
-	for p.i < len(p.lines) && p.lines[p.i].no <= last {
-		p.i++
-	}
+	return lines, last, nil
+}
+
+// joinBlock is a block scalar's value from its lines: a literal keeps
+// each line break; a folded one joins adjacent lines with a space and
+// keeps one break per blank line; clip ends it with a line break, strip
+// does not.
+func joinBlock(lines [][]byte, literal, strip bool) string {
 	var b strings.Builder
 	for i, l := range lines {
 		switch {
@@ -281,7 +302,5 @@ func (p *yparser) blockScalar(h []byte, parent, no int) (*Node, error) {
 	if !strip {
 		b.WriteByte('\n')
 	}
-	n := p.newNode(no, 'v')
-	n.tok, n.value = tokString, b.String()
-	return n, nil
+	return b.String()
 }
