@@ -90,9 +90,9 @@ helm-env:
 # turns a test that would skip for a missing environment (root, lab,
 # Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
 # story on a real cluster (make e2e), on kube-router, then on Cilium
-# (make e2e CNI=cilium; its cold build overlaps the suite). Whatever the outcome, it ends with
-# make down and the leftovers check: nothing it started outlives it
-# (SANDPROBE_KEEP aside).
+# (make e2e CNI=cilium; its cold build overlaps the suite). Whatever the
+# outcome, it ends with make down and the leftovers check: nothing it
+# started outlives it (SANDPROBE_KEEP aside).
 test: deps build lint-env docker-env kube-env kwok-env helm-env
 	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 

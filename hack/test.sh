@@ -2,7 +2,8 @@
 # make test's body: make lint and make verify (cheap: golangci-lint is
 # built once, its analysis cached), the whole suite against real parts,
 # then the fuzzers, then the end-to-end story on a real cluster (make e2e),
-# on kube-router and then on Cilium (make e2e CNI=cilium); whatever the outcome, make down and the leftovers check last, so nothing the run
+# on kube-router and then on Cilium (make e2e CNI=cilium); whatever the
+# outcome, make down and the leftovers check last, so nothing the run
 # started outlives it (SANDPROBE_KEEP aside). A script rather than a make
 # recipe: a recipe line that runs $(MAKE) is executed even by `make -n`.
 #
