@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -96,10 +97,12 @@ func (j judge) dropped(dst string, port int, proto string) (string, bool) {
 	for r, n := range reasons {
 		parts = append(parts, fmt.Sprintf("%s, %d packet(s)", r, n))
 	}
+	sort.Strings(parts) // one order whatever the map's
 	return strings.Join(parts, "; "), len(parts) > 0
 }
 
-// refusedNames: the names under suffix (or equal to it) Cilium's DNS proxy refused.
+// refusedNames: how many queries for the names match accepts Cilium's DNS
+// proxy refused.
 func (j judge) refusedNames(match func(string) bool) int {
 	if j.cilium == nil {
 		return 0
