@@ -292,7 +292,12 @@ func scanParallel[S Sink](ctx context.Context, rd *chunker, first *chunk, worker
 		sinks[w] = newSink()
 		p.Go(func() {
 			ps := &parseState{ref: ref, loc: loc}
-			st, sink := &stats[w], sinks[w]
+			// The worker's own counts, copied out once at the end: the
+			// workers' entries of stats share a cache line, and counting
+			// there a line at a time made the cores fight over it.
+			var own Stats
+			st, sink := &own, sinks[w]
+			defer func() { stats[w] = own }()
 			rec := new(Record)
 			// The lines one by one as eachLine gives them, without its
 			// closure: this loop is the scan's hot path.
