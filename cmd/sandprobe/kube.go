@@ -21,7 +21,7 @@ type kubeFlags struct {
 	kubeconfig, context, namespace, controlNamespace, probeImage, pullPolicy string
 	perNode, drift                                                           bool
 	parallel                                                                 int
-	unschedulableGrace, driftTimeout, runDeadline                            time.Duration
+	unschedulableGrace, driftTimeout, runDeadline, sweepAfter                time.Duration
 	// clients are what backend built, for serve --watch.
 	clients *kubeClients
 }
@@ -45,6 +45,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&k.drift, "drift", true, "kube: also compare the live sandboxes and their egress policies with the policy, in the same cycle")
 	fs.DurationVar(&k.unschedulableGrace, "unschedulable-grace", kube.DefaultUnschedulableGrace, "kube: how long a probe pod may stay unschedulable (or unable to create its container) before the run fails closed")
 	fs.DurationVar(&k.driftTimeout, "drift-timeout", 5*time.Minute, "kube: bound on the drift phase")
+	fs.DurationVar(&k.sweepAfter, "sweep-after", kube.DefaultSweepAfter, "kube: how long past its deadline a probe pod or ConfigMap that an earlier, killed run left behind is spared before this run's sweep deletes it (its runner may still be cleaning up until then)")
 }
 
 // backend builds the kube backend and the drift client from the flags.
@@ -69,6 +70,9 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	if k.runDeadline < 0 {
 		return nil, nil, fmt.Errorf("--run-deadline: want a positive duration (0: scaled with the node count), got %s", k.runDeadline)
 	}
+	if k.sweepAfter <= 0 {
+		return nil, nil, fmt.Errorf("--sweep-after: want a positive duration, got %s", k.sweepAfter)
+	}
 	cfg, err := kube.RESTConfig(k.kubeconfig, k.context)
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +93,7 @@ func (k *kubeFlags) backend(a *app, cf *cycleFlags, p *policy.Policy, logger *sl
 	pr := newProgress(a.stderr, isTerminal(a.stderr), logger)
 	be := &kube.Backend{
 		API: api, Host: cfg.Host, Namespace: k.namespace, ProbeImage: k.probeImage, PullPolicy: corev1.PullPolicy(k.pullPolicy),
-		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, Parallel: k.parallel, RunDeadline: k.runDeadline, UnschedulableGrace: k.unschedulableGrace, Policies: driftAPI,
+		RuntimeClass: cf.docker.runtimeClass, PerNode: k.perNode, Parallel: k.parallel, RunDeadline: k.runDeadline, UnschedulableGrace: k.unschedulableGrace, SweepAfter: k.sweepAfter, Policies: driftAPI,
 		ControlNamespace: cmp.Or(k.controlNamespace, kube.OwnNamespace(k.kubeconfig, k.context)),
 		Progress:         pr.show, Logger: logger,
 	}

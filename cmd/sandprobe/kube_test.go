@@ -78,6 +78,7 @@ func TestRunKubeBadInput(t *testing.T) {
 		{"grace", []string{"--unschedulable-grace", "0s"}, "--unschedulable-grace"},
 		{"parallel", []string{"--parallel", "-2"}, "--parallel"},
 		{"run deadline", []string{"--run-deadline", "-1s"}, "--run-deadline"},
+		{"sweep after", []string{"--sweep-after", "0s"}, "--sweep-after"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"run", "--backend", "kube", "--policy", "../../fixtures/policy.yaml"}, c.args...)

@@ -727,12 +727,14 @@ func TestClusterSIGKILL(t *testing.T) {
 	last := time.Now()
 	left := e.probeObjects(t)
 	t.Logf("kills drawn from [0, %s); %s\nleft by the killed runners: %d objects %v", span.Round(time.Millisecond), strings.Join(kills, "\n"), len(left), left)
-	// Past every leftover's deadline plus the sweep's margin, the next run
-	// sweeps them all and leaves nothing of its own.
-	wait := time.Until(last.Add(deadline + DefaultSweepAfter + 5*time.Second))
+	// Past every leftover's deadline plus the sweep's margin (--sweep-after:
+	// a second here, where the default minute would only make the test
+	// wait), the next run sweeps them all and leaves nothing of its own.
+	const sweepAfter = time.Second
+	wait := time.Until(last.Add(deadline + sweepAfter + 5*time.Second))
 	t.Logf("waiting %s for the leftovers to expire", wait.Round(time.Second))
 	time.Sleep(wait)
-	r := e.run(t, clusterPolicy, "--no-network")
+	r := e.run(t, clusterPolicy, "--no-network", "--sweep-after", sweepAfter.String())
 	if r.code != report.ExitOK {
 		t.Errorf("the sweeping run exited %d: %v\n%s", r.code, r.problems(), r.stderr)
 	}
