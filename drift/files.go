@@ -62,6 +62,10 @@ type Manifests struct {
 	// onPod, when set, takes each pod instead of Pods (FileScan streams
 	// them; their origins are FileScan's to keep).
 	onPod func(*corev1.Pod, *origin)
+	// podsLater (drift -f's first pass, with onPod) hands a pod item of
+	// a List read from the block-YAML tree to onPod undecoded (nil): the
+	// second pass decodes it, and reports it if it is bad.
+	podsLater bool
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -128,20 +132,94 @@ func (m *Manifests) addDocument(doc *manifest.Document, source string) error {
 // block-YAML reader and says whether it did; the reader's tree is kept on
 // the origin, where Locate finds lines. Its JSON is sigs.k8s.io/yaml's
 // byte for byte and holds only string keys, none twice (the reader
-// declines anything else), so a list, or an object that does not decode,
-// goes to addRead as the slow path's JSON would, with the same result.
+// declines anything else), so a List its items' kinds leave to kubectl's
+// rules (addTreeList), or an object that does not decode, goes to addRead
+// as the slow path's JSON would, with the same result.
 func (m *Manifests) addFast(raw []byte, at *origin) (bool, error) {
 	lines, err := manifest.Parse(raw)
 	if err != nil {
 		return false, nil
 	}
-	js := lines.JSON(len(raw))
 	at.lite = lines
+	if done, err := m.addTreeList(lines, at, len(raw)); done {
+		return true, err
+	}
+	js := lines.JSON(len(raw))
 	var tm typeMeta
 	if strictish(js, &tm) == nil && tm.Items == nil && m.addObject(js, tm, at) == nil {
 		return true, nil
 	}
 	return true, m.addRead(js, at)
+}
+
+// addTreeList reads a List from the block-YAML tree, item by item, as
+// addRead reads its JSON, and says whether it did. It takes only Lists
+// whose every item names its own kind (a string) and apiVersion (a string,
+// or none), holds no list and whose metadata decodes: then kubectl's
+// unstructured round trip changes nothing (the tree's JSON already has
+// its keys sorted, its numbers int64), so an item's JSON from the tree is
+// the JSON addRead would give addObject, byte for byte, and a Pod item
+// decodes straight from the tree (manifest.Decode, the plain Pod's path).
+// Anything else, an item kind and apiVersion must be given, is addRead's.
+// A bad item's error is the one addRead gives (read again its way).
+func (m *Manifests) addTreeList(root *manifest.Node, at *origin, size int) (bool, error) {
+	items, ok := root.Get("items").Items()
+	if !ok {
+		return false, nil
+	}
+	listKind, ok := root.Get("kind").Text()
+	if !ok || listKind == "" || !optionalText(root.Get("apiVersion")) {
+		return false, nil
+	}
+	if md := root.Get("metadata"); md != nil && utiljson.Unmarshal(md.JSON(0), &metav1.ObjectMeta{}) != nil {
+		return false, nil
+	}
+	kinds := make([]typeMeta, len(items))
+	for i, it := range items {
+		kind, ok := it.Get("kind").Text()
+		if !it.IsMapping() || it.Has("items") || !ok || kind == "" || !optionalText(it.Get("apiVersion")) {
+			return false, nil
+		}
+		av, _ := it.Get("apiVersion").Text()
+		kinds[i] = typeMeta{APIVersion: av, Kind: kind}
+	}
+	for i, it := range items {
+		itemAt := &origin{file: at.file, doc: at.doc, lite: at.lite, items: append(slices.Clone(at.items), i)}
+		if err := m.addTreeObject(it, kinds[i], itemAt); err != nil {
+			// The error addRead gives, for the same item or an earlier
+			// pod this pass left for later.
+			scratch := &Manifests{Namespace: m.Namespace, NamespaceLabels: m.NamespaceLabels, Skipped: map[string]int{}, origins: origins{}, onPod: func(*corev1.Pod, *origin) {}}
+			if slow := scratch.addRead(root.JSON(size), at); slow != nil {
+				return true, slow
+			}
+			return true, fmt.Errorf("%s item %d: %w", listKind, i, err)
+		}
+	}
+	return true, nil
+}
+
+// optionalText says whether n is absent or a string scalar.
+func optionalText(n *manifest.Node) bool {
+	_, ok := n.Text()
+	return n == nil || ok
+}
+
+// addTreeObject is addObject for a List item read from the tree: a Pod
+// straight from the tree when manifest.Decode can (it declines what the
+// JSON path must decide), anything else from the item's JSON.
+func (m *Manifests) addTreeObject(n *manifest.Node, tm typeMeta, at *origin) error {
+	if tm.Kind == "Pod" && !strings.Contains(tm.APIVersion, "/") {
+		if m.podsLater {
+			m.onPod(nil, at)
+			return nil
+		}
+		var p corev1.Pod
+		if manifest.Decode(n, &p) == nil {
+			m.takePod(&p, at)
+			return nil
+		}
+	}
+	return m.addObject(n.JSON(0), tm, at)
 }
 
 func stripComments(b []byte) []byte {
@@ -269,22 +347,26 @@ func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 	return nil
 }
 
-// addPod decodes a pod: to onPod when set (drift -f's first pass),
-// otherwise into Pods.
+// addPod decodes a pod and adds it (takePod).
 func (m *Manifests) addPod(js []byte, at *origin) error {
 	var p corev1.Pod
 	if err := strictish(js, &p); err != nil {
 		return fmt.Errorf("pod: %w", err)
 	}
+	m.takePod(&p, at)
+	return nil
+}
+
+// takePod adds a decoded pod: to onPod when set, otherwise to Pods.
+func (m *Manifests) takePod(p *corev1.Pod, at *origin) {
 	p.Namespace = m.namespace(p.Namespace)
 	defaultPodSpec(&p.Spec)
 	if m.onPod != nil {
-		m.onPod(&p, at)
-		return nil
+		m.onPod(p, at)
+		return
 	}
-	m.Pods = append(m.Pods, &p)
+	m.Pods = append(m.Pods, p)
 	m.origins.add("pod/"+p.Namespace+"/"+podName(p.Name, p.GenerateName), at)
-	return nil
 }
 
 // isUnstructuredKind says whether drift reads kind of group as an

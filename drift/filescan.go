@@ -167,7 +167,7 @@ func (r *scanRun) fail(pos docPos, err error) {
 // templates), counts the pods, and stops at the first bad document.
 func (r *scanRun) pass1() {
 	s, m := r.s, r.m
-	defer func() { m.onPod = nil }()
+	defer func() { m.onPod, m.podsLater = nil, false }()
 	for _, p := range s.Paths {
 		srcs, clean, err := s.resolve(p)
 		r.cleanup = append(r.cleanup, clean...)
@@ -202,6 +202,7 @@ func (r *scanRun) keep(si int, src scanSource, doc int, d *manifest.Document) bo
 	d = &manifest.Document{Data: bytes.Clone(d.Data), Line: d.Line, JSON: d.JSON} // kept: origins point at it
 	found := false
 	m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
+	m.podsLater = true // counted here, decoded in pass 2
 	if err := m.addDocument(d, src.name); err != nil {
 		r.fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
 		return false

@@ -240,6 +240,9 @@ func FuzzJudged(f *testing.F) {
 	for _, c := range kubectlCases {
 		f.Add(c.data)
 	}
+	for _, c := range treeListCases {
+		f.Add(c.data)
+	}
 	f.Fuzz(func(t *testing.T, data string) {
 		if strings.Count(data, "\n") > 300 {
 			return

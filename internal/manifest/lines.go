@@ -99,6 +99,47 @@ func (n *Node) Has(key string) bool {
 	return line != 0
 }
 
+// Get is the value of a mapping node's key: nil when n is no mapping or
+// has no such key (a key with nothing after it is a null scalar).
+func (n *Node) Get(key string) *Node {
+	if n == nil || n.kind != 'm' {
+		return nil
+	}
+	_, v := n.entry(key)
+	return v
+}
+
+// Items are a sequence node's items, none for `[]`; ok is false when n is
+// anything else (a mapping, a null, another scalar).
+func (n *Node) Items() (items []*Node, ok bool) {
+	switch {
+	case n == nil:
+		return nil, false
+	case n.kind == 's':
+		items = make([]*Node, len(n.kids))
+		for i, k := range n.kids {
+			items[i] = k.val
+		}
+		return items, true
+	case n.kind == 'v' && n.tok == tokEmptySeq:
+		return nil, true
+	}
+	return nil, false
+}
+
+// Text is a string scalar's value; ok is false for any other node (a
+// number, a boolean, a null, a collection) and for nil.
+func (n *Node) Text() (string, bool) {
+	if n == nil || n.kind != 'v' || n.tok != tokString {
+		return "", false
+	}
+	return n.value, true
+}
+
+// IsMapping says whether n is a mapping node with at least one key ({} is
+// a scalar of the tree).
+func (n *Node) IsMapping() bool { return n != nil && n.kind == 'm' }
+
 func (n *Node) entry(key string) (int, *Node) {
 	for _, k := range n.kids {
 		if k.key == key {
