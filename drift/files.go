@@ -66,6 +66,10 @@ type Manifests struct {
 	// a List read from the block-YAML tree to onPod undecoded (nil): the
 	// second pass decodes it, and reports it if it is bad.
 	podsLater bool
+	// lazyLines (drift -f's first pass) keeps no block-YAML tree on an
+	// origin: Locate reads the document again when it needs a line
+	// (liteTree).
+	lazyLines bool
 }
 
 // typeMeta is enough of a document to know what it is.
@@ -110,7 +114,7 @@ func (m *Manifests) addDocument(doc *manifest.Document, source string) error {
 		// A value of a JSON stream, read as JSON as kubectl reads it.
 		return m.addRead(raw, at)
 	}
-	if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+	if blankDocument(raw) {
 		return nil
 	}
 	if fastYAML {
@@ -140,7 +144,10 @@ func (m *Manifests) addFast(raw []byte, at *origin) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	at.lite = lines
+	at.lite = &liteTree{}
+	if !m.lazyLines {
+		at.lite.node = lines
+	}
 	if done, err := m.addTreeList(lines, at, len(raw)); done {
 		return true, err
 	}
@@ -222,21 +229,29 @@ func (m *Manifests) addTreeObject(n *manifest.Node, tm typeMeta, at *origin) err
 	return m.addObject(n.JSON(0), tm, at)
 }
 
-func stripComments(b []byte) []byte {
+// blankDocument says whether a YAML document holds nothing but blank
+// lines, comments and separators. It looks at each line in place: it
+// runs on every document, and copying the lines that hold something out
+// (to see whether any did) was a fifth of drift -f's first pass.
+func blankDocument(b []byte) bool {
 	if manifest.HasUnicodeBreak(b) {
 		// A comment ends at NEL, LS or PS too: what looks like a comment
 		// line may hold a key. go-yaml decides whether anything is there.
-		return b
+		return len(bytes.TrimSpace(b)) == 0
 	}
-	var out []byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) == 0 || t[0] == '#' || bytes.Equal(t, []byte("---")) {
-			continue
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
 		}
-		out = append(out, line...)
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			return false
+		}
 	}
-	return out
+	return true
 }
 
 // namespace is where an object that names none lands.

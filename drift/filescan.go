@@ -167,7 +167,7 @@ func (r *scanRun) fail(pos docPos, err error) {
 // templates), counts the pods, and stops at the first bad document.
 func (r *scanRun) pass1() {
 	s, m := r.s, r.m
-	defer func() { m.onPod, m.podsLater = nil, false }()
+	defer func() { m.onPod, m.podsLater, m.lazyLines = nil, false, false }()
 	for _, p := range s.Paths {
 		srcs, clean, err := s.resolve(p)
 		r.cleanup = append(r.cleanup, clean...)
@@ -203,6 +203,7 @@ func (r *scanRun) keep(si int, src scanSource, doc int, d *manifest.Document) bo
 	found := false
 	m.onPod = func(*corev1.Pod, *origin) { found = true; s.Pods++ }
 	m.podsLater = true // counted here, decoded in pass 2
+	m.lazyLines = true // kept through pass 2: lines parsed again when asked for
 	if err := m.addDocument(d, src.name); err != nil {
 		r.fail(docPos{si, doc}, fmt.Errorf("%s: document %d: %w", src.name, doc, err))
 		return false
@@ -374,7 +375,7 @@ func decodePods(d *manifest.Document, source, namespace string, cheap bool) ([]p
 				m := &Manifests{Namespace: namespace}
 				p.Namespace = m.namespace(p.Namespace)
 				defaultPodSpec(&p.Spec)
-				return []podAt{{pod: &p, at: &origin{file: source, doc: d, lite: lines}}}, nil
+				return []podAt{{pod: &p, at: &origin{file: source, doc: d, lite: &liteTree{node: lines}}}}, nil
 			}
 		}
 	}

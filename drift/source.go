@@ -25,9 +25,32 @@ type origin struct {
 	node  *yaml.Node // parsed on first use
 	parse sync.Once
 	// lite is the document's line tree from the block-YAML reader, when
-	// it read the document (FileScan's pods): Locate walks it instead of
-	// parsing the document again with yaml.v3.
-	lite *manifest.Node
+	// it read the document: Locate walks it instead of parsing the
+	// document again with yaml.v3.
+	lite *liteTree
+}
+
+// liteTree is a document's line tree from the block-YAML reader: kept
+// from the reading (drift -f's pods, read and located together), or read
+// again on first use (what drift -f's first pass keeps: the trees of
+// every policy and workload held from the first pass through the second
+// were most of its live heap, and the collector paid for them on every
+// cycle, while few of them are ever asked for a line). Items of a List
+// share their document's.
+type liteTree struct {
+	once sync.Once
+	node *manifest.Node
+}
+
+// tree is the document's tree, parsed from data the first time when it
+// was not kept.
+func (t *liteTree) tree(data []byte) *manifest.Node {
+	t.once.Do(func() {
+		if t.node == nil {
+			t.node, _ = manifest.Parse(data)
+		}
+	})
+	return t.node
 }
 
 // origins maps the objects read from files, by the name findings give
@@ -85,7 +108,7 @@ func findingObject(f *report.Finding) (key, path string) {
 // line is the line of path inside the object: the deepest part of it that
 // the file spells out.
 func (s *origin) line(path string) int {
-	if s.lite != nil {
+	if lite := s.liteTree(); lite != nil {
 		// A List's item: the same path under its items.
 		for i := len(s.items) - 1; i >= 0; i-- {
 			item := "items[" + strconv.Itoa(s.items[i]) + "]"
@@ -95,13 +118,22 @@ func (s *origin) line(path string) int {
 				path = item + "." + path
 			}
 		}
-		return s.doc.Line + s.lite.Line(path) - 1
+		return s.doc.Line + lite.Line(path) - 1
 	}
 	root := s.root()
 	if root == nil {
 		return s.doc.Line
 	}
 	return s.doc.Line + manifest.Walk(root, path).Line - 1
+}
+
+// liteTree is the block-YAML reader's tree of the document, or nil when
+// that reader did not read it.
+func (s *origin) liteTree() *manifest.Node {
+	if s.lite == nil {
+		return nil
+	}
+	return s.lite.tree(s.doc.Data)
 }
 
 // root parses the object's document (once) and finds the object in it.

@@ -118,3 +118,24 @@ func located(t *testing.T, m *Manifests, fs ...report.Finding) []string {
 	}
 	return out
 }
+
+// TestBlankDocument: a document of blank lines, comments and separators
+// holds nothing; one line with anything else is something, and so is any
+// document with a line break YAML knows beyond \n (go-yaml decides).
+func TestBlankDocument(t *testing.T) {
+	for doc, want := range map[string]bool{
+		"":                           true,
+		"\n\n":                       true,
+		"# a comment\n  # another\n": true,
+		"---\n# c\r\n\t\n":           true,
+		"# c\nkind: Pod\n":           false,
+		"  x":                        false,
+		"--- # c\n":                  false, // a separator with a comment is a line go-yaml reads
+		"# c\u2028kind: Pod\n":       false,
+		"\u2028":                     true,
+	} {
+		if got := blankDocument([]byte(doc)); got != want {
+			t.Errorf("blankDocument(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}
