@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# make test's body: make lint and make verify (cheap: golangci-lint is
-# built once, its analysis cached), the whole suite against real parts,
-# then the fuzzers, then the end-to-end story on a real cluster (make e2e),
-# on kube-router and then on Cilium (make e2e CNI=cilium); whatever the
+# make test's body: make verify, then the whole suite against real parts
+# with make lint and the fuzzers beside it (niced: the suite spends most of
+# its time waiting on clusters and timeouts, and they take only the CPU it
+# leaves), then the end-to-end story on a real cluster (make e2e), on
+# kube-router and then on Cilium (make e2e CNI=cilium); whatever the
 # outcome, make down and the leftovers check last, so nothing the run
 # started outlives it (SANDPROBE_KEEP aside). A script rather than a make
 # recipe: a recipe line that runs $(MAKE) is executed even by `make -n`.
@@ -20,12 +21,23 @@ mkdir -p out
 # Its own session, so a failed run can stop the whole build (setsid).
 setsid nice -n 19 hack/cluster/cilium.sh build >out/cilium-build.log 2>&1 &
 cilium_build=$!
-# Every step runs; a lint or verify failure still lets the suite report.
-GO="$go" hack/lint.sh || status=$?
+# Every step runs; a verify failure still lets the suite report. verify
+# rewrites files in the tree that tests read: it runs first, alone.
 GO="$go" hack/verify.sh || status=$?
+# Lint and the fuzzers, one after the other, beside the suite; their
+# output is printed once the suite is done, so the two do not mix.
+(
+  renice -n 19 -p "$BASHPID" >/dev/null 2>&1
+  st=0
+  GO="$go" hack/lint.sh || st=1
+  make fuzz || st=1
+  exit "$st"
+) </dev/null >out/checks.log 2>&1 &
+checks=$!
 SANDPROBE_REQUIRE_ENV=1 SANDPROBE_BIN="$PWD/${BIN:-bin/sandprobe}" KUBEBUILDER_ASSETS=$(hack/k8s/build.sh --print-assets) \
   "$go" test -count=1 -timeout 30m ./... || status=$?
-if ((status == 0)); then make fuzz || status=$?; fi
+wait "$checks" || { echo "test: make lint or make fuzz failed (out/checks.log)" >&2; status=1; }
+cat out/checks.log
 if ((status == 0)); then make e2e || status=$?; fi
 if ((status != 0)); then
   kill -- -"$cilium_build" 2>/dev/null; wait "$cilium_build" 2>/dev/null
