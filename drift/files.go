@@ -153,7 +153,7 @@ func (m *Manifests) addFast(raw []byte, at *origin) (bool, error) {
 	}
 	js := lines.JSON(len(raw))
 	var tm typeMeta
-	if strictish(js, &tm) == nil && tm.Items == nil && m.addObject(js, tm, at) == nil {
+	if strictish(js, &tm) == nil && tm.Items == nil && m.addObject(js, tm, at, lines) == nil {
 		return true, nil
 	}
 	return true, m.addRead(js, at)
@@ -226,7 +226,7 @@ func (m *Manifests) addTreeObject(n *manifest.Node, tm typeMeta, at *origin) err
 			return nil
 		}
 	}
-	return m.addObject(n.JSON(0), tm, at)
+	return m.addObject(n.JSON(0), tm, at, n)
 }
 
 // blankDocument says whether a YAML document holds nothing but blank
@@ -325,11 +325,13 @@ func (m *Manifests) addUnstructured(u *unstructured.Unstructured, at *origin) er
 	if err != nil {
 		return err
 	}
-	return m.addObject(js, typeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}, at)
+	return m.addObject(js, typeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}, at, nil)
 }
 
 // addObject decodes one object, not a list, from its JSON; tm is its kind.
-func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
+// tree, when the block-YAML reader read it, is the same object's tree: a
+// workload decodes from it where manifest.Decode can.
+func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin, tree *manifest.Node) error {
 	if tm.Kind == "" {
 		return fmt.Errorf("not a Kubernetes object: no kind")
 	}
@@ -357,7 +359,7 @@ func (m *Manifests) addObject(js []byte, tm typeMeta, at *origin) error {
 	case isUnstructuredKind(tm.Kind, group):
 		return m.addUnstructuredKind(js, tm.Kind, at)
 	default:
-		return m.addWorkload(js, tm.Kind, group, at)
+		return m.addWorkload(js, tree, tm.Kind, group, at)
 	}
 	return nil
 }
@@ -433,14 +435,20 @@ func (m *Manifests) addUnstructuredKind(js []byte, kind string, at *origin) erro
 
 // addWorkload adds a workload drift checks through its pod template; any
 // other kind is counted as skipped.
-func (m *Manifests) addWorkload(js []byte, kind, group string, at *origin) error {
+func (m *Manifests) addWorkload(js []byte, tree *manifest.Node, kind, group string, at *origin) error {
 	obj := newWorkload(kind, group)
 	if obj == nil {
 		m.Skipped[kind]++
 		return nil
 	}
-	if err := strictish(js, obj); err != nil {
-		return fmt.Errorf("%s: %w", strings.ToLower(kind), err)
+	// Straight from the tree, as a plain Pod is (TestDecodeWorkloadEveryField
+	// and FuzzDecodeNode hold manifest.Decode to strictish for workloads);
+	// what it declines, or cannot decode, is the JSON's to decide.
+	if tree == nil || manifest.Decode(tree, obj) != nil {
+		obj = newWorkload(kind, group)
+		if err := strictish(js, obj); err != nil {
+			return fmt.Errorf("%s: %w", strings.ToLower(kind), err)
+		}
 	}
 	t := WorkloadTemplate(obj)
 	t.Namespace = m.namespace(t.Namespace)

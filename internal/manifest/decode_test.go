@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -26,33 +28,51 @@ func strictish(js []byte, into any) error {
 // the API server's). It reports whether the fast path decoded doc.
 func sameAsStrictish(t *testing.T, doc []byte) bool {
 	t.Helper()
+	return sameAs[corev1.Pod](t, doc)
+}
+
+// sameAs is sameAsStrictish for an object of type T: drift decodes Pods
+// and the workloads (Deployments, CronJobs, …) from the tree.
+func sameAs[T any](t *testing.T, doc []byte) bool {
+	t.Helper()
 	tree, err := Parse(doc)
 	if err != nil {
 		return false
 	}
-	var fast corev1.Pod
+	var fast T
 	fastErr := Decode(tree, &fast)
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		t.Fatalf("the block-YAML reader took what sigs.k8s.io/yaml refuses (%v):\n%s", err, doc)
 	}
-	var slow corev1.Pod
+	var slow T
 	slowErr := strictish(js, &slow)
 	switch {
 	case fastErr == nil && slowErr != nil:
-		t.Fatalf("fast path decoded what strictish refuses (%v):\n%s", slowErr, doc)
+		t.Fatalf("fast path decoded a %T that strictish refuses (%v):\n%s", slow, slowErr, doc)
 	case fastErr == nil && !reflect.DeepEqual(fast, slow):
-		t.Fatalf("fast path decoded differently:\n%s\n fast %+v\n slow %+v", doc, fast, slow)
+		t.Fatalf("fast path decoded a %T differently:\n%s\n fast %+v\n slow %+v", slow, doc, fast, slow)
 	case fastErr != nil && !errors.Is(fastErr, ErrNotPlain) && slowErr == nil:
-		t.Fatalf("fast path failed (%v) where strictish decodes:\n%s", fastErr, doc)
+		t.Fatalf("fast path failed on a %T (%v) where strictish decodes:\n%s", slow, fastErr, doc)
 	}
 	// The JSON written from the same tree reads the same, too.
-	var viaJSON corev1.Pod
+	var viaJSON T
 	jsonErr := strictish(appendNodeJSON(nil, tree), &viaJSON)
 	if (jsonErr == nil) != (slowErr == nil) || (jsonErr == nil && !reflect.DeepEqual(viaJSON, slow)) {
-		t.Fatalf("the tree's JSON reads differently (%v, strictish %v):\n%s", jsonErr, slowErr, doc)
+		t.Fatalf("the tree's JSON reads differently as a %T (%v, strictish %v):\n%s", slow, jsonErr, slowErr, doc)
 	}
 	return fastErr == nil
+}
+
+// sameAsWorkloads is sameAs for each kind of workload drift decodes from
+// the tree (a CronJob holds a Job's template; the others share a
+// Deployment's shape with their own fields).
+func sameAsWorkloads(t *testing.T, doc []byte) {
+	t.Helper()
+	sameAs[appsv1.Deployment](t, doc)
+	sameAs[appsv1.StatefulSet](t, doc)
+	sameAs[appsv1.DaemonSet](t, doc)
+	sameAs[batchv1.CronJob](t, doc)
 }
 
 // sampleValues are written into every field of a Pod by TestDecodeNodeEveryField:
@@ -67,6 +87,38 @@ var sampleValues = []string{
 // sequence, at every field path of a Pod (items of lists and values of
 // maps included) and holds the fast decoding to strictish on each.
 func TestDecodeNodeEveryField(t *testing.T) {
+	took, docs := everyField(t, reflect.TypeFor[corev1.Pod](), "apiVersion: v1\nkind: Pod\n", sameAsStrictish)
+	t.Logf("%d documents, %d decoded by the fast path", docs, took)
+	if docs < 5000 || took*5 < docs {
+		t.Errorf("only %d of %d documents decoded by the fast path", took, docs)
+	}
+}
+
+// TestDecodeWorkloadEveryField is TestDecodeNodeEveryField for the
+// workloads drift decodes from the tree: every field of a Deployment and
+// of a CronJob (its Job's and Pod's included).
+func TestDecodeWorkloadEveryField(t *testing.T) {
+	for _, w := range []struct {
+		ty     reflect.Type
+		header string
+		same   func(*testing.T, []byte) bool
+	}{
+		{reflect.TypeFor[appsv1.Deployment](), "apiVersion: apps/v1\nkind: Deployment\n", sameAs[appsv1.Deployment]},
+		{reflect.TypeFor[batchv1.CronJob](), "apiVersion: batch/v1\nkind: CronJob\n", sameAs[batchv1.CronJob]},
+	} {
+		took, docs := everyField(t, w.ty, w.header, w.same)
+		t.Logf("%s: %d documents, %d decoded by the fast path", w.ty.Name(), docs, took)
+		if docs < 5000 || took*5 < docs {
+			t.Errorf("%s: only %d of %d documents decoded by the fast path", w.ty.Name(), took, docs)
+		}
+	}
+}
+
+// everyField writes each sample value, a nested map and a sequence at every
+// field path of type root under header, holds same to each document and
+// says how many it decoded, of how many.
+func everyField(t *testing.T, root reflect.Type, header string, same func(*testing.T, []byte) bool) (took, total int) {
+	t.Helper()
 	var docs []string
 	var walk func(ty reflect.Type, path []string, depth int)
 	walk = func(ty reflect.Type, path []string, depth int) {
@@ -75,7 +127,7 @@ func TestDecodeNodeEveryField(t *testing.T) {
 		}
 		at := func(value string) string {
 			var b strings.Builder
-			b.WriteString("apiVersion: v1\nkind: Pod\n")
+			b.WriteString(header)
 			ind := ""
 			for i, seg := range path {
 				last := i == len(path)-1
@@ -117,17 +169,13 @@ func TestDecodeNodeEveryField(t *testing.T) {
 			walk(ty.Elem(), append(append([]string(nil), path...), "some.key/x"), depth+1)
 		}
 	}
-	walk(reflect.TypeFor[corev1.Pod](), nil, 0)
-	took := 0
+	walk(root, nil, 0)
 	for _, d := range docs {
-		if sameAsStrictish(t, []byte(d)) {
+		if same(t, []byte(d)) {
 			took++
 		}
 	}
-	t.Logf("%d documents, %d decoded by the fast path", len(docs), took)
-	if len(docs) < 5000 || took*5 < len(docs) {
-		t.Errorf("only %d of %d documents decoded by the fast path", took, len(docs))
-	}
+	return took, len(docs)
 }
 
 // typeFieldByJSON is the Go type of the field a JSON name decodes into.
@@ -155,6 +203,7 @@ func TestDecodeNodeMatchesStrictish(t *testing.T) {
 			if sameAsStrictish(t, doc) {
 				took++
 			}
+			sameAsWorkloads(t, doc)
 		}
 	}
 	for _, c := range append(append(blockCases, peopleCases...), podCases...) {
@@ -205,5 +254,6 @@ func FuzzDecodeNode(f *testing.F) {
 			return
 		}
 		sameAsStrictish(t, []byte(doc))
+		sameAsWorkloads(t, []byte(doc))
 	})
 }
