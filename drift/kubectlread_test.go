@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	xunicode "golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
@@ -282,8 +284,13 @@ func TestReadLikeKubectl(t *testing.T) {
 // each other.
 func coinToss(data []byte) bool {
 	decoded, err := io.ReadAll(transform.NewReader(bytes.NewReader(data), xunicode.BOMOverride(xunicode.UTF8.NewDecoder())))
-	if err != nil || utilyaml.IsJSONBuffer(decoded[:min(len(decoded), 4096)]) {
+	if err != nil {
 		return false
+	}
+	if utilyaml.IsJSONBuffer(decoded[:min(len(decoded), 4096)]) {
+		if decoded = yamlAfterJSON(decoded); decoded == nil {
+			return false
+		}
 	}
 	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(decoded)))
 	for {
@@ -295,6 +302,39 @@ func coinToss(data []byte) bool {
 			return true
 		}
 	}
+}
+
+// yamlAfterJSON is what kubectl reads as YAML in a stream that starts as
+// JSON (apimachinery's YAMLOrJSONDecoder): after at most one JSON value,
+// whatever does not decode as JSON is YAML, from the end of that value
+// past its spaces up to and including the first line end. nil when the
+// stream is JSON to its end, or when kubectl refuses it (a second JSON
+// value, then something else).
+func yamlAfterJSON(b []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	values, end := 0, 0
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) || values > 1 {
+				return nil
+			}
+			break
+		}
+		values, end = values+1, int(dec.InputOffset())
+	}
+	rest := b[end:]
+	for len(rest) > 0 {
+		r, size := utf8.DecodeRune(rest)
+		if !unicode.IsSpace(r) {
+			break
+		}
+		rest = rest[size:]
+		if r == '\n' {
+			break
+		}
+	}
+	return rest
 }
 
 func docCoinToss(doc []byte) bool {
