@@ -167,8 +167,9 @@ func (m *Manifests) addFast(raw []byte, at *origin) (bool, error) {
 // its keys sorted, its numbers int64), so an item's JSON from the tree is
 // the JSON addRead would give addObject, byte for byte, and a Pod item
 // decodes straight from the tree (manifest.Decode, the plain Pod's path).
-// Anything else, an item kind and apiVersion must be given, is addRead's.
-// A bad item's error is the one addRead gives (read again its way).
+// Any other List (items that take the List's kind and apiVersion, kinds
+// that are not strings) is addRead's. A bad item's error is the one
+// addRead gives (the List read again its way).
 func (m *Manifests) addTreeList(root *manifest.Node, at *origin, size int) (bool, error) {
 	items, ok := root.Get("items").Items()
 	if !ok {
