@@ -102,12 +102,8 @@ func TestTreeListReadsLikeAddRead(t *testing.T) {
 func located(t *testing.T, m *Manifests, fs ...report.Finding) []string {
 	t.Helper()
 	if m != nil {
-		e, err := NewEngine(oraclePolicy())
+		col, err := checkOracle(m)
 		if err != nil {
-			t.Fatal(err)
-		}
-		col := NewCollector()
-		if err := CheckManifests(e, m, col); err != nil {
 			t.Fatal(err)
 		}
 		fs = col.Findings
