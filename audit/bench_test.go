@@ -67,12 +67,16 @@ func TestBenchEgressUsage(t *testing.T) {
 	if b, err := exec.Command("go", "build", "-o", maxrss, "../drift/testdata/maxrss").CombinedOutput(); err != nil {
 		t.Fatalf("build maxrss: %v\n%s", err, b)
 	}
+	floor := filepath.Join(tmp, "fieldfloor")
+	if b, err := exec.Command("go", "build", "-o", floor, "./testdata/fieldfloor").CombinedOutput(); err != nil {
+		t.Fatalf("build fieldfloor: %v\n%s", err, b)
+	}
 	policyPath := filepath.Join(tmp, "policy.yaml")
 	if err := os.WriteFile(policyPath, []byte(benchPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func(out *bytes.Buffer, okCodes []int, args ...string) usageMeasure {
-		return measureRun(t, maxrss, out, okCodes, args...)
+		return measureRun(t, maxrss, out, nil, okCodes, args...)
 	}
 	best := func(a, b usageMeasure) usageMeasure {
 		return usageMeasure{min(a.seconds, b.seconds), min(a.cpu, b.cpu), min(a.mb, b.mb)}
@@ -92,19 +96,29 @@ func TestBenchEgressUsage(t *testing.T) {
 		for round := 0; round < 2; round++ {
 			g1 := count(run(&out, []int{0}, grep, "-c", "TCP_DENIED", file), denied)
 			g2 := count(run(&out, []int{0}, grep, "-c", "TCP_TUNNEL", file), tunnels)
-			u := run(&out, []int{0, 1}, bin, "egress-usage", "--policy", policyPath, "--log", file, "-o", "json")
-			var rep struct {
-				EgressUsage struct {
-					Sources []struct{ Records int64 }
+			fl := run(&out, []int{0}, floor, file)
+			if got, want := strings.Fields(out.String()), strconv.Itoa(n); len(got) != 2 || got[0] != want {
+				t.Fatalf("fieldfloor found %q, the log holds %s lines", out.String(), want)
+			}
+			usage := func(env []string) usageMeasure {
+				m := measureRun(t, maxrss, &out, env, []int{0, 1}, bin, "egress-usage", "--policy", policyPath, "--log", file, "-o", "json")
+				var rep struct {
+					EgressUsage struct {
+						Sources []struct{ Records int64 }
+					}
 				}
+				if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.EgressUsage.Sources) != 1 || rep.EgressUsage.Sources[0].Records != int64(n) {
+					t.Fatalf("egress-usage did not report %d records (%v): %.300s", n, err, out.String())
+				}
+				return m
 			}
-			if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.EgressUsage.Sources) != 1 || rep.EgressUsage.Sources[0].Records != int64(n) {
-				t.Fatalf("egress-usage did not report %d records (%v): %.300s", n, err, out.String())
-			}
+			u := usage(nil)
+			// The same on one core, to show how the scan scales with cores.
+			u1 := usage(append(os.Environ(), "GOMAXPROCS=1"))
 			if round == 0 {
-				r.grep1, r.grep2, r.usage = g1, g2, u
+				r.grep1, r.grep2, r.floor, r.usage, r.usage1 = g1, g2, fl, u, u1
 			} else {
-				r.grep1, r.grep2, r.usage = best(r.grep1, g1), best(r.grep2, g2), best(r.usage, u)
+				r.grep1, r.grep2, r.floor, r.usage, r.usage1 = best(r.grep1, g1), best(r.grep2, g2), best(r.floor, fl), best(r.usage, u), best(r.usage1, u1)
 			}
 		}
 		results = append(results, r)
@@ -118,7 +132,9 @@ type usageBenchResult struct {
 	lines        int
 	fileMB       float64
 	grep1, grep2 usageMeasure
+	floor        usageMeasure // testdata/fieldfloor: reading the file and finding every line's fields, nothing else
 	usage        usageMeasure
+	usage1       usageMeasure // egress-usage with GOMAXPROCS=1
 }
 
 // reportUsageBench prints the measurements against the goals; memory that
@@ -141,6 +157,14 @@ func reportUsageBench(t *testing.T, results []usageBenchResult) {
 	last := results[len(results)-1]
 	ratio := last.usage.seconds / (last.grep1.seconds + last.grep2.seconds)
 	fmt.Printf("  %d lines: egress-usage takes %.2f × the time grep -c takes to count them twice — goal ≤ 0.5×: %s\n", last.lines, ratio, verdict(ratio <= 0.5))
+	// The floor: no reader that looks at every field of every line can
+	// take less, whatever it does with them; how far the goal is from it
+	// says whether a faster parser could meet it on this machine.
+	twice := last.grep1.seconds + last.grep2.seconds
+	fmt.Printf("  floor (testdata/fieldfloor: read the file and find every line's ten fields on %d cores, nothing else) %.3f s (CPU %.3f s) = %.2f × grep's two counts; egress-usage is %.2f × the floor\n",
+		runtime.GOMAXPROCS(0), last.floor.seconds, last.floor.cpu, last.floor.seconds/twice, last.usage.seconds/last.floor.seconds)
+	fmt.Printf("  egress-usage on one core (GOMAXPROCS=1) %.3f s, on %d %.3f s: %.2f× faster\n",
+		last.usage1.seconds, runtime.GOMAXPROCS(0), last.usage.seconds, last.usage1.seconds/last.usage.seconds)
 	if len(results) >= 2 {
 		first := results[0]
 		growth := last.usage.mb / first.usage.mb
@@ -155,14 +179,15 @@ func reportUsageBench(t *testing.T, results []usageBenchResult) {
 // usageMeasure is one run's wall time, CPU time and peak RSS.
 type usageMeasure struct{ seconds, cpu, mb float64 }
 
-// measureRun runs args under the maxrss wrapper, its output into out, and
-// reads what the wrapper measured; an exit code not in okCodes fails.
-func measureRun(t *testing.T, maxrss string, out *bytes.Buffer, okCodes []int, args ...string) usageMeasure {
+// measureRun runs args under the maxrss wrapper with env (nil: this
+// process's), its output into out, and reads what the wrapper measured;
+// an exit code not in okCodes fails.
+func measureRun(t *testing.T, maxrss string, out *bytes.Buffer, env []string, okCodes []int, args ...string) usageMeasure {
 	t.Helper()
 	var errb strings.Builder
 	out.Reset()
 	cmd := exec.Command(maxrss, args...)
-	cmd.Stdout, cmd.Stderr = out, &errb
+	cmd.Stdout, cmd.Stderr, cmd.Env = out, &errb, env
 	err := cmd.Run()
 	code := 0
 	var ee *exec.ExitError
