@@ -29,6 +29,7 @@ FUZZ_DECODENODE ?= 10000x
 FUZZ_DOCSTREAM ?= 15000x
 FUZZ_JUDGED ?= 15000x
 FUZZ_STRINGKEYS ?= 30000x
+FUZZ_SCAN ?= 30000x
 export CGO_ENABLED := 0
 export SANDPROBE_CACHE ?= /var/cache/sandprobe
 # What make test and make demo leave running when they end: nothing, unless
@@ -88,12 +89,14 @@ helm-env:
 
 # The whole suite against real parts (hack/test.sh). SANDPROBE_REQUIRE_ENV=1
 # turns a test that would skip for a missing environment (root, lab,
-# Docker, apiserver) into a failure. Then the fuzzers, then the end-to-end
+# Docker, apiserver) into a failure. It builds the environments (docker-env,
+# kube-env, kwok-env, helm-env) at once first, then the suite with make lint
+# and the fuzzers beside it, then the end-to-end
 # story on a real cluster (make e2e), on kube-router, then on Cilium
 # (make e2e CNI=cilium; its cold build overlaps the suite). Whatever the
 # outcome, it ends with make down and the leftovers check: nothing it
 # started outlives it (SANDPROBE_KEEP aside).
-test: deps build lint-env docker-env kube-env kwok-env helm-env
+test: deps build
 	GO='$(GO)' BIN='$(BIN)' hack/test.sh
 
 # The headline story on a real single-node cluster (hack/cluster) and the
@@ -130,6 +133,7 @@ fuzz:
 	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzDocStream$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DOCSTREAM))
 	$(GO) test ./internal/manifest -run '^$$' -fuzz '^FuzzStringKeysOnly$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_STRINGKEYS))
 	$(GO) test ./drift -run '^$$' -fuzz '^FuzzJudged$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_JUDGED))
+	$(GO) test ./egresslog -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_SCAN))
 
 # The differential fuzzers (the manifest reader against apimachinery's, drift's
 # verdicts against the reference reading's), each for
