@@ -448,9 +448,9 @@ func (b *Backend) collect(a *attempt, id, nonce string) (report.ProbeResult, err
 	// land after the exit, and Docker 20.10 then never sets OOMKilled (a CI
 	// run saw it: exit 137, "Killed", no flag) though it still logs the
 	// container's "oom" event. A probe SIGKILLed under a memory limit is
-	// asked about again, flag and event, for up to two seconds before it is
-	// called a crash.
-	for i := 0; i < 20 && !st.OOMKilled && st.ExitCode == 137 && memoryLimited(state.Container.HostConfig); i++ {
+	// asked about again, flag and event, for up to five seconds before it
+	// is called a crash (on a machine at load 15, two were once too few).
+	for i := 0; i < 50 && !st.OOMKilled && st.ExitCode == 137 && memoryLimited(state.Container.HostConfig); i++ {
 		if b.oomEvent(ctx, id, st.StartedAt) {
 			st.OOMKilled = true
 			break
