@@ -101,16 +101,7 @@ func TestBenchEgressUsage(t *testing.T) {
 				t.Fatalf("fieldfloor found %q, the log holds %s lines", out.String(), want)
 			}
 			usage := func(env []string) usageMeasure {
-				m := measureRun(t, maxrss, &out, env, []int{0, 1}, bin, "egress-usage", "--policy", policyPath, "--log", file, "-o", "json")
-				var rep struct {
-					EgressUsage struct {
-						Sources []struct{ Records int64 }
-					}
-				}
-				if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.EgressUsage.Sources) != 1 || rep.EgressUsage.Sources[0].Records != int64(n) {
-					t.Fatalf("egress-usage did not report %d records (%v): %.300s", n, err, out.String())
-				}
-				return m
+				return measureUsage(t, maxrss, &out, env, n, bin, "egress-usage", "--policy", policyPath, "--log", file, "-o", "json")
 			}
 			u := usage(nil)
 			// The same on one core, to show how the scan scales with cores.
@@ -125,6 +116,22 @@ func TestBenchEgressUsage(t *testing.T) {
 		os.Remove(file)
 	}
 	reportUsageBench(t, results)
+}
+
+// measureUsage runs egress-usage -o json (args) under the maxrss wrapper
+// and checks that its report counted the log's n records.
+func measureUsage(t *testing.T, maxrss string, out *bytes.Buffer, env []string, n int, args ...string) usageMeasure {
+	t.Helper()
+	m := measureRun(t, maxrss, out, env, []int{0, 1}, args...)
+	var rep struct {
+		EgressUsage struct {
+			Sources []struct{ Records int64 }
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.EgressUsage.Sources) != 1 || rep.EgressUsage.Sources[0].Records != int64(n) {
+		t.Fatalf("egress-usage did not report %d records (%v): %.300s", n, err, out.String())
+	}
+	return m
 }
 
 // usageBenchResult is one log size's measurements.
