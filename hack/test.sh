@@ -38,14 +38,13 @@ for e in images:hack/images/all.sh kube:hack/k8s/build.sh kwok:hack/kwok/build.s
 done
 env_start=$SECONDS
 for name in images kube kwok helm; do
-  if wait "${env_pid[$name]}"; then
-    printf 'test: %s ready (%ds; out/env-%s.log)\n' "$name" $((SECONDS - env_start)) "$name"
-  else
+  if ! wait "${env_pid[$name]}"; then
     printf 'test: the %s environment failed (out/env-%s.log):\n' "$name" "$name" >&2
     tail -n 30 "out/env-$name.log" >&2
     status=1
   fi
 done
+printf 'test: the environments took %ds (out/env-*.log)\n' $((SECONDS - env_start))
 if ((status != 0)); then
   kill -- -"$cilium_build" 2>/dev/null; wait "$cilium_build" 2>/dev/null
   make down
