@@ -32,8 +32,11 @@ func (r rec) String() string {
 
 type collect struct{ got []rec }
 
-func (c *collect) Add(r *Record) {
-	c.got = append(c.got, rec{string(r.Client), string(r.Sandbox), string(r.Method), string(r.Host), r.Port, r.Decision, r.Status, r.BytesOut, r.BytesIn, string(r.Agent), r.Time})
+func (c *collect) Add(r *Record) { c.got = append(c.got, recOf(r)) }
+
+// recOf copies a record out of the scanner's buffer.
+func recOf(r *Record) rec {
+	return rec{string(r.Client), string(r.Sandbox), string(r.Method), string(r.Host), r.Port, r.Decision, r.Status, r.BytesOut, r.BytesIn, string(r.Agent), r.Time}
 }
 
 func scanFile(t *testing.T, path string, f Format) ([]rec, Stats) {

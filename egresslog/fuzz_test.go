@@ -15,7 +15,7 @@ import (
 type numbered struct{ recs []string }
 
 func (n *numbered) Add(r *Record) {
-	n.recs = append(n.recs, fmt.Sprintf("%d %q %v t=%d user=%q", r.LineNo, r.Line, rec{string(r.Client), string(r.Sandbox), string(r.Method), string(r.Host), r.Port, r.Decision, r.Status, r.BytesOut, r.BytesIn, string(r.Agent), r.Time}, r.Time, r.User))
+	n.recs = append(n.recs, fmt.Sprintf("%d %q %v t=%d user=%q", r.LineNo, r.Line, recOf(r), r.Time, r.User))
 }
 
 // FuzzScan reads any bytes as each format, as an agent can put nearly any
